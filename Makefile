@@ -1,0 +1,90 @@
+# rockstalk - plain GNU make. `make` builds ./rockstalkd; `make test` installs
+# what is missing (scripts/deps.sh), builds and runs every test; `make run`
+# does the same for the daemon and starts it on 127.0.0.1:11300.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD ?= build
+CC ?= cc
+PYTHON ?= /usr/bin/python3
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat=2 \
+          -Wstrict-prototypes -Wshadow -MMD -MP
+LDLIBS += $(shell pkg-config --libs rocksdb 2>/dev/null || echo -lrocksdb) \
+          -lev -lpthread -lm
+
+ifeq ($(SAN),1)
+CFLAGS += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+          -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_OBJ := $(LIB_SRC:src/%.c=$(BUILD)/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
+
+.PHONY: all deps run test unit ptest asan clean install uninstall fmt \
+        fmt-check bench
+all: rockstalkd
+
+rockstalkd: $(BUILD)/rockstalkd
+	cp $< $@
+
+$(BUILD)/rockstalkd: $(BUILD)/main.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: src/%.c | $(BUILD)
+	$(CC) $(CFLAGS) -Isrc -c -o $@ $<
+
+$(BUILD)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(BUILD)
+	$(CC) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ $< $(LIB_OBJ) -lcmocka $(LDLIBS)
+
+$(BUILD):
+	mkdir -p $@
+
+deps:
+	scripts/deps.sh
+
+run: deps all
+	./rockstalkd -l 127.0.0.1 -p 11300
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; ./$$t; done
+
+# Protocol, differential, crash and client tests (pytest) against
+# $(ROCKSTALKD), default ./rockstalkd.
+ROCKSTALKD ?= ./rockstalkd
+ptest: rockstalkd
+	ROCKSTALKD=$(ROCKSTALKD) $(PYTHON) -m pytest -q tests $(PYTEST_ARGS)
+
+test: deps
+	$(MAKE) all unit
+	$(MAKE) ptest
+
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan: deps
+	$(MAKE) BUILD=build-asan SAN=1 build-asan/rockstalkd unit
+	ASAN_OPTIONS=detect_leaks=1 $(MAKE) BUILD=build-asan SAN=1 \
+	    ROCKSTALKD=build-asan/rockstalkd ptest
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 rockstalkd $(DESTDIR)$(PREFIX)/bin/rockstalkd
+	install -m 644 man/rockstalkd.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/rockstalkd \
+	      $(DESTDIR)$(PREFIX)/share/man/man1/rockstalkd.1
+
+fmt:
+	clang-format -i src/*.c src/*.h tests/unit/*.c
+
+fmt-check:
+	clang-format --dry-run --Werror src/*.c src/*.h tests/unit/*.c
+
+clean:
+	rm -rf build build-asan rockstalkd
+
+-include $(wildcard $(BUILD)/*.d)

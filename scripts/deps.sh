@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian packages rockstalk builds and tests with, if missing.
+set -e
+PKGS="build-essential pkg-config libev-dev librocksdb-dev libcmocka-dev \
+beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc \
+ruby-beaneater"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
+        || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+echo "installing:$missing"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+# Debian starts the packaged beanstalkd as a service where it can; the tests
+# start their own on free ports.

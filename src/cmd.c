@@ -1,0 +1,426 @@
+/* cmd.c - see cmd.h. One handler per command, in protocol order. */
+#include "cmd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "proto.h"
+#include "queue.h"
+#include "stats.h"
+
+#define REPLY(c, lit) conn_reply((c), lit, sizeof(lit) - 1)
+
+static void
+set_producer(Conn *c)
+{
+    if (!c->producer) {
+        c->producer = 1;
+        c->srv->cur_producers++;
+    }
+}
+
+static void
+set_worker(Conn *c)
+{
+    if (!c->worker) {
+        c->worker = 1;
+        c->srv->cur_workers++;
+    }
+}
+
+/* put: JOB_TOO_BIG is decided before trailing garbage, and its body is
+ * discarded; a put that gets this far uses up an id, as in 1.12. */
+static void
+cmd_put(Conn *c, const Cmd *cmd)
+{
+    Server *s = c->srv;
+    if (cmd->body_size > s->cfg.max_job_size) {
+        c->skip_left = (uint64_t)cmd->body_size + 2;
+        c->in_state = IN_SKIP;
+        return;
+    }
+    if (cmd->put_garbage) {
+        REPLY(c, "BAD_FORMAT\r\n");
+        return;
+    }
+    set_producer(c);
+    c->in_body = malloc((size_t)cmd->body_size + 2);
+    if (!c->in_body) {
+        REPLY(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    c->put = *cmd;
+    c->put_id = s->next_id++;
+    c->in_read = 0;
+    c->in_state = IN_BODY;
+}
+
+void
+cmd_put_body(Conn *c)
+{
+    Server *s = c->srv;
+    const Cmd *p = &c->put;
+    char *body = c->in_body;
+    c->in_body = NULL;
+    if (memcmp(body + p->body_size, "\r\n", 2) != 0) {
+        free(body);
+        REPLY(c, "EXPECTED_CRLF\r\n");
+        return;
+    }
+    if (s->draining) {
+        free(body);
+        REPLY(c, "DRAINING\r\n");
+        return;
+    }
+    Job *j = queue_job_new(s, c->use, c->put_id, p->pri, p->delay, p->ttr,
+                           p->body_size, body);
+    if (!j) {
+        free(body);
+        REPLY(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    s->total_jobs++;
+    j->tube->total_jobs++;
+    if (p->delay) {
+        queue_make_delayed(s, j, mono_ns() + (int64_t)p->delay * NS_PER_SEC);
+        queue_persist_put(s, j);
+    } else {
+        queue_persist_put(s, j); /* before any reserver sees it */
+        queue_make_ready(s, j);
+    }
+    conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
+}
+
+static void
+reply_found(Conn *c, Job *j)
+{
+    if (j)
+        conn_reply_job(c, "FOUND", j);
+    else
+        REPLY(c, "NOT_FOUND\r\n");
+}
+
+static void
+cmd_peek(Conn *c, const Cmd *cmd)
+{
+    Tube *t = c->use;
+    switch (cmd->op) {
+    case OP_PEEK:
+        reply_found(c, jobtable_find(&c->srv->jobs, cmd->id));
+        break;
+    case OP_PEEK_READY:
+        reply_found(c, heap_peek(&t->ready));
+        break;
+    case OP_PEEK_DELAYED:
+        reply_found(c, heap_peek(&t->delay));
+        break;
+    default:
+        reply_found(c, t->buried_head);
+        break;
+    }
+}
+
+/* Nonzero if any watched tube has a ready job (pauses not considered, as
+ * in 1.12's DEADLINE_SOON check). */
+static int
+any_ready(const Conn *c)
+{
+    for (size_t i = 0; i < c->watch.len; i++)
+        if (((Tube *)c->watch.items[i])->ready.len)
+            return 1;
+    return 0;
+}
+
+static void
+cmd_reserve(Conn *c, const Cmd *cmd)
+{
+    set_worker(c);
+    if (queue_deadline_soon(c, mono_ns()) && !any_ready(c)) {
+        REPLY(c, "DEADLINE_SOON\r\n");
+        return;
+    }
+    queue_wait(c->srv, c, cmd->op == OP_RESERVE ? -1 : cmd->timeout);
+}
+
+static void
+cmd_reserve_job(Conn *c, const Cmd *cmd)
+{
+    Job *j = jobtable_find(&c->srv->jobs, cmd->id);
+    if (!j || j->state == JOB_RESERVED) {
+        REPLY(c, "NOT_FOUND\r\n");
+        return;
+    }
+    set_worker(c);
+    queue_detach(c->srv, j);
+    queue_reserve(c->srv, c, j);
+}
+
+/* The job id if c may act on it as its reserver, else NULL. */
+static Job *
+reserved_by(Conn *c, uint64_t id)
+{
+    Job *j = jobtable_find(&c->srv->jobs, id);
+    return j && j->state == JOB_RESERVED && j->reserver == c ? j : NULL;
+}
+
+static void
+cmd_delete(Conn *c, const Cmd *cmd)
+{
+    Server *s = c->srv;
+    Job *j = jobtable_find(&s->jobs, cmd->id);
+    if (!j || (j->state == JOB_RESERVED && j->reserver != c)) {
+        REPLY(c, "NOT_FOUND\r\n");
+        return;
+    }
+    queue_detach(s, j);
+    j->tube->delete_ct++;
+    queue_persist_delete(s, j);
+    queue_job_free(s, j);
+    REPLY(c, "DELETED\r\n");
+}
+
+static void
+cmd_release(Conn *c, const Cmd *cmd)
+{
+    Server *s = c->srv;
+    Job *j = reserved_by(c, cmd->id);
+    if (!j) {
+        REPLY(c, "NOT_FOUND\r\n");
+        return;
+    }
+    int changed = cmd->delay || j->pri != cmd->pri;
+    queue_detach(s, j);
+    j->pri = cmd->pri;
+    j->delay = cmd->delay;
+    j->releases++;
+    if (cmd->delay) {
+        queue_make_delayed(s, j, mono_ns() + (int64_t)cmd->delay * NS_PER_SEC);
+        queue_persist_update(s, j);
+    } else {
+        if (changed)
+            queue_persist_update(s, j);
+        queue_make_ready(s, j);
+    }
+    REPLY(c, "RELEASED\r\n");
+}
+
+static void
+cmd_bury(Conn *c, const Cmd *cmd)
+{
+    Job *j = reserved_by(c, cmd->id);
+    if (!j) {
+        REPLY(c, "NOT_FOUND\r\n");
+        return;
+    }
+    queue_detach(c->srv, j);
+    j->pri = cmd->pri;
+    j->buries++;
+    queue_make_buried(c->srv, j);
+    queue_persist_update(c->srv, j);
+    REPLY(c, "BURIED\r\n");
+}
+
+static void
+kick_one(Server *s, Job *j)
+{
+    queue_detach(s, j);
+    j->kicks++;
+    queue_persist_update(s, j);
+    queue_make_ready(s, j);
+}
+
+static void
+cmd_kick(Conn *c, const Cmd *cmd)
+{
+    Tube *t = c->use;
+    uint32_t n = 0;
+    int buried = t->buried_head != NULL;
+    for (; n < cmd->count; n++) {
+        Job *j = buried ? t->buried_head : heap_peek(&t->delay);
+        if (!j)
+            break;
+        kick_one(c->srv, j);
+    }
+    conn_replyf(c, "KICKED %u\r\n", n);
+}
+
+static void
+cmd_kick_job(Conn *c, const Cmd *cmd)
+{
+    Job *j = jobtable_find(&c->srv->jobs, cmd->id);
+    if (!j || (j->state != JOB_BURIED && j->state != JOB_DELAYED)) {
+        REPLY(c, "NOT_FOUND\r\n");
+        return;
+    }
+    kick_one(c->srv, j);
+    REPLY(c, "KICKED\r\n");
+}
+
+static void
+cmd_touch(Conn *c, const Cmd *cmd)
+{
+    Job *j = reserved_by(c, cmd->id);
+    if (!j) {
+        REPLY(c, "NOT_FOUND\r\n");
+        return;
+    }
+    j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
+    heap_fix(&c->srv->ttr_heap, j->heap_index);
+    REPLY(c, "TOUCHED\r\n");
+}
+
+static void
+cmd_use(Conn *c, const Cmd *cmd)
+{
+    Server *s = c->srv;
+    Tube *t = tubes_get(&s->tubes, cmd->name, cmd->name_len);
+    if (!t) {
+        REPLY(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    c->use->using_ct--;
+    queue_tube_unref(s, c->use);
+    c->use = t;
+    t->using_ct++;
+    conn_replyf(c, "USING %s\r\n", t->name);
+}
+
+static void
+cmd_watch(Conn *c, const Cmd *cmd)
+{
+    Server *s = c->srv;
+    Tube *t = tubes_get(&s->tubes, cmd->name, cmd->name_len);
+    if (!t) {
+        REPLY(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    if (ptrset_find(&c->watch, t) >= 0) {
+        queue_tube_unref(s, t);
+    } else if (ptrset_append(&c->watch, t) < 0) {
+        queue_tube_unref(s, t);
+        REPLY(c, "OUT_OF_MEMORY\r\n");
+        return;
+    } else {
+        t->watching_ct++;
+    }
+    conn_replyf(c, "WATCHING %zu\r\n", c->watch.len);
+}
+
+static void
+cmd_ignore(Conn *c, const Cmd *cmd)
+{
+    Tube *t = tubes_find(&c->srv->tubes, cmd->name, cmd->name_len);
+    long i = t ? ptrset_find(&c->watch, t) : -1;
+    if (i >= 0 && c->watch.len < 2) {
+        REPLY(c, "NOT_IGNORED\r\n");
+        return;
+    }
+    if (i >= 0) {
+        ptrset_delete(&c->watch, (size_t)i);
+        t->watching_ct--;
+        queue_tube_unref(c->srv, t);
+    }
+    conn_replyf(c, "WATCHING %zu\r\n", c->watch.len);
+}
+
+static void
+cmd_pause(Conn *c, const Cmd *cmd)
+{
+    Tube *t = tubes_find(&c->srv->tubes, cmd->name, cmd->name_len);
+    if (!t) {
+        REPLY(c, "NOT_FOUND\r\n");
+        return;
+    }
+    queue_pause(c->srv, t, cmd->delay);
+    REPLY(c, "PAUSED\r\n");
+}
+
+static void
+cmd_stats(Conn *c, const Cmd *cmd)
+{
+    Server *s = c->srv;
+    StatsBuf b = {0};
+    if (cmd->op == OP_STATS) {
+        stats_server(s, &b);
+    } else if (cmd->op == OP_STATS_JOB) {
+        Job *j = jobtable_find(&s->jobs, cmd->id);
+        if (!j) {
+            REPLY(c, "NOT_FOUND\r\n");
+            return;
+        }
+        stats_job(j, &b);
+    } else if (cmd->op == OP_STATS_TUBE) {
+        Tube *t = tubes_find(&s->tubes, cmd->name, cmd->name_len);
+        if (!t) {
+            REPLY(c, "NOT_FOUND\r\n");
+            return;
+        }
+        stats_tube(t, &b);
+    } else {
+        stats_list(cmd->op == OP_LIST_TUBES ? &s->tubes.list : &c->watch, &b);
+    }
+    conn_reply_ok(c, b.buf, b.len);
+    stats_buf_free(&b);
+}
+
+static void
+cmd_run(Conn *c, const Cmd *cmd)
+{
+    switch (cmd->op) {
+    case OP_PUT:
+        return cmd_put(c, cmd);
+    case OP_PEEK:
+    case OP_PEEK_READY:
+    case OP_PEEK_DELAYED:
+    case OP_PEEK_BURIED:
+        return cmd_peek(c, cmd);
+    case OP_RESERVE:
+    case OP_RESERVE_TIMEOUT:
+        return cmd_reserve(c, cmd);
+    case OP_RESERVE_JOB:
+        return cmd_reserve_job(c, cmd);
+    case OP_DELETE:
+        return cmd_delete(c, cmd);
+    case OP_RELEASE:
+        return cmd_release(c, cmd);
+    case OP_BURY:
+        return cmd_bury(c, cmd);
+    case OP_KICK:
+        return cmd_kick(c, cmd);
+    case OP_KICK_JOB:
+        return cmd_kick_job(c, cmd);
+    case OP_TOUCH:
+        return cmd_touch(c, cmd);
+    case OP_USE:
+        return cmd_use(c, cmd);
+    case OP_WATCH:
+        return cmd_watch(c, cmd);
+    case OP_IGNORE:
+        return cmd_ignore(c, cmd);
+    case OP_PAUSE_TUBE:
+        return cmd_pause(c, cmd);
+    case OP_LIST_TUBE_USED:
+        return conn_replyf(c, "USING %s\r\n", c->use->name);
+    case OP_QUIT:
+        c->closing = 1;
+        return;
+    default: /* stats, stats-job, stats-tube, list-tubes(-watched) */
+        return cmd_stats(c, cmd);
+    }
+}
+
+void
+cmd_dispatch(Conn *c, const char *line, size_t len)
+{
+    Cmd cmd;
+    ParseStatus st = proto_parse(line, len, &cmd);
+    if (cmd.counted)
+        c->srv->op_ct[cmd.op]++;
+    if (st == PARSE_UNKNOWN_COMMAND)
+        REPLY(c, "UNKNOWN_COMMAND\r\n");
+    else if (st == PARSE_BAD_FORMAT)
+        REPLY(c, "BAD_FORMAT\r\n");
+    else
+        cmd_run(c, &cmd);
+}

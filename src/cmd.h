@@ -1,0 +1,18 @@
+/* cmd.h - the protocol commands: one handler per command, run on a parsed
+ * line (proto.h) for a connection, changing queue state (queue.h) and
+ * appending the reply (conn.h). Loop thread only. */
+#ifndef ROCKSTALK_CMD_H
+#define ROCKSTALK_CMD_H
+
+#include <stddef.h>
+
+#include "conn.h"
+
+/* Runs one command line (len bytes, CRLF excluded). A put leaves the
+ * connection reading the body (or discarding it); quit marks it closing. */
+void cmd_dispatch(Conn *c, const char *line, size_t len);
+
+/* Completes the put whose body (c->in_body) has been read in full. */
+void cmd_put_body(Conn *c);
+
+#endif

@@ -1,0 +1,518 @@
+/* conn.c - see conn.h. */
+#include "conn.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "common.h"
+#include "queue.h"
+
+/* Input buffer: starts small (many idle connections stay cheap) and
+ * doubles up to IBUF_MAX while a client pipelines. */
+#define IBUF_MIN 4096
+#define IBUF_MAX 65536
+
+/* A connection stops having its commands run while this much output (bytes)
+ * or this many unacknowledged replies are queued; it resumes as the client
+ * reads. Bounds memory per connection whatever the client pipelines. */
+#define OUT_CAP (256 * 1024)
+#define MARKS_CAP 4096
+
+static void read_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void write_cb(struct ev_loop *loop, ev_io *w, int revents);
+
+Conn *
+conn_new(Server *s, int fd)
+{
+    Conn *c = calloc(1, sizeof *c);
+    if (!c || !(c->ibuf = malloc(IBUF_MIN)) ||
+        ptrset_append(&c->watch, s->default_tube) < 0) {
+        if (c)
+            free(c->ibuf);
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    c->srv = s;
+    c->fd = fd;
+    c->icap = IBUF_MIN;
+    c->wait_pos = SIZE_MAX;
+    c->timeout = -1;
+    c->use = s->default_tube;
+    tube_ref(c->use);
+    c->use->using_ct++;
+    tube_ref(s->default_tube);
+    s->default_tube->watching_ct++;
+    ev_io_init(&c->read_w, read_cb, fd, EV_READ);
+    ev_io_init(&c->write_w, write_cb, fd, EV_WRITE);
+    c->read_w.data = c->write_w.data = c;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->cur_conns++;
+    s->total_conns++;
+    conn_update_read(c);
+    return c;
+}
+
+static void
+release_state(Server *s, Conn *c)
+{
+    queue_unwait(s, c);
+    while (c->reserved) {
+        Job *j = c->reserved;
+        queue_detach(s, j);
+        queue_make_ready(s, j);
+    }
+    for (size_t i = 0; i < c->watch.len; i++) {
+        Tube *t = c->watch.items[i];
+        t->watching_ct--;
+        queue_tube_unref(s, t);
+    }
+    ptrset_free(&c->watch);
+    c->use->using_ct--;
+    queue_tube_unref(s, c->use);
+    c->use = NULL;
+}
+
+void
+conn_close(Conn *c)
+{
+    Server *s = c->srv;
+    if (c->closed)
+        return;
+    c->closed = 1;
+    ev_io_stop(s->loop, &c->read_w);
+    ev_io_stop(s->loop, &c->write_w);
+    close(c->fd);
+    release_state(s, c);
+    if (c->producer)
+        s->cur_producers--;
+    if (c->worker)
+        s->cur_workers--;
+    s->cur_conns--;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->dnext = s->dead;
+    s->dead = c;
+}
+
+void
+conn_reap(Server *s)
+{
+    while (s->dead) {
+        Conn *c = s->dead;
+        s->dead = c->dnext;
+        free(c->ibuf);
+        free(c->obuf);
+        free(c->marks);
+        free(c->in_body);
+        free(c);
+    }
+}
+
+static int
+out_parked(const Conn *c)
+{
+    return c->oend - c->osent > OUT_CAP || c->mlen >= MARKS_CAP;
+}
+
+void
+conn_update_read(Conn *c)
+{
+    Server *s = c->srv;
+    int want = !c->closed && !c->eof && !out_parked(c) &&
+               !(s->throttled && c->producer) &&
+               !(c->iend - c->ibeg >= IBUF_MAX);
+    if (want && !c->reading)
+        ev_io_start(s->loop, &c->read_w);
+    else if (!want && c->reading)
+        ev_io_stop(s->loop, &c->read_w);
+    c->reading = (uint8_t)want;
+}
+
+static void
+pending_add(Conn *c)
+{
+    if (c->in_pending || c->closed)
+        return;
+    c->in_pending = 1;
+    c->pnext = c->srv->pending;
+    c->srv->pending = c;
+}
+
+void
+conn_schedule(Conn *c)
+{
+    if (c->in_runq || c->closed)
+        return;
+    c->in_runq = 1;
+    c->rnext = c->srv->runq;
+    c->srv->runq = c;
+}
+
+/* Makes room for n more output bytes. */
+static void
+out_room(Conn *c, size_t n)
+{
+    size_t used = (size_t)(c->oend - c->osent);
+    if (c->oend - c->obase + n <= c->ocap)
+        return;
+    if (c->osent > c->obase) { /* drop what was sent */
+        memmove(c->obuf, c->obuf + (c->osent - c->obase), used);
+        c->obase = c->osent;
+        if (used + n <= c->ocap)
+            return;
+    }
+    size_t cap = c->ocap ? c->ocap * 2 : 4096;
+    while (cap < used + n)
+        cap *= 2;
+    char *b = realloc(c->obuf, cap);
+    if (!b)
+        abort(); /* out of memory */
+    c->obuf = b;
+    c->ocap = cap;
+}
+
+static void
+out_append(Conn *c, const void *p, size_t n)
+{
+    out_room(c, n);
+    memcpy(c->obuf + (c->oend - c->obase), p, n);
+    c->oend += n;
+}
+
+/* Ends a reply: it may leave once the store acknowledges the sequence the
+ * server has applied so far (at once if that is already acknowledged and
+ * nothing before it waits). */
+static void
+out_mark(Conn *c)
+{
+    Server *s = c->srv;
+    uint64_t need = server_reply_seq(s);
+    if (c->mlen == 0 && need <= s->acked_seq) {
+        c->orel = c->oend;
+    } else {
+        if (c->mlen == c->mcap) {
+            size_t ncap = c->mcap ? c->mcap * 2 : 16;
+            OutMark *m = malloc(ncap * sizeof *m);
+            if (!m)
+                abort();
+            for (size_t i = 0; i < c->mlen; i++)
+                m[i] = c->marks[(c->mhead + i) % c->mcap];
+            free(c->marks);
+            c->marks = m;
+            c->mcap = ncap;
+            c->mhead = 0;
+        }
+        c->marks[(c->mhead + c->mlen++) % c->mcap] =
+            (OutMark){.need = need, .end = c->oend};
+    }
+    pending_add(c);
+}
+
+void
+conn_reply(Conn *c, const char *msg, size_t n)
+{
+    if (c->closed)
+        return;
+    out_append(c, msg, n);
+    out_mark(c);
+}
+
+void
+conn_replyf(Conn *c, const char *fmt, ...)
+{
+    char buf[LINE_MAX_BYTES + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof buf)
+        conn_reply(c, "INTERNAL_ERROR\r\n", 16);
+    else
+        conn_reply(c, buf, (size_t)n);
+}
+
+void
+conn_reply_job(Conn *c, const char *word, Job *j)
+{
+    char head[64];
+    int n = snprintf(head, sizeof head, "%s %llu %u\r\n", word,
+                     (unsigned long long)j->id, j->body_size);
+    if (c->closed)
+        return;
+    if (queue_load_body(c->srv, j) < 0) {
+        conn_reply(c, "INTERNAL_ERROR\r\n", 16);
+        return;
+    }
+    out_append(c, head, (size_t)n);
+    out_append(c, j->body, (size_t)j->body_size + 2);
+    out_mark(c);
+}
+
+void
+conn_reply_ok(Conn *c, const char *body, size_t len)
+{
+    char head[32];
+    int n = snprintf(head, sizeof head, "OK %zu\r\n", len - 2);
+    if (c->closed)
+        return;
+    out_append(c, head, (size_t)n);
+    out_append(c, body, len);
+    out_mark(c);
+}
+
+/* Moves acknowledged replies into the writable range. */
+static void
+out_release(Conn *c)
+{
+    uint64_t acked = c->srv->acked_seq;
+    while (c->mlen && c->marks[c->mhead].need <= acked) {
+        c->orel = c->marks[c->mhead].end;
+        c->mhead = (c->mhead + 1) % c->mcap;
+        c->mlen--;
+    }
+}
+
+/* Writes what may leave. Returns -1 if the connection was closed. */
+static int
+out_write(Conn *c)
+{
+    while (c->orel > c->osent && !c->writing) {
+        ssize_t n = write(c->fd, c->obuf + (c->osent - c->obase),
+                          (size_t)(c->orel - c->osent));
+        if (n > 0) {
+            c->osent += (uint64_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            c->writing = 1;
+            ev_io_start(c->srv->loop, &c->write_w);
+        } else {
+            conn_close(c); /* peer gone: its reserved jobs go back */
+            return -1;
+        }
+    }
+    if (c->osent == c->oend) {
+        c->obase = c->osent;
+        if (c->ocap > 65536) { /* give a burst's buffer back */
+            free(c->obuf);
+            c->obuf = NULL;
+            c->ocap = 0;
+        }
+    }
+    return 0;
+}
+
+/* Releases and writes c's output; closes a closing connection once
+ * everything left; resumes a connection parked on output. */
+static void
+conn_flush(Conn *c)
+{
+    int parked = out_parked(c);
+    out_release(c);
+    if (out_write(c) < 0)
+        return;
+    if (c->osent != c->oend || c->mlen)
+        pending_add(c);
+    else if (c->closing) {
+        conn_close(c);
+        return;
+    }
+    if (parked && !out_parked(c)) {
+        conn_schedule(c);
+        conn_update_read(c);
+    }
+}
+
+void
+conn_flush_all(Server *s)
+{
+    Conn *list = s->pending;
+    s->pending = NULL;
+    while (list) {
+        Conn *c = list;
+        list = c->pnext;
+        c->pnext = NULL;
+        c->in_pending = 0;
+        if (!c->closed && !c->writing)
+            conn_flush(c);
+        else if (!c->closed)
+            pending_add(c); /* the write watcher will go on */
+    }
+}
+
+static void
+write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    Conn *c = w->data;
+    (void)revents;
+    ev_io_stop(loop, w);
+    c->writing = 0;
+    conn_flush(c);
+}
+
+/* Finds a complete command line at the head of the input, by beanstalkd's
+ * rule: within the first LINE_MAX_BYTES bytes, the first CR must be
+ * followed by LF. Returns the line length without CRLF, or -1. */
+static long
+line_end(const char *p, size_t avail)
+{
+    size_t win = avail < LINE_MAX_BYTES ? avail : LINE_MAX_BYTES;
+    const char *cr = win >= 2 ? memchr(p, '\r', win - 1) : NULL;
+    return cr && cr[1] == '\n' ? cr - p : -1;
+}
+
+/* One step of the input state machine. Returns 1 if it consumed input or
+ * changed state, 0 if it needs more bytes. */
+static int
+in_step(Conn *c)
+{
+    char *p = c->ibuf + c->ibeg;
+    size_t avail = c->iend - c->ibeg, n;
+    long len;
+
+    switch (c->in_state) {
+    case IN_CMD:
+    case IN_ENDLINE:
+        if ((len = line_end(p, avail)) >= 0) {
+            c->ibeg += (size_t)len + 2;
+            if (c->in_state == IN_CMD) {
+                cmd_dispatch(c, p, (size_t)len);
+            } else {
+                c->in_state = IN_CMD;
+                conn_reply(c, "BAD_FORMAT\r\n", 12);
+            }
+            return 1;
+        }
+        if (avail < LINE_MAX_BYTES)
+            return 0;
+        c->ibeg += LINE_MAX_BYTES; /* too long: drop it, as 1.12 does */
+        c->in_state = IN_ENDLINE;
+        return 1;
+    case IN_BODY:
+        n = c->put.body_size + 2 - c->in_read;
+        if (n > avail)
+            n = avail;
+        memcpy(c->in_body + c->in_read, p, n);
+        c->in_read += n;
+        c->ibeg += n;
+        if (c->in_read < (size_t)c->put.body_size + 2)
+            return 0;
+        c->in_state = IN_CMD;
+        cmd_put_body(c);
+        return 1;
+    case IN_SKIP:
+        n = avail < c->skip_left ? avail : (size_t)c->skip_left;
+        c->ibeg += n;
+        c->skip_left -= n;
+        if (c->skip_left)
+            return 0;
+        c->in_state = IN_CMD;
+        conn_reply(c, "JOB_TOO_BIG\r\n", 13);
+        return 1;
+    }
+    return 0; /* IN_WAIT */
+}
+
+/* Runs c's buffered input until it blocks, needs bytes or must wait for
+ * its output to drain; then decides what the end of its input means. */
+static void
+conn_process(Conn *c)
+{
+    for (;;) {
+        while (!c->closed && !c->closing && !out_parked(c) && in_step(c))
+            ;
+        if (c->closed || c->closing || out_parked(c) || !c->eof)
+            break;
+        if (c->in_state != IN_WAIT) {
+            c->closing = 1; /* the client is done: close after replies */
+            pending_add(c);
+            break;
+        }
+        queue_unwait(c->srv, c); /* hung up while blocked: 1.12 answers */
+        conn_reply(c, "TIMED_OUT\r\n", 11);
+    }
+    if (c->ibeg == c->iend)
+        c->ibeg = c->iend = 0;
+    if (!c->closed)
+        conn_update_read(c);
+}
+
+void
+conn_run_all(Server *s)
+{
+    while (s->runq) {
+        Conn *c = s->runq;
+        s->runq = c->rnext;
+        c->rnext = NULL;
+        c->in_runq = 0;
+        if (!c->closed)
+            conn_process(c);
+    }
+}
+
+/* Where the next read goes: straight into a put body when nothing is
+ * buffered, else the input buffer (compacted or grown). NULL if full. */
+static char *
+read_target(Conn *c, size_t *room)
+{
+    if (c->in_state == IN_BODY && c->ibeg == c->iend) {
+        *room = c->put.body_size + 2 - c->in_read;
+        return c->in_body + c->in_read;
+    }
+    if (c->ibeg > 0 && c->iend == c->icap) {
+        memmove(c->ibuf, c->ibuf + c->ibeg, c->iend - c->ibeg);
+        c->iend -= c->ibeg;
+        c->ibeg = 0;
+    }
+    if (c->iend == c->icap && c->icap < IBUF_MAX) {
+        char *b = realloc(c->ibuf, c->icap * 2);
+        if (b) {
+            c->ibuf = b;
+            c->icap *= 2;
+        }
+    }
+    *room = c->icap - c->iend;
+    return *room ? c->ibuf + c->iend : NULL;
+}
+
+static void
+read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    Conn *c = w->data;
+    size_t room;
+    (void)loop;
+    (void)revents;
+    char *dst = read_target(c, &room);
+    if (!dst) {
+        conn_update_read(c);
+        return;
+    }
+    ssize_t n = read(c->fd, dst, room);
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            conn_close(c);
+        return;
+    }
+    if (n == 0)
+        c->eof = 1;
+    else if (dst == c->ibuf + c->iend)
+        c->iend += (size_t)n;
+    else if ((c->in_read += (size_t)n) == (size_t)c->put.body_size + 2) {
+        c->in_state = IN_CMD;
+        cmd_put_body(c);
+    }
+    conn_process(c);
+}

@@ -1,0 +1,115 @@
+/* conn.h - one client connection: its socket and watchers, the input state
+ * machine (command lines with beanstalkd's 224-byte line rules, put bodies,
+ * discarded bodies), the per-connection protocol state (used tube, watch
+ * list, reserved jobs, blocked reserve) and the output buffer whose replies
+ * leave in command order, each only once the store has acknowledged the
+ * state it shows. Loop thread only. */
+#ifndef ROCKSTALK_CONN_H
+#define ROCKSTALK_CONN_H
+
+#include <ev.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job.h"
+#include "ptrset.h"
+#include "server.h"
+#include "tube.h"
+
+/* Input states. */
+enum {
+    IN_CMD = 0,  /* expecting a command line */
+    IN_ENDLINE,  /* discarding an over-long line up to its CRLF */
+    IN_BODY,     /* reading a put body into in_body */
+    IN_SKIP,     /* discarding skip_left bytes (JOB_TOO_BIG) */
+    IN_WAIT,     /* blocked in reserve: input stays buffered */
+};
+
+/* A reply waiting for the store: bytes of obuf up to end may leave once
+ * the acknowledged sequence reaches need. */
+typedef struct OutMark {
+    uint64_t need;
+    uint64_t end;
+} OutMark;
+
+typedef struct Conn {
+    Server *srv;
+    int fd;
+    ev_io read_w, write_w;
+    struct Conn *prev, *next;  /* Server.conns */
+    struct Conn *pnext;        /* Server.pending */
+    struct Conn *rnext;        /* Server.runq */
+    struct Conn *dnext;        /* Server.dead: closed, freed at a safe point */
+    uint8_t in_pending, in_runq, writing, reading, closed;
+    uint8_t eof;               /* the peer sent FIN */
+    uint8_t closing;           /* close once output is written */
+    uint8_t producer, worker;  /* for current-producers/-workers */
+    uint8_t in_state;
+
+    /* input */
+    char *ibuf;
+    size_t ibeg, iend, icap;
+    Cmd put;          /* the put whose body is being read */
+    uint64_t put_id;
+    char *in_body;    /* body_size + 2 bytes */
+    size_t in_read;
+    uint64_t skip_left;
+
+    /* output */
+    /* Output positions count bytes since the connection opened: obuf[0]
+     * holds byte obase; [osent, orel) may be written, [orel, oend) waits
+     * for the store (marks). */
+    char *obuf;
+    size_t ocap;
+    uint64_t obase, osent, orel, oend;
+    OutMark *marks;
+    size_t mhead, mlen, mcap;
+
+    /* protocol state */
+    Tube *use;
+    PtrSet watch;     /* Tube*, holds a watching reference each */
+    Job *reserved;    /* list of jobs this conn holds, via prev/next */
+    size_t reserved_ct;
+    int waiting;      /* blocked in reserve, in its tubes' waiting sets */
+    int32_t timeout;  /* of the blocked reserve; < 0: none */
+    int64_t wake_at;  /* monotonic ns: timeout or DEADLINE_SOON, 0 = none */
+    size_t wait_pos;  /* in Server.wait_heap, or SIZE_MAX */
+} Conn;
+
+/* Accepts fd (non-blocking, owned from now on) as a new connection using
+ * and watching the default tube. Returns the conn, or NULL (fd closed). */
+Conn *conn_new(Server *s, int fd);
+
+/* Closes the connection now: releases its reserved jobs, stops its blocked
+ * reserve, drops its tube references and frees it. */
+void conn_close(Conn *c);
+
+/* Appends a reply (n bytes); it leaves after every earlier reply, once the
+ * store has acknowledged the current sequence. */
+void conn_reply(Conn *c, const char *msg, size_t n);
+
+/* Appends a printf-formatted reply line. */
+void conn_replyf(Conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Appends "<word> <id> <bytes>\r\n" and the job's body with its CRLF. */
+void conn_reply_job(Conn *c, const char *word, Job *j);
+
+/* Appends "OK <len-2>\r\n" and body (len bytes, ending in CRLF). */
+void conn_reply_ok(Conn *c, const char *body, size_t len);
+
+/* Queues c to process its buffered input at the end of this iteration
+ * (after a blocked reserve ended, or its output drained). */
+void conn_schedule(Conn *c);
+
+/* Once per loop iteration (ev_prepare): conn_run_all processes the input of
+ * every scheduled connection; conn_flush_all writes every connection's
+ * acknowledged output; conn_reap frees closed connections. */
+void conn_run_all(Server *s);
+void conn_flush_all(Server *s);
+void conn_reap(Server *s);
+
+/* Re-evaluates whether c's socket is read (backpressure, buffer space). */
+void conn_update_read(Conn *c);
+
+#endif

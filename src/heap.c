@@ -1,0 +1,105 @@
+/* heap.c - binary min-heap with index tracking. */
+#include "heap.h"
+
+#include <stdlib.h>
+
+void
+heap_init(Heap *h, int (*less)(const void *, const void *),
+          void (*setpos)(void *, size_t))
+{
+    h->data = NULL;
+    h->len = h->cap = 0;
+    h->less = less;
+    h->setpos = setpos;
+}
+
+static void
+set(Heap *h, size_t i, void *x)
+{
+    h->data[i] = x;
+    h->setpos(x, i);
+}
+
+static size_t
+sift_up(Heap *h, size_t i)
+{
+    void *x = h->data[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!h->less(x, h->data[p]))
+            break;
+        set(h, i, h->data[p]);
+        i = p;
+    }
+    set(h, i, x);
+    return i;
+}
+
+static void
+sift_down(Heap *h, size_t i)
+{
+    void *x = h->data[i];
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        void *best = x;
+        if (l < h->len && h->less(h->data[l], best))
+            m = l, best = h->data[l];
+        if (l + 1 < h->len && h->less(h->data[l + 1], best))
+            m = l + 1;
+        if (m == i)
+            break;
+        set(h, i, h->data[m]);
+        i = m;
+    }
+    set(h, i, x);
+}
+
+int
+heap_insert(Heap *h, void *x)
+{
+    if (h->len == h->cap) {
+        size_t ncap = h->cap ? h->cap * 2 : 16;
+        void **nd = realloc(h->data, ncap * sizeof *nd);
+        if (!nd)
+            return -1;
+        h->data = nd;
+        h->cap = ncap;
+    }
+    h->data[h->len] = x;
+    sift_up(h, h->len++);
+    return 0;
+}
+
+void *
+heap_remove(Heap *h, size_t i)
+{
+    void *x = h->data[i];
+    h->len--;
+    if (i < h->len) {
+        set(h, i, h->data[h->len]);
+        heap_fix(h, i);
+    }
+    if (h->cap > 64 && h->len < h->cap / 4) {
+        void **nd = realloc(h->data, (h->cap / 2) * sizeof *nd);
+        if (nd) {
+            h->data = nd;
+            h->cap /= 2;
+        }
+    }
+    return x;
+}
+
+void
+heap_fix(Heap *h, size_t i)
+{
+    if (sift_up(h, i) == i)
+        sift_down(h, i);
+}
+
+void
+heap_free(Heap *h)
+{
+    free(h->data);
+    h->data = NULL;
+    h->len = h->cap = 0;
+}

@@ -1,0 +1,66 @@
+/* job.h - the in-memory job record and the id -> job table. Loop thread
+ * only: the mutation thread never sees a Job (it gets StoreJob copies). */
+#ifndef ROCKSTALK_JOB_H
+#define ROCKSTALK_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct Tube;
+struct Conn;
+
+/* Job states (protocol: "ready", "delayed", "reserved", "buried"). */
+enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
+
+/* Job.flags: the persisted meta record was rewritten (see store.h). */
+#define JOB_F_REWRITTEN 0x01
+
+typedef struct Job {
+    uint64_t id;
+    int64_t deadline;   /* monotonic ns: TTR end if reserved, due if delayed */
+    int64_t created_at; /* wall-clock ns */
+    char *body;         /* body_size + 2 bytes, trailing CRLF included; owned;
+                           NULL when the body is only on disk */
+    struct Tube *tube;  /* holds a tube reference */
+    struct Job *hnext;  /* job table chain */
+    struct Job *prev, *next; /* tube's buried list or reserver's list */
+    struct Conn *reserver;   /* set while reserved */
+    uint32_t pri;
+    uint32_t ttr;       /* seconds, >= 1 */
+    uint32_t delay;     /* seconds, as last given by put or release */
+    uint32_t body_size; /* bytes, without the CRLF */
+    uint32_t reserves, timeouts, releases, buries, kicks;
+    uint32_t heap_index; /* position in whichever heap holds it */
+    uint8_t state;
+    uint8_t flags;
+} Job;
+
+/* The id -> job table: chained hash, grows and shrinks with its size. */
+typedef struct JobTable {
+    Job **buckets;
+    size_t nbuckets; /* power of two, or 0 */
+    size_t len;
+} JobTable;
+
+/* Finds job id, or NULL. */
+Job *jobtable_find(const JobTable *t, uint64_t id);
+
+/* Inserts j (its id must not be present). Returns 0, or -1 out of memory. */
+int jobtable_insert(JobTable *t, Job *j);
+
+/* Removes j if present. */
+void jobtable_remove(JobTable *t, Job *j);
+
+/* Frees the bucket array (not the jobs). */
+void jobtable_free(JobTable *t);
+
+/* Heap orderings: ready heaps by (pri, id); delay and TTR heaps by
+ * (deadline, id). setpos stores the heap index in the job. */
+int job_pri_less(const void *a, const void *b);
+int job_deadline_less(const void *a, const void *b);
+void job_setpos(void *x, size_t i);
+
+/* Protocol name of j's state ("ready", ...). */
+const char *job_state_name(const Job *j);
+
+#endif

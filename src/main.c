@@ -1,0 +1,165 @@
+/* main.c - rockstalkd: command line (beanstalkd's flags plus long options),
+ * signal mask, privilege drop, then the server. See rockstalkd(1). */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "log.h"
+#include "server.h"
+
+#define DEFAULT_DIR "/var/lib/rockstalkd"
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+            "Use: rockstalkd [OPTIONS]\n\n"
+            "Options:\n"
+            " -b, --dir DIR          data directory (default " DEFAULT_DIR
+            ")\n"
+            " -f, --fsync-ms MS      0 (default): reply after fsync (group "
+            "commit);\n"
+            "                        MS > 0: reply after write, fsync every MS "
+            "ms\n"
+            " -F, --no-fsync         never fsync; reply after write\n"
+            "     --memory           keep nothing on disk\n"
+            " -S, --shards N         RocksDB shards for a new data directory "
+            "(1-64)\n"
+            " -l, --listen ADDR      listen address (default 0.0.0.0), or "
+            "unix:PATH\n"
+            " -p, --port PORT        listen port (default 11300)\n"
+            " -u, --user USER        become user and group USER\n"
+            " -z, --max-job-size N   maximum job size in bytes (default "
+            "65535,\n"
+            "                        at most 1073741824)\n"
+            " -s BYTES               accepted for beanstalkd compatibility; "
+            "ignored\n"
+            " -c, -n                 accepted for beanstalkd compatibility; "
+            "ignored\n"
+            " -V, --verbose          more log output (repeatable)\n"
+            " -v, --version          show version information\n"
+            " -h, --help             show this help\n");
+}
+
+/* Parses a decimal in [lo, hi] or exits with a usage error. */
+static long
+num(const char *opt, const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "rockstalkd: invalid value for %s: %s\n", opt, s);
+        exit(1);
+    }
+    return v;
+}
+
+static const struct option longopts[] = {
+    {"dir", required_argument, NULL, 'b'},
+    {"fsync-ms", required_argument, NULL, 'f'},
+    {"no-fsync", no_argument, NULL, 'F'},
+    {"memory", no_argument, NULL, 'M'},
+    {"shards", required_argument, NULL, 'S'},
+    {"listen", required_argument, NULL, 'l'},
+    {"port", required_argument, NULL, 'p'},
+    {"user", required_argument, NULL, 'u'},
+    {"max-job-size", required_argument, NULL, 'z'},
+    {"verbose", no_argument, NULL, 'V'},
+    {"version", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static void
+parse_opt(ServerConfig *cfg, int ch, const char *arg)
+{
+    switch (ch) {
+    case 'b': cfg->dir = arg; break;
+    case 'f':
+        cfg->sync_ms = (int)num("-f", arg, 0, INT_MAX);
+        cfg->sync_mode = cfg->sync_ms ? STORE_SYNC_INTERVAL : STORE_SYNC_ALWAYS;
+        break;
+    case 'F': cfg->sync_mode = STORE_SYNC_NEVER; break;
+    case 'M': cfg->memory_only = 1; break;
+    case 'S': cfg->nshards = (int)num("-S", arg, 1, STORE_SHARDS_MAX); break;
+    case 'l': cfg->listen_addr = arg; break;
+    case 'p': cfg->port = (int)num("-p", arg, 0, 65535); break;
+    case 'u': cfg->user = arg; break;
+    case 'z':
+        cfg->max_job_size = (uint32_t)num("-z", arg, 0, JOB_SIZE_LIMIT);
+        break;
+    case 's': cfg->binlog_size = num("-s", arg, 0, LONG_MAX); break;
+    case 'c': case 'n': break;
+    case 'V': cfg->verbose++; break;
+    case 'v': printf("rockstalkd %s\n", ROCKSTALK_VERSION); exit(0);
+    case 'h': usage(stdout); exit(0);
+    default: usage(stderr); exit(1);
+    }
+}
+
+static int
+drop_privileges(const char *user, char *err, size_t errcap)
+{
+    struct passwd *pw = getpwnam(user);
+    if (!pw) {
+        snprintf(err, errcap, "unknown user %s", user);
+        return -1;
+    }
+    if (initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
+        setuid(pw->pw_uid) < 0) {
+        snprintf(err, errcap, "cannot become %s: %s", user, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    ServerConfig cfg = {.listen_addr = NULL, .port = 11300,
+                        .dir = DEFAULT_DIR, .max_job_size = JOB_SIZE_DEFAULT,
+                        .binlog_size = 10485760};
+    static Server srv; /* the one Server; everything hangs off it */
+    char err[1024];
+    int ch;
+    while ((ch = getopt_long(argc, argv, "b:f:FS:l:p:u:z:s:cnVvh", longopts,
+                             NULL)) != -1)
+        parse_opt(&cfg, ch, optarg);
+    if (optind < argc) {
+        usage(stderr);
+        return 1;
+    }
+    log_set_verbosity(cfg.verbose);
+    /* Signals are taken by the loop through signalfd: block them before any
+     * thread (RocksDB's included) exists, so every thread inherits the
+     * mask (ev(3), EVFLAG_SIGNALFD). */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (!cfg.memory_only)
+        log_msg(0, "data directory %s", cfg.dir);
+    if (server_init(&srv, &cfg, err, sizeof err) < 0 ||
+        (cfg.user && drop_privileges(cfg.user, err, sizeof err) < 0)) {
+        log_msg(0, "%s", err);
+        return 1;
+    }
+    log_msg(0, "listening on %s:%d", cfg.listen_addr ? cfg.listen_addr
+                                                       : "0.0.0.0", cfg.port);
+    int code = server_run(&srv);
+    server_free(&srv);
+    return code ? code : srv.exit_code;
+}

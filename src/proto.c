@@ -1,0 +1,304 @@
+/* proto.c - see proto.h. */
+#include "proto.h"
+
+#include <string.h>
+
+#include "common.h"
+#include "tube.h"
+
+typedef struct Verb {
+    const char *word; /* matched as a prefix, trailing space included */
+    size_t len;
+    Op op;
+} Verb;
+
+#define V(w, o) {w, sizeof(w) - 1, o}
+
+/* beanstalkd 1.12's match order: a line is the first verb it starts with. */
+static const Verb verbs[] = {
+    V("put ", OP_PUT),
+    V("peek ", OP_PEEK),
+    V("peek-ready", OP_PEEK_READY),
+    V("peek-delayed", OP_PEEK_DELAYED),
+    V("peek-buried", OP_PEEK_BURIED),
+    V("reserve-with-timeout ", OP_RESERVE_TIMEOUT),
+    V("reserve-job ", OP_RESERVE_JOB),
+    V("reserve", OP_RESERVE),
+    V("delete ", OP_DELETE),
+    V("release ", OP_RELEASE),
+    V("bury ", OP_BURY),
+    V("kick ", OP_KICK),
+    V("kick-job ", OP_KICK_JOB),
+    V("touch ", OP_TOUCH),
+    V("stats-job ", OP_STATS_JOB),
+    V("stats-tube ", OP_STATS_TUBE),
+    V("stats", OP_STATS),
+    V("use ", OP_USE),
+    V("watch ", OP_WATCH),
+    V("ignore ", OP_IGNORE),
+    V("list-tubes-watched", OP_LIST_TUBES_WATCHED),
+    V("list-tube-used", OP_LIST_TUBE_USED),
+    V("list-tubes", OP_LIST_TUBES),
+    V("quit", OP_QUIT),
+    V("pause-tube", OP_PAUSE_TUBE),
+};
+
+static const char *const op_names[OP_COUNT] = {
+    [OP_UNKNOWN] = "unknown",
+    [OP_PUT] = "put",
+    [OP_PEEK] = "peek",
+    [OP_PEEK_READY] = "peek-ready",
+    [OP_PEEK_DELAYED] = "peek-delayed",
+    [OP_PEEK_BURIED] = "peek-buried",
+    [OP_RESERVE] = "reserve",
+    [OP_RESERVE_TIMEOUT] = "reserve-with-timeout",
+    [OP_RESERVE_JOB] = "reserve-job",
+    [OP_DELETE] = "delete",
+    [OP_RELEASE] = "release",
+    [OP_USE] = "use",
+    [OP_WATCH] = "watch",
+    [OP_IGNORE] = "ignore",
+    [OP_BURY] = "bury",
+    [OP_KICK] = "kick",
+    [OP_KICK_JOB] = "kick-job",
+    [OP_TOUCH] = "touch",
+    [OP_STATS] = "stats",
+    [OP_STATS_JOB] = "stats-job",
+    [OP_STATS_TUBE] = "stats-tube",
+    [OP_LIST_TUBES] = "list-tubes",
+    [OP_LIST_TUBE_USED] = "list-tube-used",
+    [OP_LIST_TUBES_WATCHED] = "list-tubes-watched",
+    [OP_PAUSE_TUBE] = "pause-tube",
+    [OP_QUIT] = "quit",
+};
+
+const char *
+proto_op_name(Op op)
+{
+    return (op > OP_UNKNOWN && op < OP_COUNT) ? op_names[op] : "unknown";
+}
+
+/* A cursor over [p, end). */
+typedef struct Cur {
+    const char *p, *end;
+} Cur;
+
+/* Reads an unsigned decimal no larger than max: spaces may precede it, the
+ * first non-space must be a digit, overflow fails. If whole, nothing may
+ * follow it. Returns 0 or -1. (beanstalkd's read_u32/read_u64.) */
+static int
+read_uint(Cur *c, uint64_t max, int whole, uint64_t *out)
+{
+    const char *p = c->p;
+    while (p < c->end && *p == ' ')
+        p++;
+    if (p == c->end || *p < '0' || *p > '9')
+        return -1;
+    uint64_t v = 0;
+    for (; p < c->end && *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (v > max || (whole && p != c->end))
+        return -1;
+    c->p = p;
+    *out = v;
+    return 0;
+}
+
+static int
+read_u32(Cur *c, int whole, uint32_t *out)
+{
+    uint64_t v;
+    if (read_uint(c, UINT32_MAX, whole, &v) < 0)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int
+read_u64(Cur *c, int whole, uint64_t *out)
+{
+    return read_uint(c, UINT64_MAX, whole, out);
+}
+
+/* strtol/strtoul-style number: optional whitespace and sign, digits; sets
+ * *overflow on range error, *digits to whether any digit was read. The
+ * value wraps like a C cast of strtoul's/strtol's result. */
+static uint64_t
+read_c_long(Cur c, int is_signed, int *digits, int *overflow)
+{
+    const char *p = c.p;
+    while (p < c.end && (*p == ' ' || (*p >= '\t' && *p <= '\r')))
+        p++;
+    int neg = 0;
+    if (p < c.end && (*p == '+' || *p == '-'))
+        neg = (*p++ == '-');
+    uint64_t v = 0, lim = is_signed ? (neg ? (uint64_t)INT64_MAX + 1
+                                          : (uint64_t)INT64_MAX)
+                                    : UINT64_MAX;
+    *digits = *overflow = 0;
+    for (; p < c.end && *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        *digits = 1;
+        if (v > (lim - d) / 10)
+            *overflow = 1;
+        else
+            v = v * 10 + d;
+    }
+    return neg ? (uint64_t)0 - v : v;
+}
+
+static ParseStatus
+ok(Cmd *cmd)
+{
+    cmd->counted = 1;
+    return PARSE_OK;
+}
+
+/* put <pri> <delay> <ttr> <bytes> */
+static ParseStatus
+parse_put(Cmd *cmd, Cur c)
+{
+    if (read_u32(&c, 0, &cmd->pri) < 0 || read_u32(&c, 0, &cmd->delay) < 0 ||
+        read_u32(&c, 0, &cmd->ttr) < 0 || read_u32(&c, 0, &cmd->body_size) < 0)
+        return PARSE_BAD_FORMAT;
+    cmd->put_garbage = c.p != c.end;
+    return ok(cmd);
+}
+
+/* reserve-with-timeout <seconds>: parsed like C strtol and truncated to a
+ * 32-bit int, as 1.12 does: empty or junk is 0, -1 waits forever. */
+static ParseStatus
+parse_timeout(Cmd *cmd, Cur c)
+{
+    int digits, overflow;
+    uint64_t v = read_c_long(c, 1, &digits, &overflow);
+    if (overflow)
+        return PARSE_BAD_FORMAT;
+    cmd->timeout = (int32_t)(uint32_t)v;
+    return ok(cmd);
+}
+
+/* kick <bound>: parsed like C strtoul, truncated to 32 bits (-1 is all). */
+static ParseStatus
+parse_kick(Cmd *cmd, Cur c)
+{
+    int digits, overflow;
+    uint64_t v = read_c_long(c, 0, &digits, &overflow);
+    if (!digits || overflow)
+        return PARSE_BAD_FORMAT;
+    cmd->count = (uint32_t)v;
+    return ok(cmd);
+}
+
+/* A whole-rest tube name: use, watch, ignore, stats-tube. */
+static ParseStatus
+parse_name(Cmd *cmd, Cur c)
+{
+    size_t n = (size_t)(c.end - c.p);
+    if (!tube_name_valid(c.p, n))
+        return PARSE_BAD_FORMAT;
+    cmd->name = c.p;
+    cmd->name_len = n;
+    return ok(cmd);
+}
+
+/* pause-tube <name> <delay>: the name may follow the verb without a space
+ * and is counted before its validity is checked, as in 1.12. */
+static ParseStatus
+parse_pause(Cmd *cmd, Cur c)
+{
+    while (c.p < c.end && *c.p == ' ')
+        c.p++;
+    const char *name = c.p;
+    while (c.p < c.end && tube_name_char(*c.p))
+        c.p++;
+    size_t n = (size_t)(c.p - name);
+    if (n == 0 || read_u32(&c, 1, &cmd->delay) < 0)
+        return PARSE_BAD_FORMAT;
+    cmd->counted = 1;
+    if (!tube_name_valid(name, n))
+        return PARSE_BAD_FORMAT;
+    cmd->name = name;
+    cmd->name_len = n;
+    return PARSE_OK;
+}
+
+static ParseStatus
+parse_id(Cmd *cmd, Cur c)
+{
+    return read_u64(&c, 1, &cmd->id) < 0 ? PARSE_BAD_FORMAT : ok(cmd);
+}
+
+static ParseStatus
+parse_release(Cmd *cmd, Cur c)
+{
+    if (read_u64(&c, 0, &cmd->id) < 0 || read_u32(&c, 0, &cmd->pri) < 0 ||
+        read_u32(&c, 1, &cmd->delay) < 0)
+        return PARSE_BAD_FORMAT;
+    return ok(cmd);
+}
+
+static ParseStatus
+parse_bury(Cmd *cmd, Cur c)
+{
+    if (read_u64(&c, 0, &cmd->id) < 0 || read_u32(&c, 1, &cmd->pri) < 0)
+        return PARSE_BAD_FORMAT;
+    return ok(cmd);
+}
+
+/* bare: the line is exactly the verb. */
+static ParseStatus
+parse_args(Cmd *cmd, Cur c, int bare)
+{
+    switch (cmd->op) {
+    case OP_PUT:
+        return parse_put(cmd, c);
+    case OP_RESERVE_TIMEOUT:
+        return parse_timeout(cmd, c);
+    case OP_KICK:
+        return parse_kick(cmd, c);
+    case OP_USE:
+    case OP_WATCH:
+    case OP_IGNORE:
+    case OP_STATS_TUBE:
+        return parse_name(cmd, c);
+    case OP_PAUSE_TUBE:
+        return parse_pause(cmd, c);
+    case OP_RELEASE:
+        return parse_release(cmd, c);
+    case OP_BURY:
+        return parse_bury(cmd, c);
+    case OP_PEEK:
+    case OP_RESERVE_JOB:
+    case OP_DELETE:
+    case OP_KICK_JOB:
+    case OP_TOUCH:
+    case OP_STATS_JOB:
+        return parse_id(cmd, c);
+    case OP_QUIT:
+        return ok(cmd);
+    default: /* peeks of a state, reserve, stats, list-*: nothing after */
+        return bare ? ok(cmd) : PARSE_BAD_FORMAT;
+    }
+}
+
+ParseStatus
+proto_parse(const char *line, size_t len, Cmd *cmd)
+{
+    memset(cmd, 0, sizeof *cmd);
+    if (memchr(line, '\0', len))
+        return PARSE_BAD_FORMAT; /* beanstalkd: "possible maliciousness" */
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        const Verb *v = &verbs[i];
+        if (len >= v->len && memcmp(line, v->word, v->len) == 0) {
+            Cur c = {line + v->len, line + len};
+            cmd->op = v->op;
+            return parse_args(cmd, c, len == v->len);
+        }
+    }
+    return PARSE_UNKNOWN_COMMAND;
+}

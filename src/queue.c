@@ -1,0 +1,519 @@
+/* queue.c - see queue.h. */
+#include "queue.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+static int
+tube_delay_less(const void *a, const void *b)
+{
+    const Tube *x = a, *y = b;
+    return job_deadline_less(heap_peek(&x->delay), heap_peek(&y->delay));
+}
+
+static void
+tube_delay_setpos(void *x, size_t i)
+{
+    ((Tube *)x)->delay_pos = i;
+}
+
+static int
+tube_pause_less(const void *a, const void *b)
+{
+    return ((const Tube *)a)->unpause_at < ((const Tube *)b)->unpause_at;
+}
+
+static void
+tube_pause_setpos(void *x, size_t i)
+{
+    ((Tube *)x)->pause_pos = i;
+}
+
+static int
+conn_wake_less(const void *a, const void *b)
+{
+    return ((const Conn *)a)->wake_at < ((const Conn *)b)->wake_at;
+}
+
+static void
+conn_wake_setpos(void *x, size_t i)
+{
+    ((Conn *)x)->wait_pos = i;
+}
+
+void
+queue_init(Server *s)
+{
+    heap_init(&s->ttr_heap, job_deadline_less, job_setpos);
+    heap_init(&s->delay_tubes, tube_delay_less, tube_delay_setpos);
+    heap_init(&s->pause_heap, tube_pause_less, tube_pause_setpos);
+    heap_init(&s->wait_heap, conn_wake_less, conn_wake_setpos);
+}
+
+/* Keeps t's place in the delayed-tube heap in step with its delay heap. */
+static void
+delay_tube_update(Server *s, Tube *t)
+{
+    if (t->delay.len == 0) {
+        if (t->delay_pos != SIZE_MAX)
+            heap_remove(&s->delay_tubes, t->delay_pos);
+        t->delay_pos = SIZE_MAX;
+    } else if (t->delay_pos == SIZE_MAX) {
+        if (heap_insert(&s->delay_tubes, t) < 0)
+            abort(); /* out of memory: never lose a delayed job silently */
+    } else {
+        heap_fix(&s->delay_tubes, t->delay_pos);
+    }
+}
+
+static void
+must(int r)
+{
+    if (r < 0)
+        abort(); /* heap growth failed: out of memory */
+}
+
+Job *
+queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri, uint32_t delay,
+              uint32_t ttr, uint32_t body_size, char *body)
+{
+    Job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->id = id;
+    j->pri = pri;
+    j->delay = delay;
+    j->ttr = ttr ? ttr : 1;
+    j->body_size = body_size;
+    j->body = body;
+    j->created_at = wall_ns();
+    j->tube = t;
+    tube_ref(t);
+    if (jobtable_insert(&s->jobs, j) < 0) {
+        queue_tube_unref(s, t);
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
+void
+queue_detach(Server *s, Job *j)
+{
+    Tube *t = j->tube;
+    switch (j->state) {
+    case JOB_READY:
+        heap_remove(&t->ready, j->heap_index);
+        s->ready_ct--;
+        if (j->pri < URGENT_THRESHOLD) {
+            s->urgent_ct--;
+            t->urgent_ct--;
+        }
+        break;
+    case JOB_DELAYED:
+        heap_remove(&t->delay, j->heap_index);
+        s->delayed_ct--;
+        delay_tube_update(s, t);
+        break;
+    case JOB_BURIED:
+        tube_bury_remove(t, j);
+        s->buried_ct--;
+        t->buried_ct--;
+        break;
+    case JOB_RESERVED: {
+        Conn *c = j->reserver;
+        heap_remove(&s->ttr_heap, j->heap_index);
+        if (j->prev)
+            j->prev->next = j->next;
+        else
+            c->reserved = j->next;
+        if (j->next)
+            j->next->prev = j->prev;
+        j->prev = j->next = NULL;
+        c->reserved_ct--;
+        j->reserver = NULL;
+        s->reserved_ct--;
+        t->reserved_ct--;
+        break;
+    }
+    }
+    j->state = 0;
+}
+
+/* Gives t's ready jobs to t's blocked reservers, best job first, reservers
+ * in beanstalkd's round-robin order. */
+static void
+serve(Server *s, Tube *t)
+{
+    int64_t now = t->pause_ns ? mono_ns() : 0;
+    while (t->ready.len && t->waiting.len && !queue_tube_paused(t, now)) {
+        Job *j = heap_peek(&t->ready);
+        Conn *c = ptrset_take(&t->waiting);
+        queue_unwait(s, c);
+        queue_detach(s, j);
+        queue_reserve(s, c, j);
+    }
+}
+
+void
+queue_make_ready(Server *s, Job *j)
+{
+    Tube *t = j->tube;
+    j->state = JOB_READY;
+    must(heap_insert(&t->ready, j));
+    s->ready_ct++;
+    if (j->pri < URGENT_THRESHOLD) {
+        s->urgent_ct++;
+        t->urgent_ct++;
+    }
+    if (t->waiting.len)
+        serve(s, t);
+}
+
+void
+queue_make_delayed(Server *s, Job *j, int64_t due)
+{
+    j->state = JOB_DELAYED;
+    j->deadline = due;
+    must(heap_insert(&j->tube->delay, j));
+    s->delayed_ct++;
+    delay_tube_update(s, j->tube);
+}
+
+void
+queue_make_buried(Server *s, Job *j)
+{
+    j->state = JOB_BURIED;
+    tube_bury_append(j->tube, j);
+    s->buried_ct++;
+    j->tube->buried_ct++;
+}
+
+void
+queue_reserve(Server *s, Conn *c, Job *j)
+{
+    j->state = JOB_RESERVED;
+    j->reserver = c;
+    j->reserves++;
+    j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
+    must(heap_insert(&s->ttr_heap, j));
+    j->prev = NULL;
+    j->next = c->reserved;
+    if (c->reserved)
+        c->reserved->prev = j;
+    c->reserved = j;
+    c->reserved_ct++;
+    s->reserved_ct++;
+    j->tube->reserved_ct++;
+    conn_reply_job(c, "RESERVED", j);
+}
+
+void
+queue_job_free(Server *s, Job *j)
+{
+    jobtable_remove(&s->jobs, j);
+    queue_tube_unref(s, j->tube);
+    free(j->body);
+    free(j);
+}
+
+void
+queue_tube_unref(Server *s, Tube *t)
+{
+    if (t->refs == 1 && t->pause_pos != SIZE_MAX) {
+        heap_remove(&s->pause_heap, t->pause_pos);
+        t->pause_pos = SIZE_MAX;
+    }
+    tubes_unref(&s->tubes, t);
+}
+
+int
+queue_tube_paused(const Tube *t, int64_t now)
+{
+    return t->pause_ns && t->unpause_at > now;
+}
+
+void
+queue_pause(Server *s, Tube *t, uint32_t secs)
+{
+    t->pause_ns = secs ? (int64_t)secs * NS_PER_SEC : 1;
+    t->unpause_at = mono_ns() + t->pause_ns;
+    t->pause_ct++;
+    if (t->pause_pos == SIZE_MAX)
+        must(heap_insert(&s->pause_heap, t));
+    else
+        heap_fix(&s->pause_heap, t->pause_pos);
+}
+
+int
+queue_deadline_soon(const Conn *c, int64_t now)
+{
+    for (const Job *j = c->reserved; j; j = j->next)
+        if (now >= j->deadline - DEADLINE_SOON_NS)
+            return 1;
+    return 0;
+}
+
+/* When c's blocked reserve must end by itself: its timeout, or the
+ * DEADLINE_SOON margin of its soonest reserved job (0 if neither). */
+static int64_t
+wake_time(const Conn *c, int64_t now)
+{
+    int64_t at = INT64_MAX;
+    for (const Job *j = c->reserved; j; j = j->next)
+        if (j->deadline - DEADLINE_SOON_NS < at)
+            at = j->deadline - DEADLINE_SOON_NS;
+    if (c->timeout >= 0 && now + (int64_t)c->timeout * NS_PER_SEC < at)
+        at = now + (int64_t)c->timeout * NS_PER_SEC;
+    return at == INT64_MAX ? 0 : at;
+}
+
+static void
+wait_heap_set(Server *s, Conn *c, int64_t now)
+{
+    if (c->wait_pos != SIZE_MAX) {
+        heap_remove(&s->wait_heap, c->wait_pos);
+        c->wait_pos = SIZE_MAX;
+    }
+    c->wake_at = wake_time(c, now);
+    if (c->wake_at)
+        must(heap_insert(&s->wait_heap, c));
+}
+
+void
+queue_wait(Server *s, Conn *c, int32_t timeout)
+{
+    int64_t now = mono_ns();
+    Tube *best = NULL;
+
+    c->waiting = 1;
+    c->timeout = timeout;
+    s->waiting_ct++;
+    for (size_t i = 0; i < c->watch.len; i++) {
+        Tube *t = c->watch.items[i];
+        must(ptrset_append(&t->waiting, c));
+        if (t->ready.len && !queue_tube_paused(t, now) &&
+            (!best ||
+             job_pri_less(heap_peek(&t->ready), heap_peek(&best->ready))))
+            best = t;
+    }
+    c->in_state = IN_WAIT;
+    if (best) {
+        serve(s, best); /* c is best's only waiter: no tube had both */
+        return;
+    }
+    wait_heap_set(s, c, now);
+}
+
+void
+queue_unwait(Server *s, Conn *c)
+{
+    if (!c->waiting)
+        return;
+    c->waiting = 0;
+    s->waiting_ct--;
+    for (size_t i = 0; i < c->watch.len; i++)
+        ptrset_remove(&((Tube *)c->watch.items[i])->waiting, c);
+    if (c->wait_pos != SIZE_MAX) {
+        heap_remove(&s->wait_heap, c->wait_pos);
+        c->wait_pos = SIZE_MAX;
+    }
+    c->wake_at = 0;
+    c->in_state = IN_CMD;
+    conn_schedule(c);
+}
+
+static void
+tick_delays(Server *s, int64_t now)
+{
+    Tube *t;
+    while ((t = heap_peek(&s->delay_tubes))) {
+        Job *j = heap_peek(&t->delay);
+        if (j->deadline > now)
+            break;
+        queue_detach(s, j);
+        queue_make_ready(s, j);
+    }
+}
+
+static void
+tick_pauses(Server *s, int64_t now)
+{
+    Tube *t;
+    while ((t = heap_peek(&s->pause_heap)) && t->unpause_at <= now) {
+        heap_remove(&s->pause_heap, 0);
+        t->pause_pos = SIZE_MAX;
+        t->pause_ns = 0;
+        serve(s, t);
+    }
+}
+
+static void
+tick_leases(Server *s, int64_t now)
+{
+    Job *j;
+    while ((j = heap_peek(&s->ttr_heap)) && j->deadline <= now) {
+        Conn *c = j->reserver;
+        queue_detach(s, j);
+        j->timeouts++;
+        s->timeout_ct++;
+        queue_make_ready(s, j);
+        if (c->waiting)
+            wait_heap_set(s, c, now);
+    }
+}
+
+static void
+tick_waiters(Server *s, int64_t now)
+{
+    Conn *c;
+    while ((c = heap_peek(&s->wait_heap)) && c->wake_at <= now) {
+        int soon = queue_deadline_soon(c, now);
+        queue_unwait(s, c);
+        if (soon)
+            conn_reply(c, "DEADLINE_SOON\r\n", 15);
+        else
+            conn_reply(c, "TIMED_OUT\r\n", 11);
+    }
+}
+
+void
+queue_tick(Server *s, int64_t now)
+{
+    tick_delays(s, now);
+    tick_pauses(s, now);
+    tick_leases(s, now);
+    tick_waiters(s, now);
+}
+
+static int64_t
+min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+int64_t
+queue_next_deadline(const Server *s)
+{
+    int64_t at = INT64_MAX;
+    const Tube *t = heap_peek(&s->delay_tubes);
+    if (t)
+        at = ((const Job *)heap_peek(&t->delay))->deadline;
+    if ((t = heap_peek(&s->pause_heap)))
+        at = min64(at, t->unpause_at);
+    const Job *j = heap_peek(&s->ttr_heap);
+    if (j)
+        at = min64(at, j->deadline);
+    const Conn *c = heap_peek(&s->wait_heap);
+    if (c)
+        at = min64(at, c->wake_at);
+    return at;
+}
+
+static void
+to_store(const Job *j, StoreJob *o)
+{
+    memset(o, 0, offsetof(StoreJob, tube));
+    o->id = j->id;
+    o->state = j->state == JOB_DELAYED  ? STORE_DELAYED
+               : j->state == JOB_BURIED ? STORE_BURIED
+                                        : STORE_READY;
+    o->flags = (j->flags & JOB_F_REWRITTEN) ? STORE_F_REWRITTEN : 0;
+    o->pri = j->pri;
+    o->ttr = j->ttr;
+    o->delay = j->delay;
+    o->body_size = j->body_size;
+    o->reserves = j->reserves;
+    o->timeouts = j->timeouts;
+    o->releases = j->releases;
+    o->buries = j->buries;
+    o->kicks = j->kicks;
+    o->created_at_ns = j->created_at;
+    if (j->state == JOB_DELAYED)
+        o->ready_at_ns = wall_ns() + (j->deadline - mono_ns());
+    o->tube_len = j->tube->name_len;
+    memcpy(o->tube, j->tube->name, j->tube->name_len);
+    o->tube[o->tube_len] = '\0';
+}
+
+void
+queue_persist_put(Server *s, Job *j)
+{
+    if (!s->store)
+        return;
+    StoreJob o;
+    to_store(j, &o);
+    store_add_put(s->store, ++s->applied_seq, &o, j->body);
+}
+
+void
+queue_persist_update(Server *s, Job *j)
+{
+    if (!s->store)
+        return;
+    StoreJob o;
+    j->flags |= JOB_F_REWRITTEN;
+    to_store(j, &o);
+    store_add_update(s->store, ++s->applied_seq, &o);
+}
+
+void
+queue_persist_delete(Server *s, Job *j)
+{
+    if (!s->store)
+        return;
+    store_add_delete(s->store, ++s->applied_seq, j->id,
+                     (j->flags & JOB_F_REWRITTEN) != 0);
+}
+
+int
+queue_load_body(Server *s, Job *j)
+{
+    char err[256], *body;
+    size_t len;
+    if (j->body)
+        return 0;
+    if (!s->store || store_get_body(s->store, j->id, &body, &len, err,
+                                    sizeof err) != 1 ||
+        len != j->body_size)
+        return -1;
+    j->body = realloc(body, len + 2);
+    if (!j->body) {
+        free(body);
+        return -1;
+    }
+    memcpy(j->body + len, "\r\n", 2);
+    return 0;
+}
+
+int
+queue_recover_job(void *ctx, const StoreJob *sj)
+{
+    Server *s = ctx;
+    Tube *t = tubes_get(&s->tubes, sj->tube, sj->tube_len);
+    if (!t)
+        return -1;
+    Job *j = queue_job_new(s, t, sj->id, sj->pri, sj->delay, sj->ttr,
+                           sj->body_size, NULL);
+    queue_tube_unref(s, t); /* the job holds its own reference */
+    if (!j)
+        return -1;
+    j->created_at = sj->created_at_ns;
+    j->reserves = sj->reserves;
+    j->timeouts = sj->timeouts;
+    j->releases = sj->releases;
+    j->buries = sj->buries;
+    j->kicks = sj->kicks;
+    if (sj->flags & STORE_F_REWRITTEN)
+        j->flags |= JOB_F_REWRITTEN;
+    int64_t wait = sj->ready_at_ns - wall_ns();
+    if (sj->state == STORE_BURIED)
+        queue_make_buried(s, j);
+    else if (sj->state == STORE_DELAYED && wait > 0)
+        queue_make_delayed(s, j, mono_ns() + wait);
+    else
+        queue_make_ready(s, j);
+    return 0;
+}

@@ -1,0 +1,86 @@
+/* queue.h - the job state machine: moving jobs between ready, delayed,
+ * reserved and buried with every counter kept right, serving blocked
+ * reservers, the timer-driven transitions (delay due, TTR lease expiry,
+ * pause end, reserve timeout, DEADLINE_SOON), and the mutation records each
+ * persistent change hands to the store. Loop thread only. */
+#ifndef ROCKSTALK_QUEUE_H
+#define ROCKSTALK_QUEUE_H
+
+#include <stdint.h>
+
+#include "conn.h"
+#include "job.h"
+#include "server.h"
+#include "tube.h"
+
+/* Sets up the server's timer heaps. */
+void queue_init(Server *s);
+
+/* Creates job id in tube t (takes a tube reference) with an owned body
+ * (body_size + 2 bytes incl. CRLF, or NULL if it stays on disk). The job is
+ * in no container yet. Returns NULL out of memory. */
+Job *queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri,
+                   uint32_t delay, uint32_t ttr, uint32_t body_size,
+                   char *body);
+
+/* Takes j out of whichever container holds it, fixing counters. */
+void queue_detach(Server *s, Job *j);
+
+/* Puts a detached j in its tube's ready heap and serves blocked
+ * reservers. */
+void queue_make_ready(Server *s, Job *j);
+
+/* Puts a detached j in its tube's delay heap, due at monotonic ns due. */
+void queue_make_delayed(Server *s, Job *j, int64_t due);
+
+/* Puts a detached j at the end of its tube's buried list. */
+void queue_make_buried(Server *s, Job *j);
+
+/* Makes a detached j reserved by c and replies RESERVED to c. */
+void queue_reserve(Server *s, Conn *c, Job *j);
+
+/* Frees a detached j: out of the job table, tube reference dropped. */
+void queue_job_free(Server *s, Job *j);
+
+/* Drops a tube reference held by a connection or job, unpausing a tube
+ * that is about to vanish. */
+void queue_tube_unref(Server *s, Tube *t);
+
+/* Nonzero if t is paused now. */
+int queue_tube_paused(const Tube *t, int64_t now);
+
+/* Pauses t for secs seconds from now (0 means one nanosecond, as 1.12). */
+void queue_pause(Server *s, Tube *t, uint32_t secs);
+
+/* Blocks c in reserve on its watched tubes (timeout seconds, < 0 forever)
+ * and serves it at once if a job is ready. */
+void queue_wait(Server *s, Conn *c, int32_t timeout);
+
+/* Ends c's blocked reserve without a reply. */
+void queue_unwait(Server *s, Conn *c);
+
+/* Nonzero if c holds a job whose TTR ends within the DEADLINE_SOON margin. */
+int queue_deadline_soon(const Conn *c, int64_t now);
+
+/* Runs every timer transition due at monotonic time now. */
+void queue_tick(Server *s, int64_t now);
+
+/* The earliest pending deadline (monotonic ns), or INT64_MAX. */
+int64_t queue_next_deadline(const Server *s);
+
+/* Mutation records for the store (no-ops without one): a new job, a
+ * rewritten job (bury, kick, release with delay or new priority) and a
+ * deleted job. Each advances the applied sequence. */
+void queue_persist_put(Server *s, Job *j);
+void queue_persist_update(Server *s, Job *j);
+void queue_persist_delete(Server *s, Job *j);
+
+/* Makes sure j->body is in memory, reading it from the store if it was left
+ * on disk (recovery). Returns 0, or -1 if it could not be read. */
+int queue_load_body(Server *s, Job *j);
+
+/* Recreates one job read back from the store at start-up (store_recover
+ * callback; ctx is the Server). Returns 0 or -1 out of memory. */
+int queue_recover_job(void *ctx, const StoreJob *sj);
+
+#endif

@@ -1,0 +1,272 @@
+/* server.c - see server.h. Owns start-up (store recovery, then listen), the
+ * per-iteration work (ev_prepare), the single timer, accept and signals. */
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log.h"
+#include "net.h"
+#include "queue.h"
+
+/* Backpressure: stop reading from producers while this many bytes of
+ * mutations wait for the mutation thread; resume below the low mark. */
+#define BACKLOG_HIGH (64u << 20)
+#define BACKLOG_LOW (16u << 20)
+
+static void
+store_notify(void *arg)
+{
+    Server *s = arg;
+    ev_async_send(s->loop, &s->store_w); /* thread-safe (ev(3) ev_async) */
+}
+
+static void
+store_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+    (void)loop, (void)w, (void)revents; /* the prepare watcher does the work */
+}
+
+static void
+set_throttle(Server *s, int on)
+{
+    s->throttled = on;
+    for (Conn *c = s->conns; c; c = c->next)
+        if (c->producer)
+            conn_update_read(c);
+    log_msg(1, "backpressure %s", on ? "on" : "off");
+}
+
+/* Arms the one timer at the earliest deadline of every heap. */
+static void
+arm_tick(Server *s)
+{
+    int64_t at = queue_next_deadline(s);
+    ev_timer_stop(s->loop, &s->tick_w);
+    if (at == INT64_MAX)
+        return;
+    double d = (double)(at - mono_ns()) / 1e9 + 0.0002;
+    ev_timer_set(&s->tick_w, d > 0 ? d : 0, 0.);
+    ev_timer_start(s->loop, &s->tick_w);
+}
+
+static void
+fail_stop(Server *s)
+{
+    char msg[512];
+    if (store_failed(s->store, msg, sizeof msg)) {
+        log_msg(0, "storage failure, exiting without acknowledging: %s", msg);
+        _exit(2); /* fail-stop: nothing after the failure is acknowledged */
+    }
+}
+
+/* Once per loop iteration, just before it blocks: run scheduled input, hand
+ * the iteration's mutations to the store as one unit, write what the store
+ * has acknowledged, apply backpressure, arm the timer. */
+static void
+prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    Server *s = w->data;
+    (void)loop, (void)revents;
+    if (s->store) {
+        fail_stop(s);
+        s->acked_seq = store_acked_seq(s->store);
+    }
+    do {
+        conn_run_all(s);
+        if (s->store)
+            store_flush(s->store);
+        conn_flush_all(s);
+    } while (s->runq);
+    if (s->store) {
+        size_t backlog = store_backlog_bytes(s->store);
+        if (!s->throttled && backlog > BACKLOG_HIGH)
+            set_throttle(s, 1);
+        else if (s->throttled && backlog < BACKLOG_LOW)
+            set_throttle(s, 0);
+    }
+    arm_tick(s);
+    conn_reap(s);
+}
+
+static void
+tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)revents;
+    queue_tick(w->data, mono_ns());
+}
+
+static void
+accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    Server *s = w->data;
+    (void)revents;
+    for (;;) {
+        int fd = accept4(s->listen_fd, NULL, NULL,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                errno == ENOMEM) {
+                /* out of descriptors: pause accepting instead of spinning */
+                log_msg(0, "accept: %s; pausing accepts", strerror(errno));
+                ev_io_stop(loop, w);
+                ev_timer_set(&s->accept_pause_w, 0.1, 0.);
+                ev_timer_start(loop, &s->accept_pause_w);
+            }
+            return;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        conn_new(s, fd);
+    }
+}
+
+static void
+accept_resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    Server *s = w->data;
+    (void)revents;
+    ev_io_start(loop, &s->accept_w);
+}
+
+static void
+signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    Server *s = w->data;
+    (void)revents;
+    if (w->signum == SIGUSR1) {
+        s->draining = 1;
+        log_msg(0, "SIGUSR1: drain mode, new jobs are refused");
+        return;
+    }
+    log_msg(0, "signal %d: shutting down", w->signum);
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static int
+open_store(Server *s, char *err, size_t errcap)
+{
+    StoreConfig sc = {
+        .dir = s->cfg.dir,
+        .nshards = s->cfg.nshards,
+        .sync_mode = s->cfg.sync_mode,
+        .sync_interval_ms = s->cfg.sync_ms,
+        .notify = store_notify,
+        .notify_arg = s,
+    };
+    uint64_t next_id = 1;
+    int64_t t0 = mono_ns();
+    if (store_open(&sc, &s->store, err, errcap) < 0)
+        return -1;
+    if (store_recover(s->store, queue_recover_job, s, &next_id, err,
+                      errcap) < 0)
+        return -1;
+    s->next_id = next_id;
+    log_msg(0, "recovered %zu jobs from %s in %.3f s (next id %llu)",
+            s->jobs.len, s->cfg.dir, (double)(mono_ns() - t0) / 1e9,
+            (unsigned long long)next_id);
+    return store_start(s->store, err, errcap);
+}
+
+static void
+init_watchers(Server *s)
+{
+    ev_io_init(&s->accept_w, accept_cb, s->listen_fd, EV_READ);
+    ev_timer_init(&s->accept_pause_w, accept_resume_cb, 0.1, 0.);
+    ev_prepare_init(&s->prepare_w, prepare_cb);
+    ev_timer_init(&s->tick_w, tick_cb, 0., 0.);
+    ev_async_init(&s->store_w, store_cb);
+    ev_signal_init(&s->sigterm_w, signal_cb, SIGTERM);
+    ev_signal_init(&s->sigint_w, signal_cb, SIGINT);
+    ev_signal_init(&s->sigusr1_w, signal_cb, SIGUSR1);
+    s->accept_w.data = s->accept_pause_w.data = s->prepare_w.data = s;
+    s->tick_w.data = s->store_w.data = s;
+    s->sigterm_w.data = s->sigint_w.data = s->sigusr1_w.data = s;
+    ev_prepare_start(s->loop, &s->prepare_w);
+    ev_async_start(s->loop, &s->store_w);
+    ev_signal_start(s->loop, &s->sigterm_w);
+    ev_signal_start(s->loop, &s->sigint_w);
+    ev_signal_start(s->loop, &s->sigusr1_w);
+}
+
+int
+server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
+{
+    unsigned char rnd[8];
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    s->listen_fd = -1;
+    s->next_id = 1;
+    s->started_at = mono_ns();
+    if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+        memset(rnd, 0, sizeof rnd);
+    for (int i = 0; i < 8; i++)
+        snprintf(s->instance_id + 2 * i, 3, "%02x", rnd[i]);
+    s->loop = ev_default_loop(EVFLAG_SIGNALFD);
+    if (!s->loop || tubes_init(&s->tubes) < 0 ||
+        !(s->default_tube = tubes_get(&s->tubes, "default", 7))) {
+        snprintf(err, errcap, "cannot initialise the event loop");
+        return -1;
+    }
+    queue_init(s);
+    init_watchers(s);
+    if (!cfg->memory_only && open_store(s, err, errcap) < 0)
+        return -1;
+    s->listen_fd = net_inherited();
+    if (s->listen_fd < 0)
+        s->listen_fd = net_listen(cfg->listen_addr, cfg->port, err, errcap);
+    if (s->listen_fd < 0)
+        return -1;
+    ev_io_set(&s->accept_w, s->listen_fd, EV_READ);
+    ev_io_start(s->loop, &s->accept_w);
+    return 0;
+}
+
+int
+server_run(Server *s)
+{
+    ev_run(s->loop, 0);
+    return s->exit_code;
+}
+
+void
+server_free(Server *s)
+{
+    char err[512];
+    if (s->store) {
+        store_flush(s->store);
+        if (store_close(s->store, err, sizeof err) < 0) {
+            log_msg(0, "closing the store: %s", err);
+            s->exit_code = 2;
+        }
+        s->store = NULL;
+    }
+    for (Conn *c = s->conns; c; c = s->conns)
+        conn_close(c);
+    conn_reap(s);
+    for (size_t i = 0; i < s->jobs.nbuckets; i++) {
+        for (Job *j = s->jobs.buckets[i], *next; j; j = next) {
+            next = j->hnext;
+            free(j->body);
+            free(j);
+        }
+    }
+    jobtable_free(&s->jobs);
+    tubes_free(&s->tubes);
+    heap_free(&s->ttr_heap);
+    heap_free(&s->delay_tubes);
+    heap_free(&s->pause_heap);
+    heap_free(&s->wait_heap);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    ev_loop_destroy(s->loop);
+}

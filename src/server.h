@@ -1,0 +1,102 @@
+/* server.h - the server: every piece of state the event-loop thread owns
+ * (listening sockets, connections, jobs, tubes, timer heaps, counters, the
+ * store's loop side), set up and run by main.c. One Server per process; it is
+ * the only mutable state outside the store's own struct. Loop thread only. */
+#ifndef ROCKSTALK_SERVER_H
+#define ROCKSTALK_SERVER_H
+
+#include <ev.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "heap.h"
+#include "job.h"
+#include "proto.h"
+#include "store.h"
+#include "tube.h"
+
+struct Conn;
+
+/* How the daemon was asked to run (command line, see rockstalkd.1). */
+typedef struct ServerConfig {
+    const char *listen_addr; /* "0.0.0.0", an IP, or "unix:PATH" */
+    int port;                /* TCP port, default 11300 */
+    const char *dir;         /* data directory; NULL with memory_only */
+    int memory_only;         /* --memory: no store at all */
+    StoreSyncMode sync_mode;
+    int sync_ms;          /* -f MS, for STORE_SYNC_INTERVAL */
+    int nshards;          /* -S, 0 = recorded or default */
+    uint32_t max_job_size; /* -z, bytes */
+    long binlog_size;     /* -s, reported as binlog-max-size only */
+    const char *user;     /* -u */
+    int verbose;          /* -V count */
+} ServerConfig;
+
+typedef struct Server {
+    struct ev_loop *loop;
+    ServerConfig cfg;
+
+    int listen_fd;
+    ev_io accept_w;
+    ev_timer accept_pause_w; /* resumes accepting after EMFILE */
+    ev_prepare prepare_w; /* hands mutations to the store, releases replies,
+                             arms the tick */
+    ev_timer tick_w;      /* the one timer, at the earliest deadline */
+    ev_async store_w;     /* the store's "acked sequence moved" wake-up */
+    ev_signal sigterm_w, sigint_w, sigusr1_w;
+
+    /* queue state */
+    JobTable jobs;
+    TubeRegistry tubes;
+    Tube *default_tube;
+    uint64_t next_id;
+    Heap ttr_heap;    /* reserved Job*, by TTR deadline */
+    Heap delay_tubes; /* Tube* with delayed jobs, by their earliest due time */
+    Heap pause_heap;  /* paused Tube*, by unpause_at */
+    Heap wait_heap;   /* Conn* blocked in reserve with a wake time */
+
+    /* connections */
+    struct Conn *conns;   /* every connection (doubly linked) */
+    struct Conn *pending; /* connections with output not yet written */
+    struct Conn *runq;    /* connections with buffered input to process */
+    struct Conn *dead;    /* closed connections not yet freed */
+    int throttled;        /* backpressure: producers are not read */
+
+    /* durability */
+    Store *store;         /* NULL with --memory */
+    uint64_t applied_seq; /* seq of the latest mutation handed to the store */
+    uint64_t acked_seq;   /* latest acknowledged seq seen by the loop */
+
+    /* counters for stats */
+    uint64_t op_ct[OP_COUNT];
+    uint64_t ready_ct, urgent_ct, reserved_ct, delayed_ct, buried_ct;
+    uint64_t total_jobs, timeout_ct, waiting_ct;
+    uint32_t cur_conns, cur_producers, cur_workers, total_conns;
+    int draining;
+    int64_t started_at; /* monotonic ns */
+    char instance_id[17];
+
+    int exit_code;
+} Server;
+
+/* Initialises s for cfg (listening socket opened, store opened and
+ * recovered, watchers created but the loop not yet run). Returns 0, or -1
+ * with a message in err. */
+int server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap);
+
+/* Runs the event loop until SIGTERM/SIGINT or a fatal storage error; returns
+ * the process exit status (0 clean, 2 storage failure). */
+int server_run(Server *s);
+
+/* Releases everything server_init made (closes the store). */
+void server_free(Server *s);
+
+/* The loop's sequence stamp for a reply made now: replies leave only once
+ * the store has acknowledged this sequence. */
+static inline uint64_t
+server_reply_seq(const Server *s)
+{
+    return s->store ? s->applied_seq : 0;
+}
+
+#endif

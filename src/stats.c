@@ -1,0 +1,170 @@
+/* stats.c - see stats.h. */
+#include "stats.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "conn.h"
+
+static void __attribute__((format(printf, 2, 3)))
+put(StatsBuf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            abort();
+        if (b->buf && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        b->cap = (b->cap + (size_t)n + 1) * 2;
+        if (!(b->buf = realloc(b->buf, b->cap)))
+            abort();
+    }
+}
+
+void
+stats_buf_free(StatsBuf *b)
+{
+    free(b->buf);
+    b->buf = NULL;
+    b->len = b->cap = 0;
+}
+
+static const char *
+durability_name(const Server *s)
+{
+    if (!s->store)
+        return "none";
+    switch (s->cfg.sync_mode) {
+    case STORE_SYNC_ALWAYS:
+        return "fsync";
+    case STORE_SYNC_INTERVAL:
+        return "interval";
+    default:
+        return "write";
+    }
+}
+
+static void
+stats_counts(Server *s, StatsBuf *b)
+{
+    static const Op order[] = {
+        OP_PUT,         OP_PEEK,          OP_PEEK_READY,
+        OP_PEEK_DELAYED, OP_PEEK_BURIED,  OP_RESERVE,
+        OP_RESERVE_TIMEOUT, OP_DELETE,    OP_RELEASE,
+        OP_USE,         OP_WATCH,         OP_IGNORE,
+        OP_BURY,        OP_KICK,          OP_TOUCH,
+        OP_STATS,       OP_STATS_JOB,     OP_STATS_TUBE,
+        OP_LIST_TUBES,  OP_LIST_TUBE_USED, OP_LIST_TUBES_WATCHED,
+        OP_PAUSE_TUBE,
+    };
+    put(b, "---\ncurrent-jobs-urgent: %" PRIu64 "\n", s->urgent_ct);
+    put(b, "current-jobs-ready: %" PRIu64 "\n", s->ready_ct);
+    put(b, "current-jobs-reserved: %" PRIu64 "\n", s->reserved_ct);
+    put(b, "current-jobs-delayed: %" PRIu64 "\n", s->delayed_ct);
+    put(b, "current-jobs-buried: %" PRIu64 "\n", s->buried_ct);
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        put(b, "cmd-%s: %" PRIu64 "\n", proto_op_name(order[i]),
+            s->op_ct[order[i]]);
+    put(b, "job-timeouts: %" PRIu64 "\n", s->timeout_ct);
+    put(b, "total-jobs: %" PRIu64 "\n", s->total_jobs);
+    put(b, "max-job-size: %u\n", s->cfg.max_job_size);
+    put(b, "current-tubes: %zu\n", s->tubes.list.len);
+    put(b, "current-connections: %u\n", s->cur_conns);
+    put(b, "current-producers: %u\n", s->cur_producers);
+    put(b, "current-workers: %u\n", s->cur_workers);
+    put(b, "current-waiting: %" PRIu64 "\n", s->waiting_ct);
+    put(b, "total-connections: %u\n", s->total_conns);
+}
+
+void
+stats_server(Server *s, StatsBuf *b)
+{
+    struct rusage ru;
+    struct utsname un;
+    StoreStats st = {0};
+    getrusage(RUSAGE_SELF, &ru);
+    uname(&un);
+    if (s->store)
+        store_stats(s->store, &st);
+    stats_counts(s, b);
+    put(b, "pid: %ld\n", (long)getpid());
+    put(b, "version: \"%s\"\n", ROCKSTALK_VERSION);
+    put(b, "rusage-utime: %ld.%06ld\n", (long)ru.ru_utime.tv_sec,
+        (long)ru.ru_utime.tv_usec);
+    put(b, "rusage-stime: %ld.%06ld\n", (long)ru.ru_stime.tv_sec,
+        (long)ru.ru_stime.tv_usec);
+    put(b, "uptime: %" PRId64 "\n", (mono_ns() - s->started_at) / NS_PER_SEC);
+    put(b, "binlog-oldest-index: 0\nbinlog-current-index: 0\n");
+    put(b, "binlog-records-migrated: 0\n");
+    put(b, "binlog-records-written: %" PRIu64 "\n", st.records);
+    put(b, "binlog-max-size: %ld\n", s->cfg.binlog_size);
+    put(b, "draining: %s\n", s->draining ? "true" : "false");
+    put(b, "id: %s\nhostname: %s\nos: %s\nplatform: %s\n", s->instance_id,
+        un.nodename, un.version, un.machine);
+    put(b, "rockstalk-durability: %s\n", durability_name(s));
+    put(b, "rockstalk-shards: %d\n", st.nshards);
+    put(b, "rockstalk-groups: %" PRIu64 "\n", st.groups);
+    put(b, "rockstalk-mutations-per-group: %.2f\n",
+        st.groups ? (double)st.records / (double)st.groups : 0.0);
+    put(b, "rockstalk-syncs: %" PRIu64 "\n", st.syncs);
+    put(b, "rockstalk-sync-latency-us: %.1f\n",
+        st.syncs ? (double)st.sync_ns / (double)st.syncs / 1000.0 : 0.0);
+    put(b, "\r\n");
+}
+
+void
+stats_job(const Job *j, StatsBuf *b)
+{
+    int64_t now = mono_ns(), left = 0;
+    if (j->state == JOB_RESERVED || j->state == JOB_DELAYED)
+        left = (j->deadline - now) / NS_PER_SEC;
+    put(b, "---\nid: %" PRIu64 "\ntube: %s\nstate: %s\npri: %u\n", j->id,
+        j->tube->name, job_state_name(j), j->pri);
+    put(b, "age: %" PRId64 "\ndelay: %u\nttr: %u\ntime-left: %" PRId64 "\n",
+        (wall_ns() - j->created_at) / NS_PER_SEC, j->delay, j->ttr, left);
+    put(b, "file: 0\nreserves: %u\ntimeouts: %u\nreleases: %u\n", j->reserves,
+        j->timeouts, j->releases);
+    put(b, "buries: %u\nkicks: %u\n\r\n", j->buries, j->kicks);
+}
+
+void
+stats_tube(const Tube *t, StatsBuf *b)
+{
+    int64_t left = 0;
+    if (t->pause_ns)
+        left = (t->unpause_at - mono_ns()) / NS_PER_SEC;
+    put(b, "---\nname: %s\ncurrent-jobs-urgent: %" PRIu64 "\n", t->name,
+        t->urgent_ct);
+    put(b, "current-jobs-ready: %zu\n", t->ready.len);
+    put(b, "current-jobs-reserved: %" PRIu64 "\n", t->reserved_ct);
+    put(b, "current-jobs-delayed: %zu\n", t->delay.len);
+    put(b, "current-jobs-buried: %" PRIu64 "\n", t->buried_ct);
+    put(b, "total-jobs: %" PRIu64 "\n", t->total_jobs);
+    put(b, "current-using: %u\ncurrent-watching: %u\n", t->using_ct,
+        t->watching_ct);
+    put(b, "current-waiting: %zu\n", t->waiting.len);
+    put(b, "cmd-delete: %" PRIu64 "\ncmd-pause-tube: %" PRIu64 "\n",
+        t->delete_ct, t->pause_ct);
+    put(b, "pause: %" PRId64 "\npause-time-left: %" PRId64 "\n\r\n",
+        t->pause_ns / NS_PER_SEC, left);
+}
+
+void
+stats_list(const PtrSet *tubes, StatsBuf *b)
+{
+    put(b, "---\n");
+    for (size_t i = 0; i < tubes->len; i++)
+        put(b, "- %s\n", ((const Tube *)tubes->items[i])->name);
+    put(b, "\r\n");
+}

@@ -1,0 +1,29 @@
+/* stats.h - the YAML bodies of stats, stats-job, stats-tube, list-tubes and
+ * list-tubes-watched, with beanstalkd 1.12's keys in its order (our own keys
+ * after the last standard one). Loop thread only. */
+#ifndef ROCKSTALK_STATS_H
+#define ROCKSTALK_STATS_H
+
+#include <stddef.h>
+
+#include "job.h"
+#include "ptrset.h"
+#include "server.h"
+#include "tube.h"
+
+/* A growable text buffer; the caller frees it with stats_buf_free. */
+typedef struct StatsBuf {
+    char *buf;
+    size_t len, cap;
+} StatsBuf;
+
+/* Each appends a complete body ("---\n" ... "\r\n") to b; on allocation
+ * failure the process aborts. */
+void stats_server(Server *s, StatsBuf *b);
+void stats_job(const Job *j, StatsBuf *b);
+void stats_tube(const Tube *t, StatsBuf *b);
+void stats_list(const PtrSet *tubes, StatsBuf *b);
+
+void stats_buf_free(StatsBuf *b);
+
+#endif

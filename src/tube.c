@@ -1,0 +1,166 @@
+/* tube.c - see tube.h. */
+#include "tube.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_CHARS                                                            \
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
+
+int
+tube_name_char(char ch)
+{
+    return ch != '\0' && strchr(NAME_CHARS, ch) != NULL;
+}
+
+int
+tube_name_valid(const char *name, size_t len)
+{
+    if (len == 0 || len > TUBE_NAME_MAX || name[0] == '-')
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!tube_name_char(name[i]))
+            return 0;
+    return 1;
+}
+
+static size_t
+name_hash(const char *name, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
+    return (size_t)h;
+}
+
+int
+tubes_init(TubeRegistry *r)
+{
+    memset(r, 0, sizeof *r);
+    r->nbuckets = 64;
+    r->buckets = calloc(r->nbuckets, sizeof *r->buckets);
+    return r->buckets ? 0 : -1;
+}
+
+Tube *
+tubes_find(const TubeRegistry *r, const char *name, size_t len)
+{
+    Tube *t = r->buckets[name_hash(name, len) & (r->nbuckets - 1)];
+    for (; t; t = t->hnext)
+        if (t->name_len == len && memcmp(t->name, name, len) == 0)
+            return t;
+    return NULL;
+}
+
+static void
+grow(TubeRegistry *r)
+{
+    size_t n = r->nbuckets * 2;
+    Tube **nb = calloc(n, sizeof *nb);
+    if (!nb)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < r->list.len; i++) {
+        Tube *t = r->list.items[i];
+        size_t b = name_hash(t->name, t->name_len) & (n - 1);
+        t->hnext = nb[b];
+        nb[b] = t;
+    }
+    free(r->buckets);
+    r->buckets = nb;
+    r->nbuckets = n;
+}
+
+static Tube *
+tube_new(const char *name, size_t len)
+{
+    Tube *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    memcpy(t->name, name, len);
+    t->name_len = (uint8_t)len;
+    heap_init(&t->ready, job_pri_less, job_setpos);
+    heap_init(&t->delay, job_deadline_less, job_setpos);
+    t->pause_pos = t->delay_pos = SIZE_MAX;
+    return t;
+}
+
+Tube *
+tubes_get(TubeRegistry *r, const char *name, size_t len)
+{
+    Tube *t = tubes_find(r, name, len);
+    if (t) {
+        t->refs++;
+        return t;
+    }
+    t = tube_new(name, len);
+    if (!t || ptrset_append(&r->list, t) < 0) {
+        free(t);
+        return NULL;
+    }
+    if (r->list.len > r->nbuckets)
+        grow(r);
+    size_t b = name_hash(name, len) & (r->nbuckets - 1);
+    t->hnext = r->buckets[b];
+    r->buckets[b] = t;
+    t->refs = 1;
+    return t;
+}
+
+static void
+tube_destroy(Tube *t)
+{
+    heap_free(&t->ready);
+    heap_free(&t->delay);
+    ptrset_free(&t->waiting);
+    free(t);
+}
+
+void
+tubes_unref(TubeRegistry *r, Tube *t)
+{
+    if (--t->refs > 0)
+        return;
+    Tube **p = &r->buckets[name_hash(t->name, t->name_len) & (r->nbuckets - 1)];
+    while (*p != t)
+        p = &(*p)->hnext;
+    *p = t->hnext;
+    ptrset_remove(&r->list, t);
+    tube_destroy(t);
+}
+
+void
+tube_bury_append(Tube *t, Job *j)
+{
+    j->next = NULL;
+    j->prev = t->buried_tail;
+    if (t->buried_tail)
+        t->buried_tail->next = j;
+    else
+        t->buried_head = j;
+    t->buried_tail = j;
+}
+
+void
+tube_bury_remove(Tube *t, Job *j)
+{
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        t->buried_head = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    else
+        t->buried_tail = j->prev;
+    j->prev = j->next = NULL;
+}
+
+void
+tubes_free(TubeRegistry *r)
+{
+    for (size_t i = 0; i < r->list.len; i++)
+        tube_destroy(r->list.items[i]);
+    ptrset_free(&r->list);
+    free(r->buckets);
+    r->buckets = NULL;
+}

@@ -1,0 +1,78 @@
+/* tube.h - tubes: per-tube ready and delay heaps, buried list, waiting
+ * reservers, pause state and counters; and the registry that finds tubes by
+ * name and keeps them in beanstalkd's list-tubes order. A tube lives while
+ * anything refers to it (a connection using or watching it, or a job in it);
+ * the default tube always. Loop thread only. */
+#ifndef ROCKSTALK_TUBE_H
+#define ROCKSTALK_TUBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "heap.h"
+#include "job.h"
+#include "ptrset.h"
+
+typedef struct Tube {
+    struct Tube *hnext; /* registry chain */
+    uint32_t refs;
+    uint8_t name_len;
+    char name[TUBE_NAME_MAX + 1];
+    Heap ready;           /* Job*, by (pri, id) */
+    Heap delay;           /* Job*, by (deadline, id) */
+    Job *buried_head;     /* FIFO: kick takes from the head */
+    Job *buried_tail;
+    PtrSet waiting;       /* Conn* blocked in reserve watching this tube */
+    int64_t pause_ns;     /* pause-tube duration, 0 if not paused */
+    int64_t unpause_at;   /* monotonic ns */
+    size_t pause_pos;     /* index in the server's pause heap, or SIZE_MAX */
+    size_t delay_pos;     /* index in the server's delayed-tube heap, or
+                             SIZE_MAX */
+    uint64_t urgent_ct, reserved_ct, buried_ct, total_jobs, delete_ct,
+        pause_ct;
+    uint32_t using_ct, watching_ct;
+} Tube;
+
+typedef struct TubeRegistry {
+    Tube **buckets; /* by name hash */
+    size_t nbuckets;
+    PtrSet list; /* every live tube, in list-tubes order */
+} TubeRegistry;
+
+/* Initialises an empty registry. Returns 0 or -1 out of memory. */
+int tubes_init(TubeRegistry *r);
+
+/* Finds the tube called name (len bytes), or NULL. */
+Tube *tubes_find(const TubeRegistry *r, const char *name, size_t len);
+
+/* Finds or creates the tube and takes a reference on it. Returns NULL only
+ * when memory ran out. */
+Tube *tubes_get(TubeRegistry *r, const char *name, size_t len);
+
+/* Takes a reference on t. */
+static inline void
+tube_ref(Tube *t)
+{
+    t->refs++;
+}
+
+/* Drops a reference; at zero the tube is removed from the registry and
+ * freed (it holds no jobs, conns or waiters by then). */
+void tubes_unref(TubeRegistry *r, Tube *t);
+
+/* Appends j to / removes j from t's buried list. */
+void tube_bury_append(Tube *t, Job *j);
+void tube_bury_remove(Tube *t, Job *j);
+
+/* Frees every tube and the registry itself. */
+void tubes_free(TubeRegistry *r);
+
+/* Nonzero if ch may appear in a tube name. */
+int tube_name_char(char ch);
+
+/* Nonzero if name (len bytes) is a valid tube name: 1..200 bytes from
+ * A-Z a-z 0-9 - + / ; . $ _ ( ) and not starting with '-'. */
+int tube_name_valid(const char *name, size_t len);
+
+#endif
