@@ -30,7 +30,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
 all: rockstalkd
 
 rockstalkd: $(BUILD)/rockstalkd
-	cp $< $@
+	cp $< $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/rockstalkd: $(BUILD)/main.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

@@ -127,8 +127,7 @@ static int
 any_ready(const Conn *c)
 {
     for (size_t i = 0; i < c->watch.len; i++)
-        if (((Tube *)c->watch.items[i])->ready.len)
-            return 1;
+        if (((Tube *)c->watch.items[i])->ready.len) return 1;
     return 0;
 }
 
@@ -198,8 +197,7 @@ cmd_release(Conn *c, const Cmd *cmd)
         queue_make_delayed(s, j, mono_ns() + (int64_t)cmd->delay * NS_PER_SEC);
         queue_persist_update(s, j);
     } else {
-        if (changed)
-            queue_persist_update(s, j);
+        if (changed) queue_persist_update(s, j);
         queue_make_ready(s, j);
     }
     REPLY(c, "RELEASED\r\n");
@@ -238,8 +236,7 @@ cmd_kick(Conn *c, const Cmd *cmd)
     int buried = t->buried_head != NULL;
     for (; n < cmd->count; n++) {
         Job *j = buried ? t->buried_head : heap_peek(&t->delay);
-        if (!j)
-            break;
+        if (!j) break;
         kick_one(c->srv, j);
     }
     conn_replyf(c, "KICKED %u\r\n", n);
@@ -415,8 +412,7 @@ cmd_dispatch(Conn *c, const char *line, size_t len)
 {
     Cmd cmd;
     ParseStatus st = proto_parse(line, len, &cmd);
-    if (cmd.counted)
-        c->srv->op_ct[cmd.op]++;
+    if (cmd.counted) c->srv->op_ct[cmd.op]++;
     if (st == PARSE_UNKNOWN_COMMAND)
         REPLY(c, "UNKNOWN_COMMAND\r\n");
     else if (st == PARSE_BAD_FORMAT)

@@ -32,8 +32,7 @@ conn_new(Server *s, int fd)
     Conn *c = calloc(1, sizeof *c);
     if (!c || !(c->ibuf = malloc(IBUF_MIN)) ||
         ptrset_append(&c->watch, s->default_tube) < 0) {
-        if (c)
-            free(c->ibuf);
+        if (c) free(c->ibuf);
         free(c);
         close(fd);
         return NULL;
@@ -52,8 +51,7 @@ conn_new(Server *s, int fd)
     ev_io_init(&c->write_w, write_cb, fd, EV_WRITE);
     c->read_w.data = c->write_w.data = c;
     c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
+    if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->cur_conns++;
     s->total_conns++;
@@ -85,24 +83,20 @@ void
 conn_close(Conn *c)
 {
     Server *s = c->srv;
-    if (c->closed)
-        return;
+    if (c->closed) return;
     c->closed = 1;
     ev_io_stop(s->loop, &c->read_w);
     ev_io_stop(s->loop, &c->write_w);
     close(c->fd);
     release_state(s, c);
-    if (c->producer)
-        s->cur_producers--;
-    if (c->worker)
-        s->cur_workers--;
+    if (c->producer) s->cur_producers--;
+    if (c->worker) s->cur_workers--;
     s->cur_conns--;
     if (c->prev)
         c->prev->next = c->next;
     else
         s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    if (c->next) c->next->prev = c->prev;
     c->dnext = s->dead;
     s->dead = c;
 }
@@ -144,8 +138,7 @@ conn_update_read(Conn *c)
 static void
 pending_add(Conn *c)
 {
-    if (c->in_pending || c->closed)
-        return;
+    if (c->in_pending || c->closed) return;
     c->in_pending = 1;
     c->pnext = c->srv->pending;
     c->srv->pending = c;
@@ -154,8 +147,7 @@ pending_add(Conn *c)
 void
 conn_schedule(Conn *c)
 {
-    if (c->in_runq || c->closed)
-        return;
+    if (c->in_runq || c->closed) return;
     c->in_runq = 1;
     c->rnext = c->srv->runq;
     c->srv->runq = c;
@@ -166,20 +158,17 @@ static void
 out_room(Conn *c, size_t n)
 {
     size_t used = (size_t)(c->oend - c->osent);
-    if (c->oend - c->obase + n <= c->ocap)
-        return;
+    if (c->oend - c->obase + n <= c->ocap) return;
     if (c->osent > c->obase) { /* drop what was sent */
         memmove(c->obuf, c->obuf + (c->osent - c->obase), used);
         c->obase = c->osent;
-        if (used + n <= c->ocap)
-            return;
+        if (used + n <= c->ocap) return;
     }
     size_t cap = c->ocap ? c->ocap * 2 : 4096;
     while (cap < used + n)
         cap *= 2;
     char *b = realloc(c->obuf, cap);
-    if (!b)
-        abort(); /* out of memory */
+    if (!b) abort(); /* out of memory */
     c->obuf = b;
     c->ocap = cap;
 }
@@ -206,8 +195,7 @@ out_mark(Conn *c)
         if (c->mlen == c->mcap) {
             size_t ncap = c->mcap ? c->mcap * 2 : 16;
             OutMark *m = malloc(ncap * sizeof *m);
-            if (!m)
-                abort();
+            if (!m) abort();
             for (size_t i = 0; i < c->mlen; i++)
                 m[i] = c->marks[(c->mhead + i) % c->mcap];
             free(c->marks);
@@ -224,8 +212,7 @@ out_mark(Conn *c)
 void
 conn_reply(Conn *c, const char *msg, size_t n)
 {
-    if (c->closed)
-        return;
+    if (c->closed) return;
     out_append(c, msg, n);
     out_mark(c);
 }
@@ -250,8 +237,7 @@ conn_reply_job(Conn *c, const char *word, Job *j)
     char head[64];
     int n = snprintf(head, sizeof head, "%s %llu %u\r\n", word,
                      (unsigned long long)j->id, j->body_size);
-    if (c->closed)
-        return;
+    if (c->closed) return;
     if (queue_load_body(c->srv, j) < 0) {
         conn_reply(c, "INTERNAL_ERROR\r\n", 16);
         return;
@@ -266,8 +252,7 @@ conn_reply_ok(Conn *c, const char *body, size_t len)
 {
     char head[32];
     int n = snprintf(head, sizeof head, "OK %zu\r\n", len - 2);
-    if (c->closed)
-        return;
+    if (c->closed) return;
     out_append(c, head, (size_t)n);
     out_append(c, body, len);
     out_mark(c);
@@ -322,8 +307,7 @@ conn_flush(Conn *c)
 {
     int parked = out_parked(c);
     out_release(c);
-    if (out_write(c) < 0)
-        return;
+    if (out_write(c) < 0) return;
     if (c->osent != c->oend || c->mlen)
         pending_add(c);
     else if (c->closing) {
@@ -396,20 +380,17 @@ in_step(Conn *c)
             }
             return 1;
         }
-        if (avail < LINE_MAX_BYTES)
-            return 0;
+        if (avail < LINE_MAX_BYTES) return 0;
         c->ibeg += LINE_MAX_BYTES; /* too long: drop it, as 1.12 does */
         c->in_state = IN_ENDLINE;
         return 1;
     case IN_BODY:
         n = c->put.body_size + 2 - c->in_read;
-        if (n > avail)
-            n = avail;
+        if (n > avail) n = avail;
         memcpy(c->in_body + c->in_read, p, n);
         c->in_read += n;
         c->ibeg += n;
-        if (c->in_read < (size_t)c->put.body_size + 2)
-            return 0;
+        if (c->in_read < (size_t)c->put.body_size + 2) return 0;
         c->in_state = IN_CMD;
         cmd_put_body(c);
         return 1;
@@ -417,8 +398,7 @@ in_step(Conn *c)
         n = avail < c->skip_left ? avail : (size_t)c->skip_left;
         c->ibeg += n;
         c->skip_left -= n;
-        if (c->skip_left)
-            return 0;
+        if (c->skip_left) return 0;
         c->in_state = IN_CMD;
         conn_reply(c, "JOB_TOO_BIG\r\n", 13);
         return 1;
@@ -434,8 +414,7 @@ conn_process(Conn *c)
     for (;;) {
         while (!c->closed && !c->closing && !out_parked(c) && in_step(c))
             ;
-        if (c->closed || c->closing || out_parked(c) || !c->eof)
-            break;
+        if (c->closed || c->closing || out_parked(c) || !c->eof) break;
         if (c->in_state != IN_WAIT) {
             c->closing = 1; /* the client is done: close after replies */
             pending_add(c);
@@ -444,10 +423,8 @@ conn_process(Conn *c)
         queue_unwait(c->srv, c); /* hung up while blocked: 1.12 answers */
         conn_reply(c, "TIMED_OUT\r\n", 11);
     }
-    if (c->ibeg == c->iend)
-        c->ibeg = c->iend = 0;
-    if (!c->closed)
-        conn_update_read(c);
+    if (c->ibeg == c->iend) c->ibeg = c->iend = 0;
+    if (!c->closed) conn_update_read(c);
 }
 
 void
@@ -458,8 +435,7 @@ conn_run_all(Server *s)
         s->runq = c->rnext;
         c->rnext = NULL;
         c->in_runq = 0;
-        if (!c->closed)
-            conn_process(c);
+        if (!c->closed) conn_process(c);
     }
 }
 

@@ -18,11 +18,11 @@
 
 /* Input states. */
 enum {
-    IN_CMD = 0,  /* expecting a command line */
-    IN_ENDLINE,  /* discarding an over-long line up to its CRLF */
-    IN_BODY,     /* reading a put body into in_body */
-    IN_SKIP,     /* discarding skip_left bytes (JOB_TOO_BIG) */
-    IN_WAIT,     /* blocked in reserve: input stays buffered */
+    IN_CMD = 0, /* expecting a command line */
+    IN_ENDLINE, /* discarding an over-long line up to its CRLF */
+    IN_BODY,    /* reading a put body into in_body */
+    IN_SKIP,    /* discarding skip_left bytes (JOB_TOO_BIG) */
+    IN_WAIT,    /* blocked in reserve: input stays buffered */
 };
 
 /* A reply waiting for the store: bytes of obuf up to end may leave once
@@ -36,22 +36,22 @@ typedef struct Conn {
     Server *srv;
     int fd;
     ev_io read_w, write_w;
-    struct Conn *prev, *next;  /* Server.conns */
-    struct Conn *pnext;        /* Server.pending */
-    struct Conn *rnext;        /* Server.runq */
-    struct Conn *dnext;        /* Server.dead: closed, freed at a safe point */
+    struct Conn *prev, *next; /* Server.conns */
+    struct Conn *pnext;       /* Server.pending */
+    struct Conn *rnext;       /* Server.runq */
+    struct Conn *dnext;       /* Server.dead: closed, freed at a safe point */
     uint8_t in_pending, in_runq, writing, reading, closed;
-    uint8_t eof;               /* the peer sent FIN */
-    uint8_t closing;           /* close once output is written */
-    uint8_t producer, worker;  /* for current-producers/-workers */
+    uint8_t eof;              /* the peer sent FIN */
+    uint8_t closing;          /* close once output is written */
+    uint8_t producer, worker; /* for current-producers/-workers */
     uint8_t in_state;
 
     /* input */
     char *ibuf;
     size_t ibeg, iend, icap;
-    Cmd put;          /* the put whose body is being read */
+    Cmd put; /* the put whose body is being read */
     uint64_t put_id;
-    char *in_body;    /* body_size + 2 bytes */
+    char *in_body; /* body_size + 2 bytes */
     size_t in_read;
     uint64_t skip_left;
 
@@ -67,13 +67,13 @@ typedef struct Conn {
 
     /* protocol state */
     Tube *use;
-    PtrSet watch;     /* Tube*, holds a watching reference each */
-    Job *reserved;    /* list of jobs this conn holds, via prev/next */
+    PtrSet watch;  /* Tube*, holds a watching reference each */
+    Job *reserved; /* list of jobs this conn holds, via prev/next */
     size_t reserved_ct;
-    int waiting;      /* blocked in reserve, in its tubes' waiting sets */
-    int32_t timeout;  /* of the blocked reserve; < 0: none */
-    int64_t wake_at;  /* monotonic ns: timeout or DEADLINE_SOON, 0 = none */
-    size_t wait_pos;  /* in Server.wait_heap, or SIZE_MAX */
+    int waiting;     /* blocked in reserve, in its tubes' waiting sets */
+    int32_t timeout; /* of the blocked reserve; < 0: none */
+    int64_t wake_at; /* monotonic ns: timeout or DEADLINE_SOON, 0 = none */
+    size_t wait_pos; /* in Server.wait_heap, or SIZE_MAX */
 } Conn;
 
 /* Accepts fd (non-blocking, owned from now on) as a new connection using

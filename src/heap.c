@@ -26,8 +26,7 @@ sift_up(Heap *h, size_t i)
     void *x = h->data[i];
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (!h->less(x, h->data[p]))
-            break;
+        if (!h->less(x, h->data[p])) break;
         set(h, i, h->data[p]);
         i = p;
     }
@@ -42,12 +41,9 @@ sift_down(Heap *h, size_t i)
     for (;;) {
         size_t l = 2 * i + 1, m = i;
         void *best = x;
-        if (l < h->len && h->less(h->data[l], best))
-            m = l, best = h->data[l];
-        if (l + 1 < h->len && h->less(h->data[l + 1], best))
-            m = l + 1;
-        if (m == i)
-            break;
+        if (l < h->len && h->less(h->data[l], best)) m = l, best = h->data[l];
+        if (l + 1 < h->len && h->less(h->data[l + 1], best)) m = l + 1;
+        if (m == i) break;
         set(h, i, h->data[m]);
         i = m;
     }
@@ -60,8 +56,7 @@ heap_insert(Heap *h, void *x)
     if (h->len == h->cap) {
         size_t ncap = h->cap ? h->cap * 2 : 16;
         void **nd = realloc(h->data, ncap * sizeof *nd);
-        if (!nd)
-            return -1;
+        if (!nd) return -1;
         h->data = nd;
         h->cap = ncap;
     }
@@ -92,8 +87,7 @@ heap_remove(Heap *h, size_t i)
 void
 heap_fix(Heap *h, size_t i)
 {
-    if (sift_up(h, i) == i)
-        sift_down(h, i);
+    if (sift_up(h, i) == i) sift_down(h, i);
 }
 
 void

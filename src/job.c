@@ -13,11 +13,9 @@ bucket_of(uint64_t id, size_t nbuckets)
 Job *
 jobtable_find(const JobTable *t, uint64_t id)
 {
-    if (!t->nbuckets)
-        return NULL;
+    if (!t->nbuckets) return NULL;
     for (Job *j = t->buckets[bucket_of(id, t->nbuckets)]; j; j = j->hnext)
-        if (j->id == id)
-            return j;
+        if (j->id == id) return j;
     return NULL;
 }
 
@@ -25,8 +23,7 @@ static int
 rehash(JobTable *t, size_t n)
 {
     Job **nb = calloc(n, sizeof *nb);
-    if (!nb)
-        return -1;
+    if (!nb) return -1;
     for (size_t i = 0; i < t->nbuckets; i++) {
         Job *j = t->buckets[i];
         while (j) {
@@ -47,8 +44,7 @@ int
 jobtable_insert(JobTable *t, Job *j)
 {
     if (t->len >= t->nbuckets) {
-        if (rehash(t, t->nbuckets ? t->nbuckets * 2 : 1024) < 0 &&
-            !t->nbuckets)
+        if (rehash(t, t->nbuckets ? t->nbuckets * 2 : 1024) < 0 && !t->nbuckets)
             return -1;
     }
     size_t b = bucket_of(j->id, t->nbuckets);
@@ -61,8 +57,7 @@ jobtable_insert(JobTable *t, Job *j)
 void
 jobtable_remove(JobTable *t, Job *j)
 {
-    if (!t->nbuckets)
-        return;
+    if (!t->nbuckets) return;
     Job **p = &t->buckets[bucket_of(j->id, t->nbuckets)];
     for (; *p; p = &(*p)->hnext) {
         if (*p == j) {
@@ -88,8 +83,7 @@ int
 job_pri_less(const void *a, const void *b)
 {
     const Job *x = a, *y = b;
-    if (x->pri != y->pri)
-        return x->pri < y->pri;
+    if (x->pri != y->pri) return x->pri < y->pri;
     return x->id < y->id;
 }
 
@@ -97,8 +91,7 @@ int
 job_deadline_less(const void *a, const void *b)
 {
     const Job *x = a, *y = b;
-    if (x->deadline != y->deadline)
-        return x->deadline < y->deadline;
+    if (x->deadline != y->deadline) return x->deadline < y->deadline;
     return x->id < y->id;
 }
 

@@ -16,8 +16,7 @@ log_set_verbosity(int v)
 void
 log_msg(int level, const char *fmt, ...)
 {
-    if (level > verbosity)
-        return;
+    if (level > verbosity) return;
     va_list ap;
     va_start(ap, fmt);
     fputs("rockstalkd: ", stderr);

@@ -24,8 +24,7 @@ usage(FILE *f)
     fprintf(f,
             "Use: rockstalkd [OPTIONS]\n\n"
             "Options:\n"
-            " -b, --dir DIR          data directory (default " DEFAULT_DIR
-            ")\n"
+            " -b, --dir DIR          data directory (default " DEFAULT_DIR ")\n"
             " -f, --fsync-ms MS      0 (default): reply after fsync (group "
             "commit);\n"
             "                        MS > 0: reply after write, fsync every MS "
@@ -84,26 +83,52 @@ static void
 parse_opt(ServerConfig *cfg, int ch, const char *arg)
 {
     switch (ch) {
-    case 'b': cfg->dir = arg; break;
+    case 'b':
+        cfg->dir = arg;
+        break;
     case 'f':
         cfg->sync_ms = (int)num("-f", arg, 0, INT_MAX);
         cfg->sync_mode = cfg->sync_ms ? STORE_SYNC_INTERVAL : STORE_SYNC_ALWAYS;
         break;
-    case 'F': cfg->sync_mode = STORE_SYNC_NEVER; break;
-    case 'M': cfg->memory_only = 1; break;
-    case 'S': cfg->nshards = (int)num("-S", arg, 1, STORE_SHARDS_MAX); break;
-    case 'l': cfg->listen_addr = arg; break;
-    case 'p': cfg->port = (int)num("-p", arg, 0, 65535); break;
-    case 'u': cfg->user = arg; break;
+    case 'F':
+        cfg->sync_mode = STORE_SYNC_NEVER;
+        break;
+    case 'M':
+        cfg->memory_only = 1;
+        break;
+    case 'S':
+        cfg->nshards = (int)num("-S", arg, 1, STORE_SHARDS_MAX);
+        break;
+    case 'l':
+        cfg->listen_addr = arg;
+        break;
+    case 'p':
+        cfg->port = (int)num("-p", arg, 0, 65535);
+        break;
+    case 'u':
+        cfg->user = arg;
+        break;
     case 'z':
         cfg->max_job_size = (uint32_t)num("-z", arg, 0, JOB_SIZE_LIMIT);
         break;
-    case 's': cfg->binlog_size = num("-s", arg, 0, LONG_MAX); break;
-    case 'c': case 'n': break;
-    case 'V': cfg->verbose++; break;
-    case 'v': printf("rockstalkd %s\n", ROCKSTALK_VERSION); exit(0);
-    case 'h': usage(stdout); exit(0);
-    default: usage(stderr); exit(1);
+    case 's':
+        cfg->binlog_size = num("-s", arg, 0, LONG_MAX);
+        break;
+    case 'c':
+    case 'n':
+        break;
+    case 'V':
+        cfg->verbose++;
+        break;
+    case 'v':
+        printf("rockstalkd %s\n", ROCKSTALK_VERSION);
+        exit(0);
+    case 'h':
+        usage(stdout);
+        exit(0);
+    default:
+        usage(stderr);
+        exit(1);
     }
 }
 
@@ -126,8 +151,10 @@ drop_privileges(const char *user, char *err, size_t errcap)
 int
 main(int argc, char **argv)
 {
-    ServerConfig cfg = {.listen_addr = NULL, .port = 11300,
-                        .dir = DEFAULT_DIR, .max_job_size = JOB_SIZE_DEFAULT,
+    ServerConfig cfg = {.listen_addr = NULL,
+                        .port = 11300,
+                        .dir = DEFAULT_DIR,
+                        .max_job_size = JOB_SIZE_DEFAULT,
                         .binlog_size = 10485760};
     static Server srv; /* the one Server; everything hangs off it */
     char err[1024];
@@ -150,15 +177,14 @@ main(int argc, char **argv)
     sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (!cfg.memory_only)
-        log_msg(0, "data directory %s", cfg.dir);
+    if (!cfg.memory_only) log_msg(0, "data directory %s", cfg.dir);
     if (server_init(&srv, &cfg, err, sizeof err) < 0 ||
         (cfg.user && drop_privileges(cfg.user, err, sizeof err) < 0)) {
         log_msg(0, "%s", err);
         return 1;
     }
-    log_msg(0, "listening on %s:%d", cfg.listen_addr ? cfg.listen_addr
-                                                       : "0.0.0.0", cfg.port);
+    log_msg(0, "listening on %s:%d",
+            cfg.listen_addr ? cfg.listen_addr : "0.0.0.0", cfg.port);
     int code = server_run(&srv);
     server_free(&srv);
     return code ? code : srv.exit_code;

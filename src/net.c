@@ -22,15 +22,13 @@ listen_unix(const char *path, char *err, size_t errcap)
         return -1;
     }
     strcpy(sa.sun_path, path);
-    if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-        unlink(path);
+    if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
         listen(fd, 1024) < 0) {
         snprintf(err, errcap, "cannot listen on unix:%s: %s", path,
                  strerror(errno));
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0) close(fd);
         return -1;
     }
     return fd;
@@ -40,10 +38,10 @@ static int
 listen_ai(const struct addrinfo *ai)
 {
     int one = 1;
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
-                                       SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0)
-        return -1;
+    int fd =
+        socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+               ai->ai_protocol);
+    if (fd < 0) return -1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
         int e = errno;
@@ -72,8 +70,7 @@ net_listen(const char *addr, int port, char *err, size_t errcap)
     }
     int fd = -1, e = 0;
     for (ai = res; ai && fd < 0; ai = ai->ai_next)
-        if ((fd = listen_ai(ai)) < 0)
-            e = errno;
+        if ((fd = listen_ai(ai)) < 0) e = errno;
     freeaddrinfo(res);
     if (fd < 0)
         snprintf(err, errcap, "cannot listen on %s:%d: %s",
@@ -85,8 +82,7 @@ int
 net_inherited(void)
 {
     const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-    if (!pid || !fds || atol(pid) != (long)getpid() || atoi(fds) < 1)
-        return -1;
+    if (!pid || !fds || atol(pid) != (long)getpid() || atoi(fds) < 1) return -1;
     unsetenv("LISTEN_PID");
     unsetenv("LISTEN_FDS");
     unsetenv("LISTEN_FDNAMES");

@@ -12,7 +12,10 @@ typedef struct Verb {
     Op op;
 } Verb;
 
-#define V(w, o) {w, sizeof(w) - 1, o}
+#define V(w, o)                                                                \
+    {                                                                          \
+        w, sizeof(w) - 1, o                                                    \
+    }
 
 /* beanstalkd 1.12's match order: a line is the first verb it starts with. */
 static const Verb verbs[] = {
@@ -92,17 +95,14 @@ read_uint(Cur *c, uint64_t max, int whole, uint64_t *out)
     const char *p = c->p;
     while (p < c->end && *p == ' ')
         p++;
-    if (p == c->end || *p < '0' || *p > '9')
-        return -1;
+    if (p == c->end || *p < '0' || *p > '9') return -1;
     uint64_t v = 0;
     for (; p < c->end && *p >= '0' && *p <= '9'; p++) {
         unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
+        if (v > (UINT64_MAX - d) / 10) return -1;
         v = v * 10 + d;
     }
-    if (v > max || (whole && p != c->end))
-        return -1;
+    if (v > max || (whole && p != c->end)) return -1;
     c->p = p;
     *out = v;
     return 0;
@@ -112,8 +112,7 @@ static int
 read_u32(Cur *c, int whole, uint32_t *out)
 {
     uint64_t v;
-    if (read_uint(c, UINT32_MAX, whole, &v) < 0)
-        return -1;
+    if (read_uint(c, UINT32_MAX, whole, &v) < 0) return -1;
     *out = (uint32_t)v;
     return 0;
 }
@@ -134,10 +133,9 @@ read_c_long(Cur c, int is_signed, int *digits, int *overflow)
     while (p < c.end && (*p == ' ' || (*p >= '\t' && *p <= '\r')))
         p++;
     int neg = 0;
-    if (p < c.end && (*p == '+' || *p == '-'))
-        neg = (*p++ == '-');
+    if (p < c.end && (*p == '+' || *p == '-')) neg = (*p++ == '-');
     uint64_t v = 0, lim = is_signed ? (neg ? (uint64_t)INT64_MAX + 1
-                                          : (uint64_t)INT64_MAX)
+                                           : (uint64_t)INT64_MAX)
                                     : UINT64_MAX;
     *digits = *overflow = 0;
     for (; p < c.end && *p >= '0' && *p <= '9'; p++) {
@@ -176,8 +174,7 @@ parse_timeout(Cmd *cmd, Cur c)
 {
     int digits, overflow;
     uint64_t v = read_c_long(c, 1, &digits, &overflow);
-    if (overflow)
-        return PARSE_BAD_FORMAT;
+    if (overflow) return PARSE_BAD_FORMAT;
     cmd->timeout = (int32_t)(uint32_t)v;
     return ok(cmd);
 }
@@ -188,8 +185,7 @@ parse_kick(Cmd *cmd, Cur c)
 {
     int digits, overflow;
     uint64_t v = read_c_long(c, 0, &digits, &overflow);
-    if (!digits || overflow)
-        return PARSE_BAD_FORMAT;
+    if (!digits || overflow) return PARSE_BAD_FORMAT;
     cmd->count = (uint32_t)v;
     return ok(cmd);
 }
@@ -199,8 +195,7 @@ static ParseStatus
 parse_name(Cmd *cmd, Cur c)
 {
     size_t n = (size_t)(c.end - c.p);
-    if (!tube_name_valid(c.p, n))
-        return PARSE_BAD_FORMAT;
+    if (!tube_name_valid(c.p, n)) return PARSE_BAD_FORMAT;
     cmd->name = c.p;
     cmd->name_len = n;
     return ok(cmd);
@@ -217,11 +212,9 @@ parse_pause(Cmd *cmd, Cur c)
     while (c.p < c.end && tube_name_char(*c.p))
         c.p++;
     size_t n = (size_t)(c.p - name);
-    if (n == 0 || read_u32(&c, 1, &cmd->delay) < 0)
-        return PARSE_BAD_FORMAT;
+    if (n == 0 || read_u32(&c, 1, &cmd->delay) < 0) return PARSE_BAD_FORMAT;
     cmd->counted = 1;
-    if (!tube_name_valid(name, n))
-        return PARSE_BAD_FORMAT;
+    if (!tube_name_valid(name, n)) return PARSE_BAD_FORMAT;
     cmd->name = name;
     cmd->name_len = n;
     return PARSE_OK;

@@ -9,8 +9,7 @@ ptrset_append(PtrSet *s, void *x)
     if (s->len == s->cap) {
         size_t ncap = s->cap ? s->cap * 2 : 4;
         void **n = realloc(s->items, ncap * sizeof *n);
-        if (!n)
-            return -1;
+        if (!n) return -1;
         s->items = n;
         s->cap = ncap;
     }
@@ -22,8 +21,7 @@ long
 ptrset_find(const PtrSet *s, const void *x)
 {
     for (size_t i = 0; i < s->len; i++)
-        if (s->items[i] == x)
-            return (long)i;
+        if (s->items[i] == x) return (long)i;
     return -1;
 }
 
@@ -42,8 +40,7 @@ int
 ptrset_remove(PtrSet *s, const void *x)
 {
     long i = ptrset_find(s, x);
-    if (i < 0)
-        return 0;
+    if (i < 0) return 0;
     ptrset_delete(s, (size_t)i);
     return 1;
 }
@@ -51,8 +48,7 @@ ptrset_remove(PtrSet *s, const void *x)
 void *
 ptrset_take(PtrSet *s)
 {
-    if (s->len == 0)
-        return NULL;
+    if (s->len == 0) return NULL;
     size_t i = s->last % s->len;
     s->last = i + 1;
     void *x = s->items[i];

@@ -71,8 +71,7 @@ delay_tube_update(Server *s, Tube *t)
 static void
 must(int r)
 {
-    if (r < 0)
-        abort(); /* heap growth failed: out of memory */
+    if (r < 0) abort(); /* heap growth failed: out of memory */
 }
 
 Job *
@@ -80,8 +79,7 @@ queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri, uint32_t delay,
               uint32_t ttr, uint32_t body_size, char *body)
 {
     Job *j = calloc(1, sizeof *j);
-    if (!j)
-        return NULL;
+    if (!j) return NULL;
     j->id = id;
     j->pri = pri;
     j->delay = delay;
@@ -129,8 +127,7 @@ queue_detach(Server *s, Job *j)
             j->prev->next = j->next;
         else
             c->reserved = j->next;
-        if (j->next)
-            j->next->prev = j->prev;
+        if (j->next) j->next->prev = j->prev;
         j->prev = j->next = NULL;
         c->reserved_ct--;
         j->reserver = NULL;
@@ -168,8 +165,7 @@ queue_make_ready(Server *s, Job *j)
         s->urgent_ct++;
         t->urgent_ct++;
     }
-    if (t->waiting.len)
-        serve(s, t);
+    if (t->waiting.len) serve(s, t);
 }
 
 void
@@ -201,8 +197,7 @@ queue_reserve(Server *s, Conn *c, Job *j)
     must(heap_insert(&s->ttr_heap, j));
     j->prev = NULL;
     j->next = c->reserved;
-    if (c->reserved)
-        c->reserved->prev = j;
+    if (c->reserved) c->reserved->prev = j;
     c->reserved = j;
     c->reserved_ct++;
     s->reserved_ct++;
@@ -251,8 +246,7 @@ int
 queue_deadline_soon(const Conn *c, int64_t now)
 {
     for (const Job *j = c->reserved; j; j = j->next)
-        if (now >= j->deadline - DEADLINE_SOON_NS)
-            return 1;
+        if (now >= j->deadline - DEADLINE_SOON_NS) return 1;
     return 0;
 }
 
@@ -278,8 +272,7 @@ wait_heap_set(Server *s, Conn *c, int64_t now)
         c->wait_pos = SIZE_MAX;
     }
     c->wake_at = wake_time(c, now);
-    if (c->wake_at)
-        must(heap_insert(&s->wait_heap, c));
+    if (c->wake_at) must(heap_insert(&s->wait_heap, c));
 }
 
 void
@@ -310,8 +303,7 @@ queue_wait(Server *s, Conn *c, int32_t timeout)
 void
 queue_unwait(Server *s, Conn *c)
 {
-    if (!c->waiting)
-        return;
+    if (!c->waiting) return;
     c->waiting = 0;
     s->waiting_ct--;
     for (size_t i = 0; i < c->watch.len; i++)
@@ -331,8 +323,7 @@ tick_delays(Server *s, int64_t now)
     Tube *t;
     while ((t = heap_peek(&s->delay_tubes))) {
         Job *j = heap_peek(&t->delay);
-        if (j->deadline > now)
-            break;
+        if (j->deadline > now) break;
         queue_detach(s, j);
         queue_make_ready(s, j);
     }
@@ -360,8 +351,7 @@ tick_leases(Server *s, int64_t now)
         j->timeouts++;
         s->timeout_ct++;
         queue_make_ready(s, j);
-        if (c->waiting)
-            wait_heap_set(s, c, now);
+        if (c->waiting) wait_heap_set(s, c, now);
     }
 }
 
@@ -399,16 +389,12 @@ queue_next_deadline(const Server *s)
 {
     int64_t at = INT64_MAX;
     const Tube *t = heap_peek(&s->delay_tubes);
-    if (t)
-        at = ((const Job *)heap_peek(&t->delay))->deadline;
-    if ((t = heap_peek(&s->pause_heap)))
-        at = min64(at, t->unpause_at);
+    if (t) at = ((const Job *)heap_peek(&t->delay))->deadline;
+    if ((t = heap_peek(&s->pause_heap))) at = min64(at, t->unpause_at);
     const Job *j = heap_peek(&s->ttr_heap);
-    if (j)
-        at = min64(at, j->deadline);
+    if (j) at = min64(at, j->deadline);
     const Conn *c = heap_peek(&s->wait_heap);
-    if (c)
-        at = min64(at, c->wake_at);
+    if (c) at = min64(at, c->wake_at);
     return at;
 }
 
@@ -441,8 +427,7 @@ to_store(const Job *j, StoreJob *o)
 void
 queue_persist_put(Server *s, Job *j)
 {
-    if (!s->store)
-        return;
+    if (!s->store) return;
     StoreJob o;
     to_store(j, &o);
     store_add_put(s->store, ++s->applied_seq, &o, j->body);
@@ -451,8 +436,7 @@ queue_persist_put(Server *s, Job *j)
 void
 queue_persist_update(Server *s, Job *j)
 {
-    if (!s->store)
-        return;
+    if (!s->store) return;
     StoreJob o;
     j->flags |= JOB_F_REWRITTEN;
     to_store(j, &o);
@@ -462,8 +446,7 @@ queue_persist_update(Server *s, Job *j)
 void
 queue_persist_delete(Server *s, Job *j)
 {
-    if (!s->store)
-        return;
+    if (!s->store) return;
     store_add_delete(s->store, ++s->applied_seq, j->id,
                      (j->flags & JOB_F_REWRITTEN) != 0);
 }
@@ -473,10 +456,9 @@ queue_load_body(Server *s, Job *j)
 {
     char err[256], *body;
     size_t len;
-    if (j->body)
-        return 0;
-    if (!s->store || store_get_body(s->store, j->id, &body, &len, err,
-                                    sizeof err) != 1 ||
+    if (j->body) return 0;
+    if (!s->store ||
+        store_get_body(s->store, j->id, &body, &len, err, sizeof err) != 1 ||
         len != j->body_size)
         return -1;
     j->body = realloc(body, len + 2);
@@ -493,21 +475,18 @@ queue_recover_job(void *ctx, const StoreJob *sj)
 {
     Server *s = ctx;
     Tube *t = tubes_get(&s->tubes, sj->tube, sj->tube_len);
-    if (!t)
-        return -1;
+    if (!t) return -1;
     Job *j = queue_job_new(s, t, sj->id, sj->pri, sj->delay, sj->ttr,
                            sj->body_size, NULL);
     queue_tube_unref(s, t); /* the job holds its own reference */
-    if (!j)
-        return -1;
+    if (!j) return -1;
     j->created_at = sj->created_at_ns;
     j->reserves = sj->reserves;
     j->timeouts = sj->timeouts;
     j->releases = sj->releases;
     j->buries = sj->buries;
     j->kicks = sj->kicks;
-    if (sj->flags & STORE_F_REWRITTEN)
-        j->flags |= JOB_F_REWRITTEN;
+    if (sj->flags & STORE_F_REWRITTEN) j->flags |= JOB_F_REWRITTEN;
     int64_t wait = sj->ready_at_ns - wall_ns();
     if (sj->state == STORE_BURIED)
         queue_make_buried(s, j);

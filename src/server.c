@@ -41,8 +41,7 @@ set_throttle(Server *s, int on)
 {
     s->throttled = on;
     for (Conn *c = s->conns; c; c = c->next)
-        if (c->producer)
-            conn_update_read(c);
+        if (c->producer) conn_update_read(c);
     log_msg(1, "backpressure %s", on ? "on" : "off");
 }
 
@@ -52,8 +51,7 @@ arm_tick(Server *s)
 {
     int64_t at = queue_next_deadline(s);
     ev_timer_stop(s->loop, &s->tick_w);
-    if (at == INT64_MAX)
-        return;
+    if (at == INT64_MAX) return;
     double d = (double)(at - mono_ns()) / 1e9 + 0.0002;
     ev_timer_set(&s->tick_w, d > 0 ? d : 0, 0.);
     ev_timer_start(s->loop, &s->tick_w);
@@ -83,8 +81,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     do {
         conn_run_all(s);
-        if (s->store)
-            store_flush(s->store);
+        if (s->store) store_flush(s->store);
         conn_flush_all(s);
     } while (s->runq);
     if (s->store) {
@@ -111,8 +108,8 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
     Server *s = w->data;
     (void)revents;
     for (;;) {
-        int fd = accept4(s->listen_fd, NULL, NULL,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd =
+            accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
                 errno == ENOMEM) {
@@ -165,10 +162,9 @@ open_store(Server *s, char *err, size_t errcap)
     };
     uint64_t next_id = 1;
     int64_t t0 = mono_ns();
-    if (store_open(&sc, &s->store, err, errcap) < 0)
-        return -1;
-    if (store_recover(s->store, queue_recover_job, s, &next_id, err,
-                      errcap) < 0)
+    if (store_open(&sc, &s->store, err, errcap) < 0) return -1;
+    if (store_recover(s->store, queue_recover_job, s, &next_id, err, errcap) <
+        0)
         return -1;
     s->next_id = next_id;
     log_msg(0, "recovered %zu jobs from %s in %.3f s (next id %llu)",
@@ -207,8 +203,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     s->listen_fd = -1;
     s->next_id = 1;
     s->started_at = mono_ns();
-    if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
-        memset(rnd, 0, sizeof rnd);
+    if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) memset(rnd, 0, sizeof rnd);
     for (int i = 0; i < 8; i++)
         snprintf(s->instance_id + 2 * i, 3, "%02x", rnd[i]);
     s->loop = ev_default_loop(EVFLAG_SIGNALFD);
@@ -219,13 +214,11 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     }
     queue_init(s);
     init_watchers(s);
-    if (!cfg->memory_only && open_store(s, err, errcap) < 0)
-        return -1;
+    if (!cfg->memory_only && open_store(s, err, errcap) < 0) return -1;
     s->listen_fd = net_inherited();
     if (s->listen_fd < 0)
         s->listen_fd = net_listen(cfg->listen_addr, cfg->port, err, errcap);
-    if (s->listen_fd < 0)
-        return -1;
+    if (s->listen_fd < 0) return -1;
     ev_io_set(&s->accept_w, s->listen_fd, EV_READ);
     ev_io_start(s->loop, &s->accept_w);
     return 0;
@@ -266,7 +259,6 @@ server_free(Server *s)
     heap_free(&s->delay_tubes);
     heap_free(&s->pause_heap);
     heap_free(&s->wait_heap);
-    if (s->listen_fd >= 0)
-        close(s->listen_fd);
+    if (s->listen_fd >= 0) close(s->listen_fd);
     ev_loop_destroy(s->loop);
 }

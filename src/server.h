@@ -24,12 +24,12 @@ typedef struct ServerConfig {
     const char *dir;         /* data directory; NULL with memory_only */
     int memory_only;         /* --memory: no store at all */
     StoreSyncMode sync_mode;
-    int sync_ms;          /* -f MS, for STORE_SYNC_INTERVAL */
-    int nshards;          /* -S, 0 = recorded or default */
+    int sync_ms;           /* -f MS, for STORE_SYNC_INTERVAL */
+    int nshards;           /* -S, 0 = recorded or default */
     uint32_t max_job_size; /* -z, bytes */
-    long binlog_size;     /* -s, reported as binlog-max-size only */
-    const char *user;     /* -u */
-    int verbose;          /* -V count */
+    long binlog_size;      /* -s, reported as binlog-max-size only */
+    const char *user;      /* -u */
+    int verbose;           /* -V count */
 } ServerConfig;
 
 typedef struct Server {
@@ -39,10 +39,10 @@ typedef struct Server {
     int listen_fd;
     ev_io accept_w;
     ev_timer accept_pause_w; /* resumes accepting after EMFILE */
-    ev_prepare prepare_w; /* hands mutations to the store, releases replies,
-                             arms the tick */
-    ev_timer tick_w;      /* the one timer, at the earliest deadline */
-    ev_async store_w;     /* the store's "acked sequence moved" wake-up */
+    ev_prepare prepare_w;    /* hands mutations to the store, releases replies,
+                                arms the tick */
+    ev_timer tick_w;         /* the one timer, at the earliest deadline */
+    ev_async store_w;        /* the store's "acked sequence moved" wake-up */
     ev_signal sigterm_w, sigint_w, sigusr1_w;
 
     /* queue state */

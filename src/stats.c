@@ -20,15 +20,13 @@ put(StatsBuf *b, const char *fmt, ...)
         va_start(ap, fmt);
         int n = vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
         va_end(ap);
-        if (n < 0)
-            abort();
+        if (n < 0) abort();
         if (b->buf && (size_t)n < b->cap - b->len) {
             b->len += (size_t)n;
             return;
         }
         b->cap = (b->cap + (size_t)n + 1) * 2;
-        if (!(b->buf = realloc(b->buf, b->cap)))
-            abort();
+        if (!(b->buf = realloc(b->buf, b->cap))) abort();
     }
 }
 
@@ -43,8 +41,7 @@ stats_buf_free(StatsBuf *b)
 static const char *
 durability_name(const Server *s)
 {
-    if (!s->store)
-        return "none";
+    if (!s->store) return "none";
     switch (s->cfg.sync_mode) {
     case STORE_SYNC_ALWAYS:
         return "fsync";
@@ -59,13 +56,27 @@ static void
 stats_counts(Server *s, StatsBuf *b)
 {
     static const Op order[] = {
-        OP_PUT,         OP_PEEK,          OP_PEEK_READY,
-        OP_PEEK_DELAYED, OP_PEEK_BURIED,  OP_RESERVE,
-        OP_RESERVE_TIMEOUT, OP_DELETE,    OP_RELEASE,
-        OP_USE,         OP_WATCH,         OP_IGNORE,
-        OP_BURY,        OP_KICK,          OP_TOUCH,
-        OP_STATS,       OP_STATS_JOB,     OP_STATS_TUBE,
-        OP_LIST_TUBES,  OP_LIST_TUBE_USED, OP_LIST_TUBES_WATCHED,
+        OP_PUT,
+        OP_PEEK,
+        OP_PEEK_READY,
+        OP_PEEK_DELAYED,
+        OP_PEEK_BURIED,
+        OP_RESERVE,
+        OP_RESERVE_TIMEOUT,
+        OP_DELETE,
+        OP_RELEASE,
+        OP_USE,
+        OP_WATCH,
+        OP_IGNORE,
+        OP_BURY,
+        OP_KICK,
+        OP_TOUCH,
+        OP_STATS,
+        OP_STATS_JOB,
+        OP_STATS_TUBE,
+        OP_LIST_TUBES,
+        OP_LIST_TUBE_USED,
+        OP_LIST_TUBES_WATCHED,
         OP_PAUSE_TUBE,
     };
     put(b, "---\ncurrent-jobs-urgent: %" PRIu64 "\n", s->urgent_ct);
@@ -95,8 +106,7 @@ stats_server(Server *s, StatsBuf *b)
     StoreStats st = {0};
     getrusage(RUSAGE_SELF, &ru);
     uname(&un);
-    if (s->store)
-        store_stats(s->store, &st);
+    if (s->store) store_stats(s->store, &st);
     stats_counts(s, b);
     put(b, "pid: %ld\n", (long)getpid());
     put(b, "version: \"%s\"\n", ROCKSTALK_VERSION);
@@ -142,8 +152,7 @@ void
 stats_tube(const Tube *t, StatsBuf *b)
 {
     int64_t left = 0;
-    if (t->pause_ns)
-        left = (t->unpause_at - mono_ns()) / NS_PER_SEC;
+    if (t->pause_ns) left = (t->unpause_at - mono_ns()) / NS_PER_SEC;
     put(b, "---\nname: %s\ncurrent-jobs-urgent: %" PRIu64 "\n", t->name,
         t->urgent_ct);
     put(b, "current-jobs-ready: %zu\n", t->ready.len);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NAME_CHARS                                                            \
+#define NAME_CHARS                                                             \
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
 
 int
@@ -17,11 +17,9 @@ tube_name_char(char ch)
 int
 tube_name_valid(const char *name, size_t len)
 {
-    if (len == 0 || len > TUBE_NAME_MAX || name[0] == '-')
-        return 0;
+    if (len == 0 || len > TUBE_NAME_MAX || name[0] == '-') return 0;
     for (size_t i = 0; i < len; i++)
-        if (!tube_name_char(name[i]))
-            return 0;
+        if (!tube_name_char(name[i])) return 0;
     return 1;
 }
 
@@ -48,8 +46,7 @@ tubes_find(const TubeRegistry *r, const char *name, size_t len)
 {
     Tube *t = r->buckets[name_hash(name, len) & (r->nbuckets - 1)];
     for (; t; t = t->hnext)
-        if (t->name_len == len && memcmp(t->name, name, len) == 0)
-            return t;
+        if (t->name_len == len && memcmp(t->name, name, len) == 0) return t;
     return NULL;
 }
 
@@ -58,8 +55,7 @@ grow(TubeRegistry *r)
 {
     size_t n = r->nbuckets * 2;
     Tube **nb = calloc(n, sizeof *nb);
-    if (!nb)
-        return; /* longer chains, still correct */
+    if (!nb) return; /* longer chains, still correct */
     for (size_t i = 0; i < r->list.len; i++) {
         Tube *t = r->list.items[i];
         size_t b = name_hash(t->name, t->name_len) & (n - 1);
@@ -75,8 +71,7 @@ static Tube *
 tube_new(const char *name, size_t len)
 {
     Tube *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
+    if (!t) return NULL;
     memcpy(t->name, name, len);
     t->name_len = (uint8_t)len;
     heap_init(&t->ready, job_pri_less, job_setpos);
@@ -98,12 +93,12 @@ tubes_get(TubeRegistry *r, const char *name, size_t len)
         free(t);
         return NULL;
     }
-    if (r->list.len > r->nbuckets)
-        grow(r);
     size_t b = name_hash(name, len) & (r->nbuckets - 1);
     t->hnext = r->buckets[b];
     r->buckets[b] = t;
     t->refs = 1;
+    if (r->list.len > r->nbuckets)
+        grow(r); /* rebuilds every chain from the list, t included */
     return t;
 }
 
@@ -119,8 +114,7 @@ tube_destroy(Tube *t)
 void
 tubes_unref(TubeRegistry *r, Tube *t)
 {
-    if (--t->refs > 0)
-        return;
+    if (--t->refs > 0) return;
     Tube **p = &r->buckets[name_hash(t->name, t->name_len) & (r->nbuckets - 1)];
     while (*p != t)
         p = &(*p)->hnext;

@@ -19,18 +19,17 @@ typedef struct Tube {
     uint32_t refs;
     uint8_t name_len;
     char name[TUBE_NAME_MAX + 1];
-    Heap ready;           /* Job*, by (pri, id) */
-    Heap delay;           /* Job*, by (deadline, id) */
-    Job *buried_head;     /* FIFO: kick takes from the head */
+    Heap ready;       /* Job*, by (pri, id) */
+    Heap delay;       /* Job*, by (deadline, id) */
+    Job *buried_head; /* FIFO: kick takes from the head */
     Job *buried_tail;
-    PtrSet waiting;       /* Conn* blocked in reserve watching this tube */
-    int64_t pause_ns;     /* pause-tube duration, 0 if not paused */
-    int64_t unpause_at;   /* monotonic ns */
-    size_t pause_pos;     /* index in the server's pause heap, or SIZE_MAX */
-    size_t delay_pos;     /* index in the server's delayed-tube heap, or
-                             SIZE_MAX */
-    uint64_t urgent_ct, reserved_ct, buried_ct, total_jobs, delete_ct,
-        pause_ct;
+    PtrSet waiting;     /* Conn* blocked in reserve watching this tube */
+    int64_t pause_ns;   /* pause-tube duration, 0 if not paused */
+    int64_t unpause_at; /* monotonic ns */
+    size_t pause_pos;   /* index in the server's pause heap, or SIZE_MAX */
+    size_t delay_pos;   /* index in the server's delayed-tube heap, or
+                           SIZE_MAX */
+    uint64_t urgent_ct, reserved_ct, buried_ct, total_jobs, delete_ct, pause_ct;
     uint32_t using_ct, watching_ct;
 } Tube;
 

@@ -1,0 +1,184 @@
+/* Unit tests for the loop-side data structures: heap, ptrset (beanstalkd's
+ * ordering rules), job table, tube registry and names. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "conn.h"
+#include "heap.h"
+#include "job.h"
+#include "ptrset.h"
+#include "tube.h"
+
+static void
+test_heap_order_and_remove(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static Job jobs[N];
+    Heap h;
+    heap_init(&h, job_pri_less, job_setpos);
+    srand(7);
+    for (int i = 0; i < N; i++) {
+        jobs[i].id = (uint64_t)i + 1;
+        jobs[i].pri = (uint32_t)(rand() % 10);
+        assert_int_equal(heap_insert(&h, &jobs[i]), 0);
+    }
+    /* remove every third job by its index: the rest must stay ordered */
+    for (int i = 0; i < N; i += 3)
+        assert_ptr_equal(heap_remove(&h, jobs[i].heap_index), &jobs[i]);
+    Job *prev = NULL;
+    size_t n = 0;
+    while (h.len) {
+        Job *j = heap_remove(&h, 0);
+        if (prev)
+            assert_true(prev->pri < j->pri ||
+                        (prev->pri == j->pri && prev->id < j->id));
+        assert_true((j->id - 1) % 3 != 0);
+        prev = j;
+        n++;
+    }
+    assert_int_equal(n, N - (N + 2) / 3);
+    heap_free(&h);
+}
+
+static void
+test_heap_fix(void **state)
+{
+    (void)state;
+    Job a = {.id = 1, .deadline = 10}, b = {.id = 2, .deadline = 20};
+    Heap h;
+    heap_init(&h, job_deadline_less, job_setpos);
+    heap_insert(&h, &a);
+    heap_insert(&h, &b);
+    assert_ptr_equal(heap_peek(&h), &a);
+    a.deadline = 30; /* touch moved a's deadline */
+    heap_fix(&h, a.heap_index);
+    assert_ptr_equal(heap_peek(&h), &b);
+    heap_free(&h);
+}
+
+/* beanstalkd serves four reservers waiting on one tube 1st, 2nd, 4th, 3rd
+ * and reorders a watch list on removal: both follow from ptrset. */
+static void
+test_ptrset_beanstalkd_order(void **state)
+{
+    (void)state;
+    PtrSet s = {0};
+    char x[4];
+    for (int i = 0; i < 4; i++)
+        ptrset_append(&s, &x[i]);
+    assert_ptr_equal(ptrset_take(&s), &x[0]);
+    assert_ptr_equal(ptrset_take(&s), &x[1]);
+    assert_ptr_equal(ptrset_take(&s), &x[3]);
+    assert_ptr_equal(ptrset_take(&s), &x[2]);
+    assert_null(ptrset_take(&s));
+    for (int i = 0; i < 4; i++) /* default, a, b, c; ignore default */
+        ptrset_append(&s, &x[i]);
+    assert_int_equal(ptrset_remove(&s, &x[0]), 1);
+    assert_ptr_equal(s.items[0], &x[3]);
+    assert_ptr_equal(s.items[1], &x[1]);
+    assert_ptr_equal(s.items[2], &x[2]);
+    assert_int_equal(ptrset_remove(&s, &x[0]), 0);
+    ptrset_free(&s);
+}
+
+static void
+test_jobtable(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    JobTable t = {0};
+    Job *jobs = calloc(N, sizeof *jobs);
+    for (int i = 0; i < N; i++) {
+        jobs[i].id = (uint64_t)i * 7 + 1;
+        assert_int_equal(jobtable_insert(&t, &jobs[i]), 0);
+    }
+    assert_int_equal(t.len, N);
+    for (int i = 0; i < N; i++)
+        assert_ptr_equal(jobtable_find(&t, (uint64_t)i * 7 + 1), &jobs[i]);
+    assert_null(jobtable_find(&t, 2));
+    for (int i = 0; i < N; i += 2)
+        jobtable_remove(&t, &jobs[i]);
+    for (int i = 0; i < N; i++)
+        assert_true((jobtable_find(&t, jobs[i].id) != NULL) == (i % 2 == 1));
+    for (int i = 1; i < N; i += 2)
+        jobtable_remove(&t, &jobs[i]);
+    assert_int_equal(t.len, 0);
+    jobtable_free(&t);
+    free(jobs);
+}
+
+static void
+test_tube_names(void **state)
+{
+    (void)state;
+    char name[202];
+    memset(name, 'a', sizeof name);
+    assert_true(tube_name_valid("default", 7));
+    assert_true(tube_name_valid("A-z0+/;.$_()", 12));
+    assert_true(tube_name_valid(name, 200));
+    assert_false(tube_name_valid(name, 201));
+    assert_false(tube_name_valid("", 0));
+    assert_false(tube_name_valid("-a", 2));
+    assert_false(tube_name_valid("a b", 3));
+    assert_false(tube_name_valid("a\0b", 3));
+    assert_false(tube_name_valid("a*", 2));
+}
+
+static void
+test_tube_registry(void **state)
+{
+    (void)state;
+    TubeRegistry r;
+    char name[16];
+    assert_int_equal(tubes_init(&r), 0);
+    Tube *d = tubes_get(&r, "default", 7);
+    for (int i = 0; i < 500; i++) { /* forces the hash to grow */
+        int n = snprintf(name, sizeof name, "t%d", i);
+        assert_non_null(tubes_get(&r, name, (size_t)n));
+    }
+    assert_int_equal(r.list.len, 501);
+    assert_ptr_equal(tubes_find(&r, "default", 7), d);
+    Tube *t7 = tubes_find(&r, "t7", 2);
+    assert_non_null(t7);
+    tube_ref(t7);
+    tubes_unref(&r, t7);
+    assert_ptr_equal(tubes_find(&r, "t7", 2), t7);
+    tubes_unref(&r, t7); /* last reference: gone */
+    assert_null(tubes_find(&r, "t7", 2));
+    assert_int_equal(r.list.len, 500);
+    tubes_free(&r);
+}
+
+/* Resident bytes per job (memcached-style "sizes"): printed by make test so
+ * regressions show. */
+static void
+test_sizes(void **state)
+{
+    (void)state;
+    printf("sizes: Job %zu bytes, Tube %zu, Conn %zu\n", sizeof(Job),
+           sizeof(Tube), sizeof(Conn));
+    assert_true(sizeof(Job) <= 128);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_heap_order_and_remove),
+        cmocka_unit_test(test_heap_fix),
+        cmocka_unit_test(test_ptrset_beanstalkd_order),
+        cmocka_unit_test(test_jobtable),
+        cmocka_unit_test(test_tube_names),
+        cmocka_unit_test(test_tube_registry),
+        cmocka_unit_test(test_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,148 @@
+/* Unit tests for the command parser: beanstalkd 1.12's matching and number
+ * rules, one line at a time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "proto.h"
+
+static ParseStatus
+parse(const char *line, Cmd *c)
+{
+    return proto_parse(line, strlen(line), c);
+}
+
+static void
+test_put(void **state)
+{
+    (void)state;
+    Cmd c;
+    assert_int_equal(parse("put 1 2 3 4", &c), PARSE_OK);
+    assert_int_equal(c.op, OP_PUT);
+    assert_int_equal(c.pri, 1);
+    assert_int_equal(c.delay, 2);
+    assert_int_equal(c.ttr, 3);
+    assert_int_equal(c.body_size, 4);
+    assert_false(c.put_garbage);
+    assert_int_equal(parse("put 4294967295 0 0 0", &c), PARSE_OK);
+    assert_int_equal(c.pri, 4294967295u);
+    assert_int_equal(parse("put 4294967296 0 0 0", &c), PARSE_BAD_FORMAT);
+    assert_false(c.counted);
+    assert_int_equal(parse("put  1   2 3 4", &c), PARSE_OK); /* spaces */
+    assert_int_equal(parse("put 1 2 3 4x", &c), PARSE_OK);
+    assert_true(c.put_garbage); /* BAD_FORMAT after the JOB_TOO_BIG check */
+    assert_true(c.counted);
+    assert_int_equal(parse("put -1 2 3 4", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("put 1 2 3", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("put", &c), PARSE_UNKNOWN_COMMAND);
+}
+
+static void
+test_matching(void **state)
+{
+    (void)state;
+    Cmd c;
+    assert_int_equal(parse("delete", &c), PARSE_UNKNOWN_COMMAND);
+    assert_int_equal(parse("use", &c), PARSE_UNKNOWN_COMMAND);
+    assert_int_equal(parse("STATS", &c), PARSE_UNKNOWN_COMMAND);
+    assert_int_equal(parse("", &c), PARSE_UNKNOWN_COMMAND);
+    assert_int_equal(parse("stats ", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("stats-job", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("reservex", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("reserve-job", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("reserve", &c), PARSE_OK);
+    assert_int_equal(c.op, OP_RESERVE);
+    assert_int_equal(parse("quitter", &c), PARSE_OK);
+    assert_int_equal(c.op, OP_QUIT);
+    assert_int_equal(parse("list-tubes-watched", &c), PARSE_OK);
+    assert_int_equal(c.op, OP_LIST_TUBES_WATCHED);
+    assert_int_equal(parse("list-tube-used", &c), PARSE_OK);
+    assert_int_equal(c.op, OP_LIST_TUBE_USED);
+    assert_int_equal(parse("kick-job 5", &c), PARSE_OK);
+    assert_int_equal(c.op, OP_KICK_JOB);
+    assert_int_equal(proto_parse("stats\0x", 7, &c), PARSE_BAD_FORMAT);
+}
+
+static void
+test_ids(void **state)
+{
+    (void)state;
+    Cmd c;
+    assert_int_equal(parse("delete 18446744073709551615", &c), PARSE_OK);
+    assert_true(c.id == UINT64_MAX);
+    assert_int_equal(parse("delete 18446744073709551616", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("peek -1", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("delete 5 ", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("delete  5", &c), PARSE_OK);
+    assert_int_equal(parse("release 1 2 3", &c), PARSE_OK);
+    assert_int_equal(c.pri, 2);
+    assert_int_equal(c.delay, 3);
+    assert_int_equal(parse("bury 1", &c), PARSE_BAD_FORMAT);
+}
+
+static void
+test_loose_numbers(void **state)
+{
+    (void)state;
+    Cmd c;
+    assert_int_equal(parse("reserve-with-timeout -1", &c), PARSE_OK);
+    assert_int_equal(c.timeout, -1);
+    assert_int_equal(parse("reserve-with-timeout ", &c), PARSE_OK);
+    assert_int_equal(c.timeout, 0);
+    assert_int_equal(parse("reserve-with-timeout +3abc", &c), PARSE_OK);
+    assert_int_equal(c.timeout, 3);
+    assert_int_equal(parse("reserve-with-timeout 4294967296", &c), PARSE_OK);
+    assert_int_equal(c.timeout, 0);
+    assert_int_equal(parse("reserve-with-timeout 99999999999999999999", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("kick -1", &c), PARSE_OK);
+    assert_int_equal(c.count, UINT32_MAX);
+    assert_int_equal(parse("kick 1abc", &c), PARSE_OK);
+    assert_int_equal(c.count, 1);
+    assert_int_equal(parse("kick 4294967296", &c), PARSE_OK);
+    assert_int_equal(c.count, 0);
+    assert_int_equal(parse("kick x", &c), PARSE_BAD_FORMAT);
+}
+
+static void
+test_names(void **state)
+{
+    (void)state;
+    Cmd c;
+    char line[256] = "use ";
+    memset(line + 4, 'n', 200);
+    line[204] = 0;
+    assert_int_equal(parse(line, &c), PARSE_OK);
+    assert_int_equal(c.name_len, 200);
+    line[204] = 'n';
+    line[205] = 0;
+    assert_int_equal(parse(line, &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("use  foo", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("use -foo", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("watch a_b", &c), PARSE_OK);
+    assert_int_equal(parse("pause-tube foo 10", &c), PARSE_OK);
+    assert_int_equal(c.delay, 10);
+    assert_int_equal(c.name_len, 3);
+    assert_int_equal(parse("pause-tubedefault 1", &c), PARSE_OK);
+    assert_memory_equal(c.name, "default", 7);
+    assert_int_equal(parse("pause-tube -x 1", &c), PARSE_BAD_FORMAT);
+    assert_true(c.counted); /* 1.12 counts it before checking the name */
+    assert_int_equal(parse("pause-tube x", &c), PARSE_BAD_FORMAT);
+    assert_false(c.counted);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put),   cmocka_unit_test(test_matching),
+        cmocka_unit_test(test_ids),   cmocka_unit_test(test_loose_numbers),
+        cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

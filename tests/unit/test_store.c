@@ -1,0 +1,892 @@
+/* test_store.c - unit tests of the durable store (src/store.c): JobMeta
+ * encoding, shard routing, put/update/delete/recover round trips, the data
+ * directory guards, acknowledgement per sync mode and fault injection. Each
+ * test works in a fresh mkdtemp directory that it removes. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rocksdb/c.h>
+
+#include "store.h"
+
+#define NJOBS 300
+
+typedef struct Fixture {
+    char dir[64];
+} Fixture;
+
+static int
+setup_dir(void **state)
+{
+    Fixture *f = calloc(1, sizeof *f);
+
+    assert_non_null(f);
+    strcpy(f->dir, "/tmp/test_store.XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    *state = f;
+    return 0;
+}
+
+static int
+rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int
+teardown_dir(void **state)
+{
+    Fixture *f = *state;
+
+    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+    nanosleep(&ts, NULL);
+}
+
+static void
+make_job(StoreJob *j, uint64_t id, const char *tube)
+{
+    memset(j, 0, sizeof *j);
+    j->id = id;
+    j->state = STORE_READY;
+    j->pri = (uint32_t)(id * 7);
+    j->ttr = 60;
+    j->delay = (uint32_t)(id % 5);
+    j->body_size = (uint32_t)(id % 50);
+    j->reserves = 1;
+    j->timeouts = 2;
+    j->releases = 3;
+    j->buries = 4;
+    j->kicks = 5;
+    j->created_at_ns = 1700000000000000000 + (int64_t)id;
+    j->ready_at_ns = -(int64_t)id; /* negative: checks sign round trip */
+    j->tube_len = (uint8_t)strlen(tube);
+    memcpy(j->tube, tube, j->tube_len + 1);
+}
+
+static void
+body_of(uint64_t id, char *buf, uint32_t len)
+{
+    for (uint32_t i = 0; i < len; i++)
+        buf[i] = (char)('a' + (id + i) % 26);
+}
+
+static void
+assert_job_equal(const StoreJob *a, const StoreJob *b)
+{
+    assert_int_equal(a->id, b->id);
+    assert_int_equal(a->state, b->state);
+    assert_int_equal(a->flags, b->flags);
+    assert_int_equal(a->pri, b->pri);
+    assert_int_equal(a->ttr, b->ttr);
+    assert_int_equal(a->delay, b->delay);
+    assert_int_equal(a->body_size, b->body_size);
+    assert_int_equal(a->reserves, b->reserves);
+    assert_int_equal(a->timeouts, b->timeouts);
+    assert_int_equal(a->releases, b->releases);
+    assert_int_equal(a->buries, b->buries);
+    assert_int_equal(a->kicks, b->kicks);
+    assert_true(a->created_at_ns == b->created_at_ns);
+    assert_true(a->ready_at_ns == b->ready_at_ns);
+    assert_int_equal(a->tube_len, b->tube_len);
+    assert_string_equal(a->tube, b->tube);
+}
+
+static void
+notify_count(void *arg)
+{
+    atomic_fetch_add((_Atomic int *)arg, 1);
+}
+
+static Store *
+open_store(const char *dir, int nshards, StoreSyncMode mode, const StoreIO *io,
+           _Atomic int *notes)
+{
+    StoreConfig cfg = {.dir = dir,
+                       .nshards = nshards,
+                       .sync_mode = mode,
+                       .sync_interval_ms = 20,
+                       .io = io,
+                       .notify = notes ? notify_count : NULL,
+                       .notify_arg = notes};
+    Store *s = NULL;
+    char err[512];
+
+    if (store_open(&cfg, &s, err, sizeof err) < 0)
+        fail_msg("store_open: %s", err);
+    return s;
+}
+
+static void
+close_store(Store *s)
+{
+    char err[512];
+
+    if (store_close(s, err, sizeof err) < 0) fail_msg("store_close: %s", err);
+}
+
+static void
+start_store(Store *s)
+{
+    char err[512];
+
+    if (store_start(s, err, sizeof err) < 0) fail_msg("store_start: %s", err);
+}
+
+/* Polls until the acked seq reaches want; returns 1 if it did in time. */
+static int
+wait_acked(Store *s, uint64_t want, int timeout_ms)
+{
+    for (int t = 0; t < timeout_ms; t++) {
+        if (store_acked_seq(s) >= want) return 1;
+        sleep_ms(1);
+    }
+    return store_acked_seq(s) >= want;
+}
+
+static int
+wait_failed(Store *s, int timeout_ms)
+{
+    for (int t = 0; t < timeout_ms; t++) {
+        if (store_failed(s, NULL, 0)) return 1;
+        sleep_ms(1);
+    }
+    return 0;
+}
+
+static void
+put_job(Store *s, uint64_t seq, uint64_t id)
+{
+    StoreJob j;
+    char body[64];
+
+    make_job(&j, id, "default");
+    body_of(id, body, j.body_size);
+    store_add_put(s, seq, &j, body);
+}
+
+/* ---- JobMeta encoding ---- */
+
+static void
+test_meta_roundtrip(void **state)
+{
+    unsigned char buf[STORE_META_MAX];
+    char tube[STORE_TUBE_MAX + 1];
+    StoreJob j, k;
+
+    (void)state;
+    memset(tube, 'x', STORE_TUBE_MAX);
+    tube[STORE_TUBE_MAX] = '\0';
+    make_job(&j, 42, tube);
+    j.state = STORE_DELAYED;
+    j.flags = STORE_F_REWRITTEN;
+    j.pri = 0xfffffffe;
+    size_t n = store_meta_encode(&j, buf);
+    assert_int_equal(n, STORE_META_MAX);
+    /* Explicit little-endian layout (architecture 5.5). */
+    assert_int_equal(buf[0], 1);
+    assert_int_equal(buf[1], STORE_DELAYED);
+    assert_int_equal(buf[2], STORE_TUBE_MAX);
+    assert_int_equal(buf[3], STORE_F_REWRITTEN);
+    assert_int_equal(buf[4], 0xfe);
+    assert_int_equal(buf[7], 0xff);
+    assert_int_equal(buf[8], 60);
+    assert_int_equal(store_meta_decode(42, buf, n, &k), 0);
+    assert_job_equal(&j, &k);
+
+    make_job(&j, 7, "t");
+    n = store_meta_encode(&j, buf);
+    assert_int_equal(n, 57);
+    assert_int_equal(store_meta_decode(7, buf, n, &k), 0);
+    assert_job_equal(&j, &k);
+}
+
+static void
+test_meta_decode_rejects(void **state)
+{
+    unsigned char buf[STORE_META_MAX], bad[STORE_META_MAX + 1];
+    StoreJob j, k;
+
+    (void)state;
+    make_job(&j, 9, "tube-a");
+    size_t n = store_meta_encode(&j, buf);
+    assert_int_equal(store_meta_decode(9, buf, n - 1, &k), -1);
+    assert_int_equal(store_meta_decode(9, buf, 55, &k), -1);
+    assert_int_equal(store_meta_decode(9, buf, 0, &k), -1);
+    memcpy(bad, buf, n);
+    bad[n] = 'z';
+    assert_int_equal(store_meta_decode(9, bad, n + 1, &k), -1);
+    memcpy(bad, buf, n);
+    bad[0] = 2;
+    assert_int_equal(store_meta_decode(9, bad, n, &k), -1);
+    for (int st = 0; st < 256; st += 4) {
+        memcpy(bad, buf, n);
+        bad[1] = (unsigned char)st;
+        int ok = st >= STORE_READY && st <= STORE_BURIED;
+        assert_int_equal(store_meta_decode(9, bad, n, &k), ok ? 0 : -1);
+    }
+    memcpy(bad, buf, n);
+    bad[2] = 0;
+    assert_int_equal(store_meta_decode(9, bad, 56, &k), -1);
+    bad[2] = STORE_TUBE_MAX + 1;
+    assert_int_equal(store_meta_decode(9, bad, 56 + STORE_TUBE_MAX + 1, &k),
+                     -1);
+}
+
+static void
+test_shard_routing(void **state)
+{
+    (void)state;
+    assert_int_equal(store_shard_of(0, 1), 0);
+    assert_int_equal(store_shard_of(12345, 1), 0);
+    assert_int_equal(store_shard_of(1, 3), 1);
+    assert_int_equal(store_shard_of(5, 3), 2);
+    assert_int_equal(store_shard_of(6, 3), 0);
+    assert_int_equal(store_shard_of(UINT64_MAX, 64), 63);
+}
+
+/* ---- round trip through RocksDB ---- */
+
+/* The expected live set: model[id] is valid when live[id]. */
+typedef struct Model {
+    StoreJob job[NJOBS + 1];
+    int live[NJOBS + 1];
+    int seen[NJOBS + 1];
+    int count;
+} Model;
+
+static int
+collect(void *ctx, const StoreJob *job)
+{
+    Model *m = ctx;
+
+    assert_true(job->id >= 1 && job->id <= NJOBS);
+    assert_true(m->live[job->id]);
+    assert_false(m->seen[job->id]);
+    assert_job_equal(&m->job[job->id], job);
+    m->seen[job->id] = 1;
+    m->count++;
+    return 0;
+}
+
+/* Puts NJOBS jobs in groups, buries every 5th (meta rewritten) and deletes
+ * every 3rd plus the top one, so the high-water mark must come from next_id. */
+static void
+fill_model(Store *s, Model *m, uint64_t *seq)
+{
+    char body[64];
+
+    for (uint64_t id = 1; id <= NJOBS; id++) {
+        make_job(&m->job[id], id, id % 2 ? "default" : "other-tube");
+        body_of(id, body, m->job[id].body_size);
+        store_add_put(s, ++*seq, &m->job[id], body);
+        m->live[id] = 1;
+        if (id % 16 == 0) store_flush(s);
+    }
+    for (uint64_t id = 5; id <= NJOBS; id += 5) {
+        m->job[id].state = STORE_BURIED;
+        m->job[id].buries++;
+        m->job[id].flags |= STORE_F_REWRITTEN;
+        store_add_update(s, ++*seq, &m->job[id]);
+    }
+    store_flush(s);
+    for (uint64_t id = 3; id <= NJOBS; id += 3) {
+        store_add_delete(s, ++*seq, id, m->job[id].flags & STORE_F_REWRITTEN);
+        m->live[id] = 0;
+    }
+    store_add_delete(s, ++*seq, NJOBS, 1); /* NJOBS % 5 == 0: rewritten */
+    m->live[NJOBS] = 0;
+    store_flush(s);
+}
+
+static void
+check_recovered(Store *s, Model *m)
+{
+    uint64_t next_id = 0;
+    char err[512], *body;
+    size_t len;
+    char want[64];
+    int live = 0;
+
+    memset(m->seen, 0, sizeof m->seen);
+    m->count = 0;
+    if (store_recover(s, collect, m, &next_id, err, sizeof err) < 0)
+        fail_msg("store_recover: %s", err);
+    for (uint64_t id = 1; id <= NJOBS; id++) {
+        live += m->live[id];
+        int r = store_get_body(s, id, &body, &len, err, sizeof err);
+        assert_int_equal(r, m->live[id] ? 1 : 0);
+        if (r == 1) {
+            body_of(id, want, m->job[id].body_size);
+            assert_int_equal(len, m->job[id].body_size);
+            assert_memory_equal(body, want, len);
+            free(body);
+        }
+    }
+    assert_int_equal(m->count, live);
+    assert_true(next_id > NJOBS);
+}
+
+static void
+test_put_update_delete_recover(void **state)
+{
+    Fixture *f = *state;
+    Model *m = calloc(1, sizeof *m);
+    uint64_t seq = 0;
+
+    assert_non_null(m);
+    Store *s = open_store(f->dir, 3, STORE_SYNC_INTERVAL, NULL, NULL);
+    start_store(s);
+    fill_model(s, m, &seq);
+    close_store(s);
+
+    s = open_store(f->dir, 0, STORE_SYNC_ALWAYS, NULL, NULL);
+    assert_int_equal(m->live[NJOBS], 0);
+    check_recovered(s, m);
+    /* Second life: delete everything left (rewritten or not, across the
+     * restart), then nothing must come back and ids must not be reused. */
+    start_store(s);
+    for (uint64_t id = 1; id <= NJOBS; id++) {
+        if (!m->live[id]) continue;
+        store_add_delete(s, ++seq, id, m->job[id].flags & STORE_F_REWRITTEN);
+        m->live[id] = 0;
+    }
+    close_store(s);
+    s = open_store(f->dir, 3, STORE_SYNC_NEVER, NULL, NULL);
+    check_recovered(s, m);
+    assert_int_equal(m->count, 0);
+    close_store(s);
+    free(m);
+}
+
+static int
+count_shard_keys(const char *dir, int shard, int nshards, int *wrong)
+{
+    const char *names[3] = {"default", "meta", "body"};
+    rocksdb_options_t *o = rocksdb_options_create();
+    const rocksdb_options_t *opts[3] = {o, o, o};
+    rocksdb_column_family_handle_t *cf[3];
+    char path[256], *e = NULL;
+    size_t klen;
+    int n = 0;
+
+    snprintf(path, sizeof path, "%s/shard-%02d", dir, shard);
+    rocksdb_t *db = rocksdb_open_for_read_only_column_families(
+        o, path, 3, names, opts, cf, 0, &e);
+    assert_null(e);
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(db, ro, cf[1]);
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it);
+         rocksdb_iter_next(it), n++) {
+        const unsigned char *k =
+            (const unsigned char *)rocksdb_iter_key(it, &klen);
+        assert_int_equal(klen, 8);
+        uint64_t id = 0;
+        for (int i = 0; i < 8; i++)
+            id = id << 8 | k[i];
+        *wrong += store_shard_of(id, nshards) != shard;
+    }
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(ro);
+    for (int i = 0; i < 3; i++)
+        rocksdb_column_family_handle_destroy(cf[i]);
+    rocksdb_close(db);
+    rocksdb_options_destroy(o);
+    return n;
+}
+
+/* Jobs land in shard id % N on disk, spread over all shards. */
+static void
+test_shard_placement(void **state)
+{
+    Fixture *f = *state;
+    uint64_t seq = 0;
+    int wrong = 0;
+
+    Store *s = open_store(f->dir, 3, STORE_SYNC_NEVER, NULL, NULL);
+    start_store(s);
+    for (uint64_t id = 1; id <= 30; id++)
+        put_job(s, ++seq, id);
+    close_store(s);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(count_shard_keys(f->dir, i, 3, &wrong), 10);
+    assert_int_equal(wrong, 0);
+}
+
+/* Counts jobs; aborts the scan when the count starts negative. */
+static int
+count_jobs(void *ctx, const StoreJob *job)
+{
+    int *n = ctx;
+
+    (void)job;
+    if (*n < 0) return -1;
+    ++*n;
+    return 0;
+}
+
+/* Records added but never flushed, and a store never started, are still
+ * written and synced by store_close. */
+static void
+test_close_without_start(void **state)
+{
+    Fixture *f = *state;
+    Model *m = calloc(1, sizeof *m);
+    uint64_t seq = 0;
+
+    assert_non_null(m);
+    Store *s = open_store(f->dir, 2, STORE_SYNC_ALWAYS, NULL, NULL);
+    fill_model(s, m, &seq);
+    put_job(s, ++seq, NJOBS + 1000); /* unflushed; beyond the model */
+    close_store(s);
+    s = open_store(f->dir, 2, STORE_SYNC_ALWAYS, NULL, NULL);
+    /* Drop the extra job before checking the model. */
+    start_store(s);
+    store_add_delete(s, ++seq, NJOBS + 1000, 0);
+    close_store(s);
+    s = open_store(f->dir, 2, STORE_SYNC_ALWAYS, NULL, NULL);
+    check_recovered(s, m);
+    uint64_t next_id = 0;
+    int calls = 0;
+    char err[256];
+    assert_int_equal(
+        store_recover(s, count_jobs, &calls, &next_id, err, sizeof err), 0);
+    assert_int_equal(calls, m->count);
+    assert_true(next_id == NJOBS + 1001); /* the deleted top id counts */
+    calls = -1; /* count_jobs aborts: recovery fails with a message */
+    assert_int_equal(
+        store_recover(s, count_jobs, &calls, &next_id, err, sizeof err), -1);
+    assert_non_null(strstr(err, "recovery stopped"));
+    close_store(s);
+    free(m);
+}
+
+/* ---- data directory guards ---- */
+
+static char *
+read_file(const char *dir, const char *name)
+{
+    char path[256];
+    static char buf[256];
+
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return buf;
+}
+
+static int
+exists(const char *dir, const char *name)
+{
+    char path[256];
+
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+static void
+test_nshards_mismatch(void **state)
+{
+    Fixture *f = *state;
+    StoreConfig cfg = {.dir = f->dir, .nshards = 4};
+    Store *s = NULL;
+    char err[512], before[256];
+    struct stat st0, st1;
+
+    close_store(open_store(f->dir, 3, STORE_SYNC_ALWAYS, NULL, NULL));
+    strcpy(before, read_file(f->dir, "FORMAT"));
+    assert_string_equal(before, "rockstalk-format 1\nshards 3\n");
+    assert_int_equal(stat(f->dir, &st0), 0);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof err), -1);
+    assert_null(s);
+    assert_non_null(strstr(err, "has 3 shards"));
+    assert_non_null(strstr(err, "-S 4"));
+    assert_string_equal(read_file(f->dir, "FORMAT"), before);
+    assert_false(exists(f->dir, "shard-03"));
+    assert_int_equal(stat(f->dir, &st1), 0);
+    assert_true(st0.st_mtim.tv_sec == st1.st_mtim.tv_sec &&
+                st0.st_mtim.tv_nsec == st1.st_mtim.tv_nsec);
+    cfg.nshards = 0; /* 0: use the recorded count */
+    assert_int_equal(store_open(&cfg, &s, err, sizeof err), 0);
+    assert_int_equal(store_close(s, err, sizeof err), 0);
+}
+
+static void
+test_newer_format_refused(void **state)
+{
+    Fixture *f = *state;
+    StoreConfig cfg = {.dir = f->dir};
+    Store *s = NULL;
+    char err[512], path[256];
+
+    snprintf(path, sizeof path, "%s/FORMAT", f->dir);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "rockstalk-format %d\nshards 1\n", STORE_FORMAT_VERSION + 1);
+    fclose(fp);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "format version 2"));
+    assert_false(exists(f->dir, "shard-00"));
+}
+
+/* Shard headers are checked: swapped shard directories, or shards without
+ * a FORMAT file, are refused. */
+static void
+test_shard_header_checked(void **state)
+{
+    Fixture *f = *state;
+    StoreConfig cfg = {.dir = f->dir};
+    Store *s = NULL;
+    char err[512], a[256], b[256], t[256];
+
+    close_store(open_store(f->dir, 2, STORE_SYNC_ALWAYS, NULL, NULL));
+    snprintf(a, sizeof a, "%s/shard-00", f->dir);
+    snprintf(b, sizeof b, "%s/shard-01", f->dir);
+    snprintf(t, sizeof t, "%s/shard-tmp", f->dir);
+    assert_int_equal(rename(a, t), 0);
+    assert_int_equal(rename(b, a), 0);
+    assert_int_equal(rename(t, b), 0);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "says it is shard 1 of 2, expected 0 of 2"));
+    snprintf(a, sizeof a, "%s/FORMAT", f->dir);
+    assert_int_equal(unlink(a), 0);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no FORMAT"));
+    assert_false(exists(f->dir, "FORMAT"));
+}
+
+static void
+test_second_open_locked(void **state)
+{
+    Fixture *f = *state;
+    StoreConfig cfg = {.dir = f->dir};
+    Store *s2 = NULL;
+    char err[512], want[128];
+
+    Store *s = open_store(f->dir, 1, STORE_SYNC_ALWAYS, NULL, NULL);
+    assert_int_equal(store_open(&cfg, &s2, err, sizeof err), -1);
+    assert_null(s2);
+    snprintf(want, sizeof want, "locked by another rockstalkd (pid %ld)",
+             (long)getpid());
+    assert_non_null(strstr(err, want));
+    close_store(s);
+    assert_int_equal(store_open(&cfg, &s2, err, sizeof err), 0);
+    close_store(s2);
+}
+
+/* ---- acknowledgement per sync mode ---- */
+
+static void
+check_ack_mode(const char *dir, int nshards, StoreSyncMode mode)
+{
+    _Atomic int notes = 0;
+    uint64_t seq = 0;
+    StoreStats st;
+
+    Store *s = open_store(dir, nshards, mode, NULL, &notes);
+    start_store(s);
+    assert_int_equal(store_acked_seq(s), 0);
+    for (uint64_t id = 1; id <= 200; id++) {
+        put_job(s, ++seq, id);
+        if (id % 7 == 0) store_flush(s);
+    }
+    assert_true(store_backlog_bytes(s) > 0);
+    store_flush(s);
+    assert_true(wait_acked(s, seq, 5000));
+    assert_int_equal(store_acked_seq(s), seq);
+    assert_true(atomic_load(&notes) > 0);
+    assert_int_equal(store_backlog_bytes(s), 0);
+    store_stats(s, &st);
+    assert_int_equal(st.records, 200);
+    assert_true(st.groups >= 1 && st.groups <= 200);
+    assert_int_equal(st.nshards, nshards);
+    assert_true(st.bytes > 200 * 56);
+    if (mode == STORE_SYNC_ALWAYS) assert_true(st.syncs >= st.groups);
+    if (mode == STORE_SYNC_NEVER) assert_int_equal(st.syncs, 0);
+    if (mode == STORE_SYNC_INTERVAL) {
+        /* Writes stopped: the idle deadline still syncs. */
+        for (int t = 0; t < 2000 && st.syncs == 0; t++) {
+            sleep_ms(1);
+            store_stats(s, &st);
+        }
+        assert_true(st.syncs >= 1);
+    }
+    assert_int_equal(store_failed(s, NULL, 0), 0);
+    close_store(s);
+}
+
+static void
+test_ack_always(void **state)
+{
+    Fixture *f = *state;
+
+    check_ack_mode(f->dir, 1, STORE_SYNC_ALWAYS);
+}
+
+static void
+test_ack_always_2shards(void **state)
+{
+    Fixture *f = *state;
+
+    check_ack_mode(f->dir, 2, STORE_SYNC_ALWAYS);
+}
+
+static void
+test_ack_interval(void **state)
+{
+    Fixture *f = *state;
+
+    check_ack_mode(f->dir, 2, STORE_SYNC_INTERVAL);
+}
+
+static void
+test_ack_never(void **state)
+{
+    Fixture *f = *state;
+
+    check_ack_mode(f->dir, 1, STORE_SYNC_NEVER);
+}
+
+/* ---- fault injection ---- */
+
+/* A StoreIO whose writes fail after ok_writes successful ones. */
+typedef struct TestIO {
+    rocksdb_writeoptions_t *wo[2];
+    _Atomic int writes;
+    int ok_writes;
+} TestIO;
+
+static int
+tio_write(void *ctx, void *db, void *batch, int sync, char **errmsg)
+{
+    TestIO *t = ctx;
+    char *e = NULL;
+
+    if (atomic_fetch_add(&t->writes, 1) >= t->ok_writes) {
+        *errmsg = strdup("IO error: test says no");
+        return -1;
+    }
+    rocksdb_write(db, t->wo[sync != 0], batch, &e);
+    if (e) {
+        *errmsg = strdup(e);
+        rocksdb_free(e);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+tio_sync(void *ctx, void *db, char **errmsg)
+{
+    char *e = NULL;
+
+    (void)ctx;
+    rocksdb_flush_wal(db, 1, &e);
+    if (e) {
+        *errmsg = strdup(e);
+        rocksdb_free(e);
+        return -1;
+    }
+    return 0;
+}
+
+/* After the first group, every write fails: the failing seq and all later
+ * ones are never acknowledged, and store_close reports the failure. */
+static void
+test_fault_custom_io(void **state)
+{
+    Fixture *f = *state;
+    TestIO t = {.ok_writes = 1};
+    StoreIO io = {tio_write, tio_sync, &t};
+    _Atomic int notes = 0;
+    char msg[512];
+
+    t.wo[0] = rocksdb_writeoptions_create();
+    t.wo[1] = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(t.wo[1], 1);
+    Store *s = open_store(f->dir, 1, STORE_SYNC_ALWAYS, &io, &notes);
+    start_store(s);
+    put_job(s, 1, 1);
+    store_flush(s);
+    assert_true(wait_acked(s, 1, 5000));
+    put_job(s, 2, 2);
+    store_flush(s);
+    assert_true(wait_failed(s, 5000));
+    assert_int_equal(store_failed(s, msg, sizeof msg), 1);
+    assert_non_null(strstr(msg, "test says no"));
+    put_job(s, 3, 3);
+    store_flush(s);
+    sleep_ms(50);
+    assert_int_equal(store_acked_seq(s), 1);
+    assert_int_equal(atomic_load(&t.writes), 2); /* input dropped */
+    assert_int_equal(store_close(s, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "test says no"));
+    rocksdb_writeoptions_destroy(t.wo[0]);
+    rocksdb_writeoptions_destroy(t.wo[1]);
+}
+
+/* The environment's fault injection (cfg->io NULL). */
+static void
+check_env_fault(const char *dir, const char *var, StoreSyncMode mode,
+                int nshards)
+{
+    char msg[512];
+
+    setenv(var, "1", 1);
+    Store *s = open_store(dir, nshards, mode, NULL, NULL);
+    unsetenv(var);
+    start_store(s);
+    put_job(s, 1, 1);
+    store_flush(s);
+    assert_true(wait_acked(s, 1, 5000));
+    put_job(s, 2, 2);
+    put_job(s, 3, 3);
+    store_flush(s);
+    assert_true(wait_failed(s, 5000));
+    assert_int_equal(store_failed(s, msg, sizeof msg), 1);
+    assert_non_null(strstr(msg, "Input/output error"));
+    sleep_ms(20);
+    assert_int_equal(store_acked_seq(s), 1);
+    assert_int_equal(store_close(s, msg, sizeof msg), -1);
+}
+
+static void
+test_env_write_fail(void **state)
+{
+    Fixture *f = *state;
+
+    check_env_fault(f->dir, "ROCKSTALKD_FAULT_WRITE_FAIL_AFTER",
+                    STORE_SYNC_ALWAYS, 1);
+}
+
+static void
+test_env_sync_fail(void **state)
+{
+    Fixture *f = *state;
+
+    check_env_fault(f->dir, "ROCKSTALKD_FAULT_SYNC_FAIL_AFTER",
+                    STORE_SYNC_ALWAYS, 1);
+}
+
+static void
+test_env_sync_fail_2shards(void **state)
+{
+    Fixture *f = *state;
+
+    /* ids 2 and 3 land in different shards: parallel helper syncs. */
+    check_env_fault(f->dir, "ROCKSTALKD_FAULT_SYNC_FAIL_AFTER",
+                    STORE_SYNC_ALWAYS, 2);
+}
+
+static void
+test_env_bad_value(void **state)
+{
+    Fixture *f = *state;
+    StoreConfig cfg = {.dir = f->dir};
+    Store *s = NULL;
+    char err[256];
+
+    setenv("ROCKSTALKD_FAULT_WRITE_FAIL_AFTER", "x1", 1);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof err), -1);
+    unsetenv("ROCKSTALKD_FAULT_WRITE_FAIL_AFTER");
+    assert_non_null(strstr(err, "ROCKSTALKD_FAULT_WRITE_FAIL_AFTER"));
+}
+
+/* A held sync holds the acknowledgement back until the file goes. */
+static void
+check_sync_hold(const char *dir, int nshards)
+{
+    char hold[256];
+    uint64_t seq = 0;
+
+    snprintf(hold, sizeof hold, "%s/hold", dir); /* teardown removes it */
+    FILE *fp = fopen(hold, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    setenv("ROCKSTALKD_FAULT_SYNC_HOLD", hold, 1);
+    Store *s = open_store(dir, nshards, STORE_SYNC_ALWAYS, NULL, NULL);
+    unsetenv("ROCKSTALKD_FAULT_SYNC_HOLD");
+    start_store(s);
+    for (uint64_t id = 1; id <= 4; id++)
+        put_job(s, ++seq, id);
+    store_flush(s);
+    sleep_ms(200);
+    assert_true(store_acked_seq(s) < seq);
+    assert_int_equal(unlink(hold), 0);
+    assert_true(wait_acked(s, seq, 5000));
+    close_store(s);
+}
+
+static void
+test_sync_hold(void **state)
+{
+    Fixture *f = *state;
+
+    check_sync_hold(f->dir, 1);
+}
+
+static void
+test_sync_hold_2shards(void **state)
+{
+    Fixture *f = *state;
+
+    check_sync_hold(f->dir, 2);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_meta_roundtrip),
+        cmocka_unit_test(test_meta_decode_rejects),
+        cmocka_unit_test(test_shard_routing),
+        T(test_put_update_delete_recover),
+        T(test_shard_placement),
+        T(test_close_without_start),
+        T(test_nshards_mismatch),
+        T(test_newer_format_refused),
+        T(test_shard_header_checked),
+        T(test_second_open_locked),
+        T(test_ack_always),
+        T(test_ack_always_2shards),
+        T(test_ack_interval),
+        T(test_ack_never),
+        T(test_fault_custom_io),
+        T(test_env_write_fail),
+        T(test_env_sync_fail),
+        T(test_env_sync_fail_2shards),
+        T(test_env_bad_value),
+        T(test_sync_hold),
+        T(test_sync_hold_2shards),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
