@@ -3,7 +3,7 @@
 set -e
 PKGS="build-essential pkg-config libev-dev librocksdb-dev libcmocka-dev \
 beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc \
-ruby-beaneater"
+ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
