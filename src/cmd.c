@@ -400,8 +400,7 @@ cmd_run(Conn *c, const Cmd *cmd)
     case OP_LIST_TUBE_USED:
         return conn_replyf(c, "USING %s\r\n", c->use->name);
     case OP_QUIT:
-        c->closing = 1;
-        return;
+        return conn_close_after_replies(c);
     default: /* stats, stats-job, stats-tube, list-tubes(-watched) */
         return cmd_stats(c, cmd);
     }

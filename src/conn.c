@@ -145,6 +145,13 @@ pending_add(Conn *c)
 }
 
 void
+conn_close_after_replies(Conn *c)
+{
+    c->closing = 1;
+    pending_add(c);
+}
+
+void
 conn_schedule(Conn *c)
 {
     if (c->in_runq || c->closed) return;
@@ -416,8 +423,7 @@ conn_process(Conn *c)
             ;
         if (c->closed || c->closing || out_parked(c) || !c->eof) break;
         if (c->in_state != IN_WAIT) {
-            c->closing = 1; /* the client is done: close after replies */
-            pending_add(c);
+            conn_close_after_replies(c); /* the client is done */
             break;
         }
         queue_unwait(c->srv, c); /* hung up while blocked: 1.12 answers */

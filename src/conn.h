@@ -98,6 +98,10 @@ void conn_reply_job(Conn *c, const char *word, Job *j);
 /* Appends "OK <len-2>\r\n" and body (len bytes, ending in CRLF). */
 void conn_reply_ok(Conn *c, const char *body, size_t len);
 
+/* Stops reading commands from c and closes it once every reply before
+ * this point has been written (quit). */
+void conn_close_after_replies(Conn *c);
+
 /* Queues c to process its buffered input at the end of this iteration
  * (after a blocked reserve ended, or its output drained). */
 void conn_schedule(Conn *c);
