@@ -90,6 +90,7 @@ typedef struct Chunk {
     struct Chunk *next;
     unsigned char *p;
     size_t len, cap;
+    size_t nrec; /* records in it */
 } Chunk;
 
 /* Per-shard fsync helper (nshards > 1, sync modes that sync): lets the
@@ -157,6 +158,8 @@ struct Store {
     pthread_t thread;
     int started;
     int64_t last_sync_mono; /* ns, CLOCK_MONOTONIC */
+    uint64_t last_sync_dur; /* ns the latest synced group took */
+    uint64_t prev_records;  /* records in the previous group */
 
     /* written by the mutation thread, read by any thread */
     _Atomic uint64_t written_seq, durable_seq;
@@ -774,6 +777,7 @@ rec_commit(Store *s, unsigned char *p, uint64_t seq, int op, uint64_t id,
     p[22] = o;
     p[23] = f;
     s->cur->len += n;
+    s->cur->nrec++;
     atomic_fetch_add_explicit(&s->backlog, n, memory_order_relaxed);
 }
 
@@ -1146,6 +1150,7 @@ mut_write_one(Store *s, Shard *sh, int sync)
         stat_sync(s, ns);
         atomic_store_explicit(&s->st_last_sync_ns, ns, memory_order_relaxed);
         s->last_sync_mono = now_ns();
+        s->last_sync_dur = ns;
     }
     if (rc < 0) {
         mut_fail(s, "write to", sh->index, msg);
@@ -1206,6 +1211,7 @@ mut_group(Store *s, Chunk *chunks)
         atomic_fetch_add_explicit(&s->st_groups, 1, memory_order_relaxed);
         if (rc == 0) mut_publish(s, seq, s->cfg.sync_mode == STORE_SYNC_ALWAYS);
     }
+    s->prev_records = records;
     atomic_fetch_sub_explicit(&s->backlog, bytes, memory_order_relaxed);
 }
 
@@ -1235,6 +1241,7 @@ chunks_recycle(Store *s, Chunk *chunks)
     for (Chunk *c = chunks; c; c = next) {
         next = c->next;
         c->len = 0;
+        c->nrec = 0;
         if (s->nspare < CHUNK_SPARE_MAX && c->cap <= CHUNK_KEEP_MAX) {
             c->next = s->spare;
             s->spare = c;
@@ -1256,6 +1263,36 @@ any_dirty(const Store *s)
     return 0;
 }
 
+static uint64_t
+queued_records(const Store *s)
+{
+    uint64_t n = 0;
+    for (const Chunk *c = s->queue; c; c = c->next)
+        n += c->nrec;
+    return n;
+}
+
+/* Group commit gathering (STORE_SYNC_ALWAYS, mu held, something queued).
+ * Clients whose replies the previous sync released answer with their next
+ * commands a round trip later; starting the next sync before they arrive
+ * would leave them for the sync after, halving what each sync carries. So
+ * wait until as many records are queued as the previous group had, but at
+ * most half the latest sync time (capped at GATHER_MAX_NS): a lone client
+ * never waits (its group had one record), a crowd fills each group. */
+#define GATHER_MAX_NS 500000
+static void
+mut_gather(Store *s)
+{
+    uint64_t wait = s->last_sync_dur / 2;
+    if (wait > GATHER_MAX_NS) wait = GATHER_MAX_NS;
+    int64_t deadline = now_ns() + (int64_t)wait;
+    struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
+
+    while (!s->stop && queued_records(s) < s->prev_records) {
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT) break;
+    }
+}
+
 /* Waits for queued chunks, a stop request, or (STORE_SYNC_INTERVAL with
  * unsynced writes) the next sync deadline. Returns the whole queue. */
 static Chunk *
@@ -1274,6 +1311,7 @@ mut_wait(Store *s, int *stop)
             break;
         }
     }
+    if (s->queue && s->cfg.sync_mode == STORE_SYNC_ALWAYS) mut_gather(s);
     Chunk *c = s->queue;
     s->queue = NULL;
     s->queue_tail = &s->queue;
