@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -167,6 +168,12 @@ main(int argc, char **argv)
         return 1;
     }
     log_set_verbosity(cfg.verbose);
+    /* One descriptor per client: take all the kernel allows us. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     /* Signals are taken by the loop through signalfd: block them before any
      * thread (RocksDB's included) exists, so every thread inherits the
      * mask (ev(3), EVFLAG_SIGNALFD). */
