@@ -116,7 +116,7 @@ cmd_peek(Conn *c, const Cmd *cmd)
         reply_found(c, heap_peek(&t->delay));
         break;
     default:
-        reply_found(c, t->buried_head);
+        reply_found(c, heap_peek(&t->buried));
         break;
     }
 }
@@ -151,7 +151,7 @@ cmd_reserve_job(Conn *c, const Cmd *cmd)
         return;
     }
     set_worker(c);
-    queue_detach(c->srv, j);
+    queue_detach(c->srv, j, NULL);
     queue_reserve(c->srv, c, j);
 }
 
@@ -160,7 +160,7 @@ static Job *
 reserved_by(Conn *c, uint64_t id)
 {
     Job *j = jobtable_find(&c->srv->jobs, id);
-    return j && j->state == JOB_RESERVED && j->reserver == c ? j : NULL;
+    return j && queue_holds(c, j) ? j : NULL;
 }
 
 static void
@@ -168,11 +168,11 @@ cmd_delete(Conn *c, const Cmd *cmd)
 {
     Server *s = c->srv;
     Job *j = jobtable_find(&s->jobs, cmd->id);
-    if (!j || (j->state == JOB_RESERVED && j->reserver != c)) {
+    if (!j || (j->state == JOB_RESERVED && !queue_holds(c, j))) {
         REPLY(c, "NOT_FOUND\r\n");
         return;
     }
-    queue_detach(s, j);
+    queue_detach(s, j, c);
     j->tube->delete_ct++;
     queue_persist_delete(s, j);
     queue_job_free(s, j);
@@ -189,7 +189,7 @@ cmd_release(Conn *c, const Cmd *cmd)
         return;
     }
     int changed = cmd->delay || j->pri != cmd->pri;
-    queue_detach(s, j);
+    queue_detach(s, j, c);
     j->pri = cmd->pri;
     j->delay = cmd->delay;
     j->releases++;
@@ -211,7 +211,7 @@ cmd_bury(Conn *c, const Cmd *cmd)
         REPLY(c, "NOT_FOUND\r\n");
         return;
     }
-    queue_detach(c->srv, j);
+    queue_detach(c->srv, j, c);
     j->pri = cmd->pri;
     j->buries++;
     queue_make_buried(c->srv, j);
@@ -222,7 +222,7 @@ cmd_bury(Conn *c, const Cmd *cmd)
 static void
 kick_one(Server *s, Job *j)
 {
-    queue_detach(s, j);
+    queue_detach(s, j, NULL);
     j->kicks++;
     queue_persist_update(s, j);
     queue_make_ready(s, j);
@@ -233,9 +233,9 @@ cmd_kick(Conn *c, const Cmd *cmd)
 {
     Tube *t = c->use;
     uint32_t n = 0;
-    int buried = t->buried_head != NULL;
+    Heap *from = t->buried.len ? &t->buried : &t->delay;
     for (; n < cmd->count; n++) {
-        Job *j = buried ? t->buried_head : heap_peek(&t->delay);
+        Job *j = heap_peek(from);
         if (!j) break;
         kick_one(c->srv, j);
     }
@@ -262,8 +262,7 @@ cmd_touch(Conn *c, const Cmd *cmd)
         REPLY(c, "NOT_FOUND\r\n");
         return;
     }
-    j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
-    heap_fix(&c->srv->ttr_heap, j->heap_index);
+    queue_touch(c->srv, c, j);
     REPLY(c, "TOUCHED\r\n");
 }
 

@@ -40,8 +40,9 @@ conn_new(Server *s, int fd)
     c->srv = s;
     c->fd = fd;
     c->icap = IBUF_MIN;
-    c->wait_pos = SIZE_MAX;
+    c->wait_pos = c->lease_pos = SIZE_MAX;
     c->timeout = -1;
+    heap_init(&c->reserved, job_deadline_less, job_setpos);
     c->use = s->default_tube;
     tube_ref(c->use);
     c->use->using_ct++;
@@ -63,11 +64,12 @@ static void
 release_state(Server *s, Conn *c)
 {
     queue_unwait(s, c);
-    while (c->reserved) {
-        Job *j = c->reserved;
-        queue_detach(s, j);
+    while (c->reserved.len) {
+        Job *j = heap_peek(&c->reserved);
+        queue_detach(s, j, c);
         queue_make_ready(s, j);
     }
+    heap_free(&c->reserved);
     for (size_t i = 0; i < c->watch.len; i++) {
         Tube *t = c->watch.items[i];
         t->watching_ct--;

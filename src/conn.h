@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "heap.h"
 #include "job.h"
 #include "ptrset.h"
 #include "server.h"
@@ -67,13 +68,13 @@ typedef struct Conn {
 
     /* protocol state */
     Tube *use;
-    PtrSet watch;  /* Tube*, holds a watching reference each */
-    Job *reserved; /* list of jobs this conn holds, via prev/next */
-    size_t reserved_ct;
-    int waiting;     /* blocked in reserve, in its tubes' waiting sets */
-    int32_t timeout; /* of the blocked reserve; < 0: none */
-    int64_t wake_at; /* monotonic ns: timeout or DEADLINE_SOON, 0 = none */
-    size_t wait_pos; /* in Server.wait_heap, or SIZE_MAX */
+    PtrSet watch;     /* Tube*, holds a watching reference each */
+    Heap reserved;    /* Job* this conn holds, by TTR deadline */
+    size_t lease_pos; /* in Server.lease_heap, or SIZE_MAX */
+    int waiting;      /* blocked in reserve, in its tubes' waiting sets */
+    int32_t timeout;  /* of the blocked reserve; < 0: none */
+    int64_t wake_at;  /* monotonic ns: timeout or DEADLINE_SOON, 0 = none */
+    size_t wait_pos;  /* in Server.wait_heap, or SIZE_MAX */
 } Conn;
 
 /* Accepts fd (non-blocking, owned from now on) as a new connection using

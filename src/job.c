@@ -4,52 +4,52 @@
 #include <stdlib.h>
 
 static size_t
-bucket_of(uint64_t id, size_t nbuckets)
+slot_of(uint64_t id, size_t nslots)
 {
     /* ids are sequential: a multiplicative mix spreads neighbours. */
-    return (size_t)((id * 0x9E3779B97F4A7C15ULL) >> 17) & (nbuckets - 1);
+    return (size_t)((id * 0x9E3779B97F4A7C15ULL) >> 17) & (nslots - 1);
 }
 
 Job *
 jobtable_find(const JobTable *t, uint64_t id)
 {
-    if (!t->nbuckets) return NULL;
-    for (Job *j = t->buckets[bucket_of(id, t->nbuckets)]; j; j = j->hnext)
-        if (j->id == id) return j;
-    return NULL;
+    if (!t->nslots) return NULL;
+    size_t mask = t->nslots - 1;
+    for (size_t i = slot_of(id, t->nslots);; i = (i + 1) & mask) {
+        Job *j = t->slots[i];
+        if (!j || j->id == id) return j;
+    }
+}
+
+static void
+place(Job **slots, size_t nslots, Job *j)
+{
+    size_t i = slot_of(j->id, nslots);
+    while (slots[i])
+        i = (i + 1) & (nslots - 1);
+    slots[i] = j;
 }
 
 static int
-rehash(JobTable *t, size_t n)
+resize(JobTable *t, size_t n)
 {
-    Job **nb = calloc(n, sizeof *nb);
-    if (!nb) return -1;
-    for (size_t i = 0; i < t->nbuckets; i++) {
-        Job *j = t->buckets[i];
-        while (j) {
-            Job *next = j->hnext;
-            size_t b = bucket_of(j->id, n);
-            j->hnext = nb[b];
-            nb[b] = j;
-            j = next;
-        }
-    }
-    free(t->buckets);
-    t->buckets = nb;
-    t->nbuckets = n;
+    Job **ns = calloc(n, sizeof *ns);
+    if (!ns) return -1;
+    for (size_t i = 0; i < t->nslots; i++)
+        if (t->slots[i]) place(ns, n, t->slots[i]);
+    free(t->slots);
+    t->slots = ns;
+    t->nslots = n;
     return 0;
 }
 
 int
 jobtable_insert(JobTable *t, Job *j)
 {
-    if (t->len >= t->nbuckets) {
-        if (rehash(t, t->nbuckets ? t->nbuckets * 2 : 1024) < 0 && !t->nbuckets)
-            return -1;
-    }
-    size_t b = bucket_of(j->id, t->nbuckets);
-    j->hnext = t->buckets[b];
-    t->buckets[b] = j;
+    if ((t->len + 1) * 4 > t->nslots * 3 &&
+        resize(t, t->nslots ? t->nslots * 2 : 1024) < 0)
+        return -1;
+    place(t->slots, t->nslots, j);
     t->len++;
     return 0;
 }
@@ -57,26 +57,39 @@ jobtable_insert(JobTable *t, Job *j)
 void
 jobtable_remove(JobTable *t, Job *j)
 {
-    if (!t->nbuckets) return;
-    Job **p = &t->buckets[bucket_of(j->id, t->nbuckets)];
-    for (; *p; p = &(*p)->hnext) {
-        if (*p == j) {
-            *p = j->hnext;
-            j->hnext = NULL;
-            t->len--;
-            break;
+    if (!t->nslots) return;
+    size_t mask = t->nslots - 1, i = slot_of(j->id, t->nslots);
+    while (t->slots[i] != j) {
+        if (!t->slots[i]) return;
+        i = (i + 1) & mask;
+    }
+    /* backward-shift deletion: no tombstones */
+    for (size_t k = (i + 1) & mask; t->slots[k]; k = (k + 1) & mask) {
+        size_t home = slot_of(t->slots[k]->id, t->nslots);
+        if (((k - home) & mask) >= ((k - i) & mask)) {
+            t->slots[i] = t->slots[k];
+            i = k;
         }
     }
-    if (t->nbuckets > 1024 && t->len < t->nbuckets / 8)
-        rehash(t, t->nbuckets / 2); /* on failure keep the larger table */
+    t->slots[i] = NULL;
+    t->len--;
+    if (t->nslots > 1024 && t->len * 16 < t->nslots * 3)
+        resize(t, t->nslots / 2); /* on failure keep the larger table */
+}
+
+void
+jobtable_each(const JobTable *t, void (*fn)(Job *j, void *arg), void *arg)
+{
+    for (size_t i = 0; i < t->nslots; i++)
+        if (t->slots[i]) fn(t->slots[i], arg);
 }
 
 void
 jobtable_free(JobTable *t)
 {
-    free(t->buckets);
-    t->buckets = NULL;
-    t->nbuckets = t->len = 0;
+    free(t->slots);
+    t->slots = NULL;
+    t->nslots = t->len = 0;
 }
 
 int

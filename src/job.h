@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 struct Tube;
-struct Conn;
 
 /* Job states (protocol: "ready", "delayed", "reserved", "buried"). */
 enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
@@ -15,16 +14,20 @@ enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
 /* Job.flags: the persisted meta record was rewritten (see store.h). */
 #define JOB_F_REWRITTEN 0x01
 
+/* 88 bytes on x86-64: with its heap slot and its share of the id table a
+ * job costs about 120 resident bytes (issue: at most 128), its body aside.
+ * Which heap holds it follows from its state: ready -> its tube's ready
+ * heap, delayed -> its tube's delay heap, buried -> its tube's buried heap
+ * (ordered by bury sequence, kept in deadline), reserved -> its reserver's
+ * lease heap. */
 typedef struct Job {
     uint64_t id;
-    int64_t deadline;   /* monotonic ns: TTR end if reserved, due if delayed */
+    int64_t deadline;   /* monotonic ns: TTR end if reserved, due if
+                           delayed; bury order if buried */
     int64_t created_at; /* wall-clock ns */
     char *body;         /* body_size + 2 bytes, trailing CRLF included; owned;
                            NULL when the body is only on disk */
     struct Tube *tube;  /* holds a tube reference */
-    struct Job *hnext;  /* job table chain */
-    struct Job *prev, *next; /* tube's buried list or reserver's list */
-    struct Conn *reserver;   /* set while reserved */
     uint32_t pri;
     uint32_t ttr;       /* seconds, >= 1 */
     uint32_t delay;     /* seconds, as last given by put or release */
@@ -35,10 +38,11 @@ typedef struct Job {
     uint8_t flags;
 } Job;
 
-/* The id -> job table: chained hash, grows and shrinks with its size. */
+/* The id -> job table: open addressing with linear probing (no per-job
+ * link), grown and shrunk to keep the load between 3/16 and 3/4. */
 typedef struct JobTable {
-    Job **buckets;
-    size_t nbuckets; /* power of two, or 0 */
+    Job **slots;
+    size_t nslots; /* power of two, or 0 */
     size_t len;
 } JobTable;
 
@@ -51,7 +55,10 @@ int jobtable_insert(JobTable *t, Job *j);
 /* Removes j if present. */
 void jobtable_remove(JobTable *t, Job *j);
 
-/* Frees the bucket array (not the jobs). */
+/* Calls fn(j, arg) for every job (the table must not change meanwhile). */
+void jobtable_each(const JobTable *t, void (*fn)(Job *j, void *arg), void *arg);
+
+/* Frees the slot array (not the jobs). */
 void jobtable_free(JobTable *t);
 
 /* Heap orderings: ready heaps by (pri, id); delay and TTR heaps by

@@ -32,6 +32,19 @@ tube_pause_setpos(void *x, size_t i)
 }
 
 static int
+conn_lease_less(const void *a, const void *b)
+{
+    const Conn *x = a, *y = b;
+    return job_deadline_less(heap_peek(&x->reserved), heap_peek(&y->reserved));
+}
+
+static void
+conn_lease_setpos(void *x, size_t i)
+{
+    ((Conn *)x)->lease_pos = i;
+}
+
+static int
 conn_wake_less(const void *a, const void *b)
 {
     return ((const Conn *)a)->wake_at < ((const Conn *)b)->wake_at;
@@ -46,7 +59,7 @@ conn_wake_setpos(void *x, size_t i)
 void
 queue_init(Server *s)
 {
-    heap_init(&s->ttr_heap, job_deadline_less, job_setpos);
+    heap_init(&s->lease_heap, conn_lease_less, conn_lease_setpos);
     heap_init(&s->delay_tubes, tube_delay_less, tube_delay_setpos);
     heap_init(&s->pause_heap, tube_pause_less, tube_pause_setpos);
     heap_init(&s->wait_heap, conn_wake_less, conn_wake_setpos);
@@ -65,6 +78,20 @@ delay_tube_update(Server *s, Tube *t)
             abort(); /* out of memory: never lose a delayed job silently */
     } else {
         heap_fix(&s->delay_tubes, t->delay_pos);
+    }
+}
+
+/* Keeps c's place in the lease heap in step with its reserved jobs. */
+static void
+lease_update(Server *s, Conn *c)
+{
+    if (c->reserved.len == 0) {
+        if (c->lease_pos != SIZE_MAX) heap_remove(&s->lease_heap, c->lease_pos);
+        c->lease_pos = SIZE_MAX;
+    } else if (c->lease_pos == SIZE_MAX) {
+        if (heap_insert(&s->lease_heap, c) < 0) abort();
+    } else {
+        heap_fix(&s->lease_heap, c->lease_pos);
     }
 }
 
@@ -98,7 +125,7 @@ queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri, uint32_t delay,
 }
 
 void
-queue_detach(Server *s, Job *j)
+queue_detach(Server *s, Job *j, Conn *holder)
 {
     Tube *t = j->tube;
     switch (j->state) {
@@ -116,27 +143,33 @@ queue_detach(Server *s, Job *j)
         delay_tube_update(s, t);
         break;
     case JOB_BURIED:
-        tube_bury_remove(t, j);
+        heap_remove(&t->buried, j->heap_index);
         s->buried_ct--;
         t->buried_ct--;
         break;
-    case JOB_RESERVED: {
-        Conn *c = j->reserver;
-        heap_remove(&s->ttr_heap, j->heap_index);
-        if (j->prev)
-            j->prev->next = j->next;
-        else
-            c->reserved = j->next;
-        if (j->next) j->next->prev = j->prev;
-        j->prev = j->next = NULL;
-        c->reserved_ct--;
-        j->reserver = NULL;
+    case JOB_RESERVED:
+        heap_remove(&holder->reserved, j->heap_index);
+        lease_update(s, holder);
         s->reserved_ct--;
         t->reserved_ct--;
         break;
     }
-    }
     j->state = 0;
+}
+
+int
+queue_holds(const Conn *c, const Job *j)
+{
+    return j->state == JOB_RESERVED && j->heap_index < c->reserved.len &&
+           c->reserved.data[j->heap_index] == j;
+}
+
+void
+queue_touch(Server *s, Conn *c, Job *j)
+{
+    j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
+    heap_fix(&c->reserved, j->heap_index);
+    lease_update(s, c);
 }
 
 /* Gives t's ready jobs to t's blocked reservers, best job first, reservers
@@ -149,7 +182,7 @@ serve(Server *s, Tube *t)
         Job *j = heap_peek(&t->ready);
         Conn *c = ptrset_take(&t->waiting);
         queue_unwait(s, c);
-        queue_detach(s, j);
+        queue_detach(s, j, NULL);
         queue_reserve(s, c, j);
     }
 }
@@ -182,7 +215,8 @@ void
 queue_make_buried(Server *s, Job *j)
 {
     j->state = JOB_BURIED;
-    tube_bury_append(j->tube, j);
+    j->deadline = (int64_t)s->bury_seq++; /* buried heap: oldest first */
+    must(heap_insert(&j->tube->buried, j));
     s->buried_ct++;
     j->tube->buried_ct++;
 }
@@ -191,15 +225,10 @@ void
 queue_reserve(Server *s, Conn *c, Job *j)
 {
     j->state = JOB_RESERVED;
-    j->reserver = c;
     j->reserves++;
     j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
-    must(heap_insert(&s->ttr_heap, j));
-    j->prev = NULL;
-    j->next = c->reserved;
-    if (c->reserved) c->reserved->prev = j;
-    c->reserved = j;
-    c->reserved_ct++;
+    must(heap_insert(&c->reserved, j));
+    lease_update(s, c);
     s->reserved_ct++;
     j->tube->reserved_ct++;
     conn_reply_job(c, "RESERVED", j);
@@ -245,9 +274,8 @@ queue_pause(Server *s, Tube *t, uint32_t secs)
 int
 queue_deadline_soon(const Conn *c, int64_t now)
 {
-    for (const Job *j = c->reserved; j; j = j->next)
-        if (now >= j->deadline - DEADLINE_SOON_NS) return 1;
-    return 0;
+    const Job *j = heap_peek(&c->reserved);
+    return j && now >= j->deadline - DEADLINE_SOON_NS;
 }
 
 /* When c's blocked reserve must end by itself: its timeout, or the
@@ -256,9 +284,8 @@ static int64_t
 wake_time(const Conn *c, int64_t now)
 {
     int64_t at = INT64_MAX;
-    for (const Job *j = c->reserved; j; j = j->next)
-        if (j->deadline - DEADLINE_SOON_NS < at)
-            at = j->deadline - DEADLINE_SOON_NS;
+    const Job *j = heap_peek(&c->reserved);
+    if (j) at = j->deadline - DEADLINE_SOON_NS;
     if (c->timeout >= 0 && now + (int64_t)c->timeout * NS_PER_SEC < at)
         at = now + (int64_t)c->timeout * NS_PER_SEC;
     return at == INT64_MAX ? 0 : at;
@@ -324,7 +351,7 @@ tick_delays(Server *s, int64_t now)
     while ((t = heap_peek(&s->delay_tubes))) {
         Job *j = heap_peek(&t->delay);
         if (j->deadline > now) break;
-        queue_detach(s, j);
+        queue_detach(s, j, NULL);
         queue_make_ready(s, j);
     }
 }
@@ -344,10 +371,11 @@ tick_pauses(Server *s, int64_t now)
 static void
 tick_leases(Server *s, int64_t now)
 {
-    Job *j;
-    while ((j = heap_peek(&s->ttr_heap)) && j->deadline <= now) {
-        Conn *c = j->reserver;
-        queue_detach(s, j);
+    Conn *c;
+    while ((c = heap_peek(&s->lease_heap))) {
+        Job *j = heap_peek(&c->reserved);
+        if (j->deadline > now) break;
+        queue_detach(s, j, c);
         j->timeouts++;
         s->timeout_ct++;
         queue_make_ready(s, j);
@@ -391,8 +419,8 @@ queue_next_deadline(const Server *s)
     const Tube *t = heap_peek(&s->delay_tubes);
     if (t) at = ((const Job *)heap_peek(&t->delay))->deadline;
     if ((t = heap_peek(&s->pause_heap))) at = min64(at, t->unpause_at);
-    const Job *j = heap_peek(&s->ttr_heap);
-    if (j) at = min64(at, j->deadline);
+    const Conn *h = heap_peek(&s->lease_heap);
+    if (h) at = min64(at, ((const Job *)heap_peek(&h->reserved))->deadline);
     const Conn *c = heap_peek(&s->wait_heap);
     if (c) at = min64(at, c->wake_at);
     return at;

@@ -23,8 +23,15 @@ Job *queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri,
                    uint32_t delay, uint32_t ttr, uint32_t body_size,
                    char *body);
 
-/* Takes j out of whichever container holds it, fixing counters. */
-void queue_detach(Server *s, Job *j);
+/* Takes j out of whichever heap holds it, fixing counters; holder is the
+ * connection holding j if it is reserved (else unused). */
+void queue_detach(Server *s, Job *j, Conn *holder);
+
+/* Nonzero if c holds j (reserved by c). O(1). */
+int queue_holds(const Conn *c, const Job *j);
+
+/* Restarts the TTR of j, held by c (touch). */
+void queue_touch(Server *s, Conn *c, Job *j);
 
 /* Puts a detached j in its tube's ready heap and serves blocked
  * reservers. */
@@ -33,7 +40,7 @@ void queue_make_ready(Server *s, Job *j);
 /* Puts a detached j in its tube's delay heap, due at monotonic ns due. */
 void queue_make_delayed(Server *s, Job *j, int64_t due);
 
-/* Puts a detached j at the end of its tube's buried list. */
+/* Buries a detached j (after every job buried before it). */
 void queue_make_buried(Server *s, Job *j);
 
 /* Makes a detached j reserved by c and replies RESERVED to c. */

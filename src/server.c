@@ -231,6 +231,14 @@ server_run(Server *s)
     return s->exit_code;
 }
 
+static void
+free_job(Job *j, void *arg)
+{
+    (void)arg;
+    free(j->body);
+    free(j);
+}
+
 void
 server_free(Server *s)
 {
@@ -246,16 +254,10 @@ server_free(Server *s)
     for (Conn *c = s->conns; c; c = s->conns)
         conn_close(c);
     conn_reap(s);
-    for (size_t i = 0; i < s->jobs.nbuckets; i++) {
-        for (Job *j = s->jobs.buckets[i], *next; j; j = next) {
-            next = j->hnext;
-            free(j->body);
-            free(j);
-        }
-    }
+    jobtable_each(&s->jobs, free_job, NULL);
     jobtable_free(&s->jobs);
     tubes_free(&s->tubes);
-    heap_free(&s->ttr_heap);
+    heap_free(&s->lease_heap);
     heap_free(&s->delay_tubes);
     heap_free(&s->pause_heap);
     heap_free(&s->wait_heap);

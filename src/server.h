@@ -50,10 +50,11 @@ typedef struct Server {
     TubeRegistry tubes;
     Tube *default_tube;
     uint64_t next_id;
-    Heap ttr_heap;    /* reserved Job*, by TTR deadline */
-    Heap delay_tubes; /* Tube* with delayed jobs, by their earliest due time */
-    Heap pause_heap;  /* paused Tube*, by unpause_at */
-    Heap wait_heap;   /* Conn* blocked in reserve with a wake time */
+    Heap lease_heap;   /* Conn* holding jobs, by their soonest TTR deadline */
+    uint64_t bury_seq; /* orders buried jobs (kept in Job.deadline) */
+    Heap delay_tubes;  /* Tube* with delayed jobs, by their earliest due time */
+    Heap pause_heap;   /* paused Tube*, by unpause_at */
+    Heap wait_heap;    /* Conn* blocked in reserve with a wake time */
 
     /* connections */
     struct Conn *conns;   /* every connection (doubly linked) */

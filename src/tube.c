@@ -76,6 +76,7 @@ tube_new(const char *name, size_t len)
     t->name_len = (uint8_t)len;
     heap_init(&t->ready, job_pri_less, job_setpos);
     heap_init(&t->delay, job_deadline_less, job_setpos);
+    heap_init(&t->buried, job_deadline_less, job_setpos);
     t->pause_pos = t->delay_pos = SIZE_MAX;
     return t;
 }
@@ -107,6 +108,7 @@ tube_destroy(Tube *t)
 {
     heap_free(&t->ready);
     heap_free(&t->delay);
+    heap_free(&t->buried);
     ptrset_free(&t->waiting);
     free(t);
 }
@@ -121,32 +123,6 @@ tubes_unref(TubeRegistry *r, Tube *t)
     *p = t->hnext;
     ptrset_remove(&r->list, t);
     tube_destroy(t);
-}
-
-void
-tube_bury_append(Tube *t, Job *j)
-{
-    j->next = NULL;
-    j->prev = t->buried_tail;
-    if (t->buried_tail)
-        t->buried_tail->next = j;
-    else
-        t->buried_head = j;
-    t->buried_tail = j;
-}
-
-void
-tube_bury_remove(Tube *t, Job *j)
-{
-    if (j->prev)
-        j->prev->next = j->next;
-    else
-        t->buried_head = j->next;
-    if (j->next)
-        j->next->prev = j->prev;
-    else
-        t->buried_tail = j->prev;
-    j->prev = j->next = NULL;
 }
 
 void

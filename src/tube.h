@@ -1,4 +1,4 @@
-/* tube.h - tubes: per-tube ready and delay heaps, buried list, waiting
+/* tube.h - tubes: per-tube ready, delay and buried heaps, waiting
  * reservers, pause state and counters; and the registry that finds tubes by
  * name and keeps them in beanstalkd's list-tubes order. A tube lives while
  * anything refers to it (a connection using or watching it, or a job in it);
@@ -19,10 +19,9 @@ typedef struct Tube {
     uint32_t refs;
     uint8_t name_len;
     char name[TUBE_NAME_MAX + 1];
-    Heap ready;       /* Job*, by (pri, id) */
-    Heap delay;       /* Job*, by (deadline, id) */
-    Job *buried_head; /* FIFO: kick takes from the head */
-    Job *buried_tail;
+    Heap ready;         /* Job*, by (pri, id) */
+    Heap delay;         /* Job*, by (deadline, id) */
+    Heap buried;        /* Job*, by bury order: kick takes the oldest */
     PtrSet waiting;     /* Conn* blocked in reserve watching this tube */
     int64_t pause_ns;   /* pause-tube duration, 0 if not paused */
     int64_t unpause_at; /* monotonic ns */
@@ -59,10 +58,6 @@ tube_ref(Tube *t)
 /* Drops a reference; at zero the tube is removed from the registry and
  * freed (it holds no jobs, conns or waiters by then). */
 void tubes_unref(TubeRegistry *r, Tube *t);
-
-/* Appends j to / removes j from t's buried list. */
-void tube_bury_append(Tube *t, Job *j);
-void tube_bury_remove(Tube *t, Job *j);
 
 /* Frees every tube and the registry itself. */
 void tubes_free(TubeRegistry *r);
