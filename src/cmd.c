@@ -89,6 +89,7 @@ cmd_put_body(Conn *c)
         queue_persist_put(s, j); /* before any reserver sees it */
         queue_make_ready(s, j);
     }
+    queue_body_added(s, j); /* after the put's seq: drop once it is acked */
     conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
 }
 

@@ -254,6 +254,7 @@ conn_reply_job(Conn *c, const char *word, Job *j)
     out_append(c, head, (size_t)n);
     out_append(c, j->body, (size_t)j->body_size + 2);
     out_mark(c);
+    queue_body_used(c->srv, j);
 }
 
 void

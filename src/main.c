@@ -38,6 +38,9 @@ usage(FILE *f)
             "unix:PATH\n"
             " -p, --port PORT        listen port (default 11300)\n"
             " -u, --user USER        become user and group USER\n"
+            " -m, --cache-bytes N    bytes of job bodies kept in memory "
+            "(default 64 MiB);\n"
+            "                        the rest are read back from disk\n"
             " -z, --max-job-size N   maximum job size in bytes (default "
             "65535,\n"
             "                        at most 1073741824)\n"
@@ -74,6 +77,7 @@ static const struct option longopts[] = {
     {"port", required_argument, NULL, 'p'},
     {"user", required_argument, NULL, 'u'},
     {"max-job-size", required_argument, NULL, 'z'},
+    {"cache-bytes", required_argument, NULL, 'm'},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -111,6 +115,9 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 'z':
         cfg->max_job_size = (uint32_t)num("-z", arg, 0, JOB_SIZE_LIMIT);
+        break;
+    case 'm':
+        cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);
         break;
     case 's':
         cfg->binlog_size = num("-s", arg, 0, LONG_MAX);
@@ -156,11 +163,12 @@ main(int argc, char **argv)
                         .port = 11300,
                         .dir = DEFAULT_DIR,
                         .max_job_size = JOB_SIZE_DEFAULT,
-                        .binlog_size = 10485760};
+                        .binlog_size = 10485760,
+                        .cache_max = 64 << 20};
     static Server srv; /* the one Server; everything hangs off it */
     char err[1024];
     int ch;
-    while ((ch = getopt_long(argc, argv, "b:f:FS:l:p:u:z:s:cnVvh", longopts,
+    while ((ch = getopt_long(argc, argv, "b:f:FS:l:p:u:z:m:s:cnVvh", longopts,
                              NULL)) != -1)
         parse_opt(&cfg, ch, optarg);
     if (optind < argc) {

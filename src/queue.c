@@ -239,6 +239,7 @@ queue_job_free(Server *s, Job *j)
 {
     jobtable_remove(&s->jobs, j);
     queue_tube_unref(s, j->tube);
+    if (j->body) s->cache_bytes -= (size_t)j->body_size + 2;
     free(j->body);
     free(j);
 }
@@ -479,6 +480,58 @@ queue_persist_delete(Server *s, Job *j)
                      (j->flags & JOB_F_REWRITTEN) != 0);
 }
 
+static void
+body_drop(Server *s, Job *j)
+{
+    s->cache_bytes -= (size_t)j->body_size + 2;
+    free(j->body);
+    j->body = NULL;
+}
+
+void
+queue_body_added(Server *s, Job *j)
+{
+    s->cache_bytes += (size_t)j->body_size + 2;
+    if (!s->store || s->cache_bytes <= s->cfg.cache_max) return;
+    if (s->dlen == s->dcap) {
+        size_t ncap = s->dcap ? s->dcap * 2 : 1024;
+        struct BodyDrop *d = malloc(ncap * sizeof *d);
+        if (!d) return; /* keep the body: over budget, never wrong */
+        for (size_t i = 0; i < s->dlen; i++)
+            d[i] = s->drops[(s->dhead + i) % s->dcap];
+        free(s->drops);
+        s->drops = d;
+        s->dcap = ncap;
+        s->dhead = 0;
+    }
+    s->drops[(s->dhead + s->dlen++) % s->dcap] =
+        (struct BodyDrop){.seq = s->applied_seq, .id = j->id};
+}
+
+void
+queue_body_used(Server *s, Job *j)
+{
+    if (j->body && (j->flags & JOB_F_STORED) &&
+        s->cache_bytes > s->cfg.cache_max)
+        body_drop(s, j);
+}
+
+void
+queue_drop_acked(Server *s)
+{
+    while (s->dlen && s->drops[s->dhead].seq <= s->acked_seq) {
+        Job *j = jobtable_find(&s->jobs, s->drops[s->dhead].id);
+        if (j && j->body) body_drop(s, j);
+        s->dhead = (s->dhead + 1) % s->dcap;
+        s->dlen--;
+    }
+    if (s->dlen == 0 && s->dcap > 1024) {
+        free(s->drops);
+        s->drops = NULL;
+        s->dcap = s->dhead = 0;
+    }
+}
+
 int
 queue_load_body(Server *s, Job *j)
 {
@@ -495,6 +548,9 @@ queue_load_body(Server *s, Job *j)
         return -1;
     }
     memcpy(j->body + len, "\r\n", 2);
+    s->cache_bytes += len + 2;
+    s->cache_misses++;
+    j->flags |= JOB_F_STORED;
     return 0;
 }
 

@@ -82,6 +82,16 @@ void queue_persist_put(Server *s, Job *j);
 void queue_persist_update(Server *s, Job *j);
 void queue_persist_delete(Server *s, Job *j);
 
+/* Body cache. queue_body_added accounts a body made resident and, past
+ * the budget, schedules it to be dropped once the store has it (it must
+ * stay until then: the store cannot serve it before). queue_body_used is
+ * called after a body was copied into a reply: past the budget it is
+ * dropped at once. queue_drop_acked drops the scheduled bodies the store
+ * has acknowledged (once per loop iteration). */
+void queue_body_added(Server *s, Job *j);
+void queue_body_used(Server *s, Job *j);
+void queue_drop_acked(Server *s);
+
 /* Makes sure j->body is in memory, reading it from the store if it was left
  * on disk (recovery). Returns 0, or -1 if it could not be read. */
 int queue_load_body(Server *s, Job *j);

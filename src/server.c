@@ -79,6 +79,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         fail_stop(s);
         s->acked_seq = store_acked_seq(s->store);
     }
+    queue_drop_acked(s);
     do {
         conn_run_all(s);
         if (s->store) store_flush(s->store);
@@ -261,6 +262,7 @@ server_free(Server *s)
     heap_free(&s->delay_tubes);
     heap_free(&s->pause_heap);
     heap_free(&s->wait_heap);
+    free(s->drops);
     if (s->listen_fd >= 0) close(s->listen_fd);
     ev_loop_destroy(s->loop);
 }

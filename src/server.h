@@ -27,6 +27,7 @@ typedef struct ServerConfig {
     int sync_ms;           /* -f MS, for STORE_SYNC_INTERVAL */
     int nshards;           /* -S, 0 = recorded or default */
     uint32_t max_job_size; /* -z, bytes */
+    size_t cache_max;      /* -m: bytes of bodies kept in memory (store) */
     long binlog_size;      /* -s, reported as binlog-max-size only */
     const char *user;      /* -u */
     int verbose;           /* -V count */
@@ -67,6 +68,15 @@ typedef struct Server {
     Store *store;         /* NULL with --memory */
     uint64_t applied_seq; /* seq of the latest mutation handed to the store */
     uint64_t acked_seq;   /* latest acknowledged seq seen by the loop */
+
+    /* body cache: bodies resident in memory (bytes, CRLF included); puts
+     * beyond cache_max keep theirs only until the store acknowledges them */
+    size_t cache_bytes;
+    struct BodyDrop {
+        uint64_t seq, id;
+    } * drops; /* ring of bodies to drop once acked */
+    size_t dhead, dlen, dcap;
+    uint64_t cache_misses; /* bodies read back from the store */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];

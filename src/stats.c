@@ -130,6 +130,8 @@ stats_server(Server *s, StatsBuf *b)
     put(b, "rockstalk-syncs: %" PRIu64 "\n", st.syncs);
     put(b, "rockstalk-sync-latency-us: %.1f\n",
         st.syncs ? (double)st.sync_ns / (double)st.syncs / 1000.0 : 0.0);
+    put(b, "rockstalk-body-cache-bytes: %zu\n", s->cache_bytes);
+    put(b, "rockstalk-body-cache-misses: %" PRIu64 "\n", s->cache_misses);
     put(b, "\r\n");
 }
 

@@ -235,3 +235,37 @@ def test_many_pipelined_puts_share_groups(srv):
                  c.read(int(head[3:-2]) + 2).decode().split("\n")[1:-2])
     assert int(stats["rockstalk-groups"]) < n / 4, stats["rockstalk-groups"]
     assert int(stats["binlog-records-written"]) == n
+
+
+def stats_of(c):
+    c.send(b"stats\r\n")
+    head = c.read(len(b"OK 1000\r\n"))
+    body = c.read(int(head[3:-2]) + 2).decode()
+    return dict(line.split(": ", 1) for line in body.split("\n")[1:-2])
+
+
+def test_body_cache_bound(rockstalkd):
+    """With a tiny body cache, bodies past the budget live only on disk
+    and are read back, intact, on reserve and peek, also after a restart."""
+    s = rockstalkd("-m", "2000")
+    c = Client(s)
+    bodies = [bytes([65 + i % 26]) * (100 + i) + b"\r\n\x00" for i in range(60)]
+    for i, b in enumerate(bodies):
+        c.cmd(b"put 0 0 60 %d\r\n" % len(b) + b + b"\r\n",
+              b"INSERTED %d\r\n" % (i + 1))
+    time.sleep(0.2)
+    st = stats_of(c)
+    assert int(st["rockstalk-body-cache-bytes"]) <= 2000 + 200
+    c.cmd(b"peek 60\r\n", b"FOUND 60 %d\r\n" % len(bodies[59]) +
+          bodies[59] + b"\r\n")
+    for i in range(30):
+        c.cmd(b"reserve\r\n", b"RESERVED %d %d\r\n" % (i + 1, len(bodies[i]))
+              + bodies[i] + b"\r\n")
+        c.cmd(b"delete %d\r\n" % (i + 1), b"DELETED\r\n")
+    assert int(stats_of(c)["rockstalk-body-cache-misses"]) > 0
+    s.kill9()
+    s.restart()
+    c = Client(s)
+    for i in range(30, 60):
+        c.cmd(b"reserve\r\n", b"RESERVED %d %d\r\n" % (i + 1, len(bodies[i]))
+              + bodies[i] + b"\r\n")
