@@ -88,3 +88,42 @@ clean:
 	rm -rf build build-asan rockstalkd
 
 -include $(wildcard $(BUILD)/*.d)
+
+# --- fuzzing ---
+# libFuzzer targets in tests/fuzz/ (the command-line parser and the on-disk
+# job record codec), built with clang under ASan+UBSan. `make fuzz` builds
+# them and runs each for FUZZ_SECONDS (default 30) from its seed corpus in
+# tests/fuzz/corpus/<target>/ (read only; new inputs go to
+# $(BUILD)/fuzz/corpus-<target>/); any crash or failed check fails the run
+# and leaves the input in $(BUILD)/fuzz/crash-<target>-*. Needs Debian's
+# clang and libclang-rt-14-dev (libFuzzer). Replay one input:
+#     build/fuzz/fuzz_proto path/to/input
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_DIR := $(BUILD)/fuzz
+FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra \
+               -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+               -fno-sanitize-recover=undefined -Isrc
+FUZZ_TARGETS := proto meta
+
+.PHONY: fuzz fuzz-build
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+
+$(FUZZ_DIR)/fuzz_proto: tests/fuzz/fuzz_proto.c src/proto.c src/tube.c \
+                        src/heap.c src/ptrset.c src/job.c $(wildcard src/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^)
+
+$(FUZZ_DIR)/fuzz_meta: tests/fuzz/fuzz_meta.c src/store.c $(wildcard src/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(LDLIBS)
+
+fuzz: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    rm -rf $(FUZZ_DIR)/corpus-$$t; mkdir -p $(FUZZ_DIR)/corpus-$$t; \
+	    echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	    $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=512 \
+	        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	        -artifact_prefix=$(FUZZ_DIR)/crash-$$t- \
+	        $(FUZZ_DIR)/corpus-$$t tests/fuzz/corpus/$$t; \
+	done

@@ -3,6 +3,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -67,6 +68,19 @@ fail_stop(Server *s)
     }
 }
 
+/* Gives memory back after a large backlog drained: glibc keeps freed
+ * chunks, so once the job count falls below a quarter of its peak (and the
+ * peak was large) ask it to return free pages to the kernel. */
+static void
+maybe_trim(Server *s)
+{
+    if (s->jobs.len > s->jobs_peak) s->jobs_peak = s->jobs.len;
+    if (s->jobs_peak >= 100000 && s->jobs.len < s->jobs_peak / 4) {
+        malloc_trim(0);
+        s->jobs_peak = s->jobs.len;
+    }
+}
+
 /* Once per loop iteration, just before it blocks: run scheduled input, hand
  * the iteration's mutations to the store as one unit, write what the store
  * has acknowledged, apply backpressure, arm the timer. */
@@ -94,6 +108,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     arm_tick(s);
     conn_reap(s);
+    maybe_trim(s);
 }
 
 static void

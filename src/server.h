@@ -77,6 +77,7 @@ typedef struct Server {
     } * drops; /* ring of bodies to drop once acked */
     size_t dhead, dlen, dcap;
     uint64_t cache_misses; /* bodies read back from the store */
+    size_t jobs_peak;      /* job count high-water since the last trim */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];
