@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages rockstalk builds and tests with, if missing.
 set -e
-PKGS="build-essential pkg-config libev-dev librocksdb-dev libcmocka-dev \
+PKGS="build-essential pkg-config libev-dev librocksdb-dev libmicrohttpd-dev libcmocka-dev \
 beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc \
 ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs"
 missing=""

@@ -1,6 +1,8 @@
 /* main.c - rockstalkd: command line (beanstalkd's flags plus long options),
  * signal mask, privilege drop, then the server. See rockstalkd(1). */
 #include <errno.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <getopt.h>
 #include <grp.h>
 #include <limits.h>
@@ -48,6 +50,10 @@ usage(FILE *f)
             "ignored\n"
             " -c, -n                 accepted for beanstalkd compatibility; "
             "ignored\n"
+            "     --max-connections N  close new connections beyond N "
+            "(default: no limit)\n"
+            "     --metrics HOST:PORT  serve Prometheus metrics at "
+            "http://HOST:PORT/metrics\n"
             " -V, --verbose          more log output (repeatable)\n"
             " -v, --version          show version information\n"
             " -h, --help             show this help\n");
@@ -78,6 +84,8 @@ static const struct option longopts[] = {
     {"user", required_argument, NULL, 'u'},
     {"max-job-size", required_argument, NULL, 'z'},
     {"cache-bytes", required_argument, NULL, 'm'},
+    {"max-connections", required_argument, NULL, 'C'},
+    {"metrics", required_argument, NULL, 'P'},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -116,6 +124,12 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
     case 'z':
         cfg->max_job_size = (uint32_t)num("-z", arg, 0, JOB_SIZE_LIMIT);
         break;
+    case 'C':
+        cfg->max_conns = (uint32_t)num("--max-connections", arg, 0, 1 << 30);
+        break;
+    case 'P':
+        cfg->metrics_addr = arg;
+        break;
     case 'm':
         cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);
         break;
@@ -138,6 +152,43 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         usage(stderr);
         exit(1);
     }
+}
+
+/* The user and group -u switches to, for chown_cb (nftw passes no
+ * context). Written once in main before any thread starts. */
+static uid_t chown_uid;
+static gid_t chown_gid;
+
+static int
+chown_cb(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st, (void)flag, (void)f;
+    return lchown(path, chown_uid, chown_gid) < 0 ? -1 : 0;
+}
+
+/* Running as root with -u: hands the data directory to USER (before the
+ * store opens, and again for what opening created), because RocksDB keeps
+ * creating files (WALs, SSTs) after the privileges are gone. */
+static int
+give_dir(const char *dir, const char *user, char *err, size_t errcap)
+{
+    struct passwd *pw = getpwnam(user);
+    if (!pw) {
+        snprintf(err, errcap, "unknown user %s", user);
+        return -1;
+    }
+    chown_uid = pw->pw_uid;
+    chown_gid = pw->pw_gid;
+    if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+        snprintf(err, errcap, "cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (nftw(dir, chown_cb, 16, FTW_PHYS) < 0) {
+        snprintf(err, errcap, "cannot give %s to %s: %s", dir, user,
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 static int
@@ -193,7 +244,10 @@ main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (!cfg.memory_only) log_msg(0, "data directory %s", cfg.dir);
-    if (server_init(&srv, &cfg, err, sizeof err) < 0 ||
+    int give = cfg.user && !cfg.memory_only && geteuid() == 0;
+    if ((give && give_dir(cfg.dir, cfg.user, err, sizeof err) < 0) ||
+        server_init(&srv, &cfg, err, sizeof err) < 0 ||
+        (give && give_dir(cfg.dir, cfg.user, err, sizeof err) < 0) ||
         (cfg.user && drop_privileges(cfg.user, err, sizeof err) < 0)) {
         log_msg(0, "%s", err);
         return 1;

@@ -16,8 +16,10 @@
 
 #include "conn.h"
 #include "log.h"
+#include "metrics.h"
 #include "net.h"
 #include "queue.h"
+#include "stats.h"
 
 /* Backpressure: stop reading from producers while this many bytes of
  * mutations wait for the mutation thread; resume below the low mark. */
@@ -137,6 +139,13 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             }
             return;
         }
+        if (s->cfg.max_conns && s->cur_conns >= s->cfg.max_conns) {
+            close(fd); /* at the limit: refuse politely, at once */
+            if (s->rejected_conns++ % 1000 == 0)
+                log_msg(0, "connection limit %u reached; refusing",
+                        s->cfg.max_conns);
+            continue;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         conn_new(s, fd);
@@ -163,6 +172,29 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     }
     log_msg(0, "signal %d: shutting down", w->signum);
     ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+metrics_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    Server *s = w->data;
+    StatsBuf b = {0};
+    (void)loop, (void)revents;
+    stats_prometheus(s, &b);
+    metrics_publish(s->metrics, b.buf, b.len);
+    stats_buf_free(&b);
+}
+
+static int
+open_metrics(Server *s, char *err, size_t errcap)
+{
+    if (!s->cfg.metrics_addr) return 0;
+    if (metrics_start(s->cfg.metrics_addr, &s->metrics, err, errcap) < 0)
+        return -1;
+    ev_timer_init(&s->metrics_w, metrics_cb, 0., 1.);
+    s->metrics_w.data = s;
+    ev_timer_start(s->loop, &s->metrics_w);
+    return 0;
 }
 
 static int
@@ -231,6 +263,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     queue_init(s);
     init_watchers(s);
     if (!cfg->memory_only && open_store(s, err, errcap) < 0) return -1;
+    if (open_metrics(s, err, errcap) < 0) return -1;
     s->listen_fd = net_inherited();
     if (s->listen_fd < 0)
         s->listen_fd = net_listen(cfg->listen_addr, cfg->port, err, errcap);
@@ -259,6 +292,10 @@ void
 server_free(Server *s)
 {
     char err[512];
+    if (s->metrics) {
+        metrics_stop(s->metrics);
+        s->metrics = NULL;
+    }
     if (s->store) {
         store_flush(s->store);
         if (store_close(s->store, err, sizeof err) < 0) {

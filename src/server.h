@@ -24,13 +24,15 @@ typedef struct ServerConfig {
     const char *dir;         /* data directory; NULL with memory_only */
     int memory_only;         /* --memory: no store at all */
     StoreSyncMode sync_mode;
-    int sync_ms;           /* -f MS, for STORE_SYNC_INTERVAL */
-    int nshards;           /* -S, 0 = recorded or default */
-    uint32_t max_job_size; /* -z, bytes */
-    size_t cache_max;      /* -m: bytes of bodies kept in memory (store) */
-    long binlog_size;      /* -s, reported as binlog-max-size only */
-    const char *user;      /* -u */
-    int verbose;           /* -V count */
+    int sync_ms;              /* -f MS, for STORE_SYNC_INTERVAL */
+    int nshards;              /* -S, 0 = recorded or default */
+    uint32_t max_job_size;    /* -z, bytes */
+    size_t cache_max;         /* -m: bytes of bodies kept in memory (store) */
+    long binlog_size;         /* -s, reported as binlog-max-size only */
+    const char *user;         /* -u */
+    const char *metrics_addr; /* --metrics HOST:PORT, NULL = off */
+    uint32_t max_conns;       /* --max-connections, 0 = no limit */
+    int verbose;              /* -V count */
 } ServerConfig;
 
 typedef struct Server {
@@ -45,6 +47,8 @@ typedef struct Server {
     ev_timer tick_w;         /* the one timer, at the earliest deadline */
     ev_async store_w;        /* the store's "acked sequence moved" wake-up */
     ev_signal sigterm_w, sigint_w, sigusr1_w;
+    ev_timer metrics_w;      /* publishes the metrics text each second */
+    struct Metrics *metrics; /* NULL unless --metrics */
 
     /* queue state */
     JobTable jobs;
@@ -84,6 +88,7 @@ typedef struct Server {
     uint64_t ready_ct, urgent_ct, reserved_ct, delayed_ct, buried_ct;
     uint64_t total_jobs, timeout_ct, waiting_ct;
     uint32_t cur_conns, cur_producers, cur_workers, total_conns;
+    uint64_t rejected_conns; /* closed at once: --max-connections */
     int draining;
     int64_t started_at; /* monotonic ns */
     char instance_id[17];

@@ -179,3 +179,107 @@ stats_list(const PtrSet *tubes, StatsBuf *b)
         put(b, "- %s\n", ((const Tube *)tubes->items[i])->name);
     put(b, "\r\n");
 }
+
+static void
+prom_tubes(Server *s, StatsBuf *b)
+{
+    static const char *const states[] = {"ready", "reserved", "delayed",
+                                         "buried"};
+    put(b, "# TYPE rockstalk_tube_jobs gauge\n");
+    for (size_t i = 0; i < s->tubes.list.len; i++) {
+        const Tube *t = s->tubes.list.items[i];
+        uint64_t n[] = {t->ready.len, t->reserved_ct, t->delay.len,
+                        t->buried_ct};
+        for (int k = 0; k < 4; k++)
+            put(b,
+                "rockstalk_tube_jobs{tube=\"%s\",state=\"%s\"} %" PRIu64 "\n",
+                t->name, states[k], n[k]);
+    }
+    put(b, "# TYPE rockstalk_tube_waiting gauge\n");
+    for (size_t i = 0; i < s->tubes.list.len; i++) {
+        const Tube *t = s->tubes.list.items[i];
+        put(b, "rockstalk_tube_waiting{tube=\"%s\"} %zu\n", t->name,
+            t->waiting.len);
+    }
+    put(b, "# TYPE rockstalk_tube_jobs_total counter\n");
+    for (size_t i = 0; i < s->tubes.list.len; i++) {
+        const Tube *t = s->tubes.list.items[i];
+        put(b, "rockstalk_tube_jobs_total{tube=\"%s\"} %" PRIu64 "\n", t->name,
+            t->total_jobs);
+    }
+}
+
+static void
+prom_store(Server *s, StatsBuf *b)
+{
+    StoreStats st = {0};
+    if (s->store) store_stats(s->store, &st);
+    put(b,
+        "# TYPE rockstalk_store_records_total counter\n"
+        "rockstalk_store_records_total %" PRIu64 "\n",
+        st.records);
+    put(b,
+        "# TYPE rockstalk_store_groups_total counter\n"
+        "rockstalk_store_groups_total %" PRIu64 "\n",
+        st.groups);
+    put(b,
+        "# TYPE rockstalk_store_group_size gauge\n"
+        "rockstalk_store_group_size %.2f\n",
+        st.groups ? (double)st.records / (double)st.groups : 0.0);
+    put(b, "# TYPE rockstalk_store_sync_seconds histogram\n");
+    uint64_t cum = 0;
+    for (int i = 0; i < STORE_SYNC_BUCKETS - 1; i++) {
+        cum += st.sync_hist[i];
+        put(b, "rockstalk_store_sync_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+            store_sync_bucket_us[i] / 1e6, cum);
+    }
+    put(b, "rockstalk_store_sync_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
+        st.syncs);
+    put(b, "rockstalk_store_sync_seconds_sum %.6f\n", (double)st.sync_ns / 1e9);
+    put(b, "rockstalk_store_sync_seconds_count %" PRIu64 "\n", st.syncs);
+}
+
+void
+stats_prometheus(Server *s, StatsBuf *b)
+{
+    put(b, "# TYPE rockstalk_commands_total counter\n");
+    for (int op = OP_UNKNOWN + 1; op < OP_COUNT; op++)
+        put(b, "rockstalk_commands_total{cmd=\"%s\"} %" PRIu64 "\n",
+            proto_op_name((Op)op), s->op_ct[op]);
+    put(b,
+        "# TYPE rockstalk_jobs gauge\n"
+        "rockstalk_jobs{state=\"ready\"} %" PRIu64 "\n"
+        "rockstalk_jobs{state=\"urgent\"} %" PRIu64 "\n"
+        "rockstalk_jobs{state=\"reserved\"} %" PRIu64 "\n"
+        "rockstalk_jobs{state=\"delayed\"} %" PRIu64 "\n"
+        "rockstalk_jobs{state=\"buried\"} %" PRIu64 "\n",
+        s->ready_ct, s->urgent_ct, s->reserved_ct, s->delayed_ct, s->buried_ct);
+    put(b,
+        "# TYPE rockstalk_jobs_total counter\nrockstalk_jobs_total %" PRIu64
+        "\n# TYPE rockstalk_job_timeouts_total counter\n"
+        "rockstalk_job_timeouts_total %" PRIu64 "\n",
+        s->total_jobs, s->timeout_ct);
+    put(b,
+        "# TYPE rockstalk_connections gauge\n"
+        "rockstalk_connections{kind=\"current\"} %u\n"
+        "rockstalk_connections{kind=\"producers\"} %u\n"
+        "rockstalk_connections{kind=\"workers\"} %u\n"
+        "rockstalk_connections{kind=\"waiting\"} %" PRIu64 "\n"
+        "# TYPE rockstalk_connections_total counter\n"
+        "rockstalk_connections_total %u\n",
+        s->cur_conns, s->cur_producers, s->cur_workers, s->waiting_ct,
+        s->total_conns);
+    put(b,
+        "# TYPE rockstalk_tubes gauge\nrockstalk_tubes %zu\n"
+        "# TYPE rockstalk_draining gauge\nrockstalk_draining %d\n"
+        "# TYPE rockstalk_body_cache_bytes gauge\n"
+        "rockstalk_body_cache_bytes %zu\n"
+        "# TYPE rockstalk_body_cache_misses_total counter\n"
+        "rockstalk_body_cache_misses_total %" PRIu64 "\n"
+        "# TYPE rockstalk_uptime_seconds gauge\n"
+        "rockstalk_uptime_seconds %" PRId64 "\n",
+        s->tubes.list.len, s->draining, s->cache_bytes, s->cache_misses,
+        (mono_ns() - s->started_at) / NS_PER_SEC);
+    prom_store(s, b);
+    prom_tubes(s, b);
+}

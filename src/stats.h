@@ -24,6 +24,11 @@ void stats_job(const Job *j, StatsBuf *b);
 void stats_tube(const Tube *t, StatsBuf *b);
 void stats_list(const PtrSet *tubes, StatsBuf *b);
 
+/* Appends the Prometheus text exposition (format 0.0.4) of the same
+ * counters, per-tube gauges and the commit path (group size, fsync latency
+ * histogram) for the metrics endpoint. */
+void stats_prometheus(Server *s, StatsBuf *b);
+
 void stats_buf_free(StatsBuf *b);
 
 #endif

@@ -167,6 +167,7 @@ struct Store {
     char failmsg[512]; /* written once, before failed is set (release) */
     _Atomic uint64_t st_records, st_groups, st_syncs, st_sync_ns,
         st_last_sync_ns, st_bytes;
+    _Atomic uint64_t st_sync_hist[STORE_SYNC_BUCKETS];
 
     /* loop thread adds, mutation thread subtracts */
     _Atomic size_t backlog;
@@ -867,6 +868,8 @@ store_stats(const Store *s, StoreStats *out)
     out->last_sync_ns = atomic_load_explicit(&s->st_last_sync_ns, r);
     out->bytes = atomic_load_explicit(&s->st_bytes, r);
     out->nshards = s->nshards;
+    for (int i = 0; i < STORE_SYNC_BUCKETS; i++)
+        out->sync_hist[i] = atomic_load_explicit(&s->st_sync_hist[i], r);
 }
 
 /* Reads go straight to RocksDB, which is safe next to the mutation thread's
@@ -934,8 +937,13 @@ mut_publish(Store *s, uint64_t seq, int durable)
 static void
 stat_sync(Store *s, uint64_t ns)
 {
+    int b = 0;
+    while (b < STORE_SYNC_BUCKETS - 1 &&
+           ns > (uint64_t)store_sync_bucket_us[b] * 1000)
+        b++;
     atomic_fetch_add_explicit(&s->st_syncs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->st_sync_ns, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->st_sync_hist[b], 1, memory_order_relaxed);
 }
 
 static void *

@@ -91,6 +91,12 @@ typedef struct StoreConfig {
 
 #define STORE_DEFAULT_SHARDS 1
 
+/* Upper bounds (microseconds) of the WAL fsync latency histogram buckets;
+ * the last bucket counts everything slower. */
+#define STORE_SYNC_BUCKETS 11
+static const uint32_t store_sync_bucket_us[STORE_SYNC_BUCKETS - 1] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000};
+
 /* Counters for stats; read on the loop thread (relaxed atomics inside). */
 typedef struct StoreStats {
     uint64_t records; /* mutation records written (put, update, delete) */
@@ -99,6 +105,7 @@ typedef struct StoreStats {
     uint64_t sync_ns; /* total nanoseconds spent in WAL fsyncs */
     uint64_t last_sync_ns; /* duration of the latest fsync */
     uint64_t bytes;        /* bytes of WriteBatch data written */
+    uint64_t sync_hist[STORE_SYNC_BUCKETS]; /* fsyncs per latency bucket */
     int nshards;
 } StoreStats;
 

@@ -1,0 +1,181 @@
+# report.awk - turns run.sh's results.txt into the benchmark tables.
+#
+# Input lines: rep row server status [ops_s p50 p99 p999 cpu_us_op hwm_kb]
+# where status is "ok" or "ERR". Environment: REPS, ROWS, SERVERS,
+# DRAIN_JOBS, STRICT. Prints the medians, the ratios per row and the issue's
+# targets; exits 1 if a beanstalkd or ceiling cell failed or, with STRICT=1,
+# if a target failed or a rockstalkd cell erred. Plain POSIX awk (mawk).
+
+BEGIN {
+    reps = ENVIRON["REPS"] + 0
+    nrows = split(ENVIRON["ROWS"], rows, " ")
+    nsrv = split(ENVIRON["SERVERS"], srvs, " ")
+    rowname["put1"] = "put c=1"
+    rowname["put50"] = "put c=50"
+    rowname["put50p16"] = "put c=50 P=16"
+    rowname["put50-4k"] = "put c=50 4KiB"
+    rowname["cycle50"] = "cycle c=50"
+    rowname["drain50"] = "drain c=50 " ENVIRON["DRAIN_JOBS"]
+    srvname["rs"] = "rockstalkd"
+    srvname["rs-f50"] = "rockstalkd -f50"
+    srvname["bs-f0"] = "beanstalkd -b -f0"
+    srvname["bs-b"] = "beanstalkd -b"
+    srvname["bs-mem"] = "beanstalkd mem"
+    srvname["ceiling"] = "ceiling probe"
+}
+
+$4 != "ok" { bad[$2, $3] = 1; seen[$2, $3] = 1; next }
+
+{
+    k = $2 SUBSEP $3
+    seen[k] = 1
+    n = ++cnt[k]
+    for (c = 5; c <= 10; c++)
+        val[k, n, c] = $c
+}
+
+# Median of column c over the repetitions; "" unless all of them succeeded.
+function median(row, srv, c,    k, n, i, j, x, a, m) {
+    k = row SUBSEP srv
+    n = cnt[k]
+    if ((k in bad) || n < reps || n == 0)
+        return ""
+    m = 0
+    for (i = 1; i <= n; i++) {
+        if (val[k, i, c] == "-")
+            return "-"
+        x = val[k, i, c] + 0
+        for (j = m; j > 0 && a[j] > x; j--)
+            a[j + 1] = a[j]
+        a[j + 1] = x
+        m++
+    }
+    return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+}
+
+# Spread of ops/s over the repetitions: (max - min) / median, in percent.
+function spread(row, srv,    k, i, x, lo, hi, m) {
+    k = row SUBSEP srv
+    m = median(row, srv, 5)
+    if (m == "" || m == "-" || m == 0 || cnt[k] < 2)
+        return "-"
+    lo = hi = val[k, 1, 5] + 0
+    for (i = 2; i <= cnt[k]; i++) {
+        x = val[k, i, 5] + 0
+        if (x < lo)
+            lo = x
+        if (x > hi)
+            hi = x
+    }
+    return sprintf("%.0f%%", 100 * (hi - lo) / m)
+}
+
+function ratio(row, a, b,    x, y) {
+    x = median(row, a, 5)
+    y = median(row, b, 5)
+    if (x == "" || y == "" || x == "-" || y == "-" || y == 0)
+        return ""
+    return x / y
+}
+
+function cell(v, fmt) {
+    if (v == "")
+        return "ERR"
+    return v == "-" ? "-" : sprintf(fmt, v)
+}
+
+function medians_table(    r, s, row, srv, ops, hwm) {
+    printf "%-18s %-18s %9s %7s %9s %9s %9s %9s %8s\n", "row", "server", \
+        "ops/s", "spread", "p50 us", "p99 us", "p99.9 us", "CPU us/op", \
+        "RSS MiB"
+    for (r = 1; r <= nrows; r++) {
+        row = rows[r]
+        for (s = 1; s <= nsrv; s++) {
+            srv = srvs[s]
+            if (!((row, srv) in seen))
+                continue
+            hwm = median(row, srv, 10)
+            if (hwm != "" && hwm != "-")
+                hwm /= 1024
+            printf "%-18s %-18s %9s %7s %9s %9s %9s %9s %8s\n", \
+                rowname[row], srvname[srv], \
+                cell(median(row, srv, 5), "%.0f"), spread(row, srv), \
+                cell(median(row, srv, 6), "%.1f"), \
+                cell(median(row, srv, 7), "%.1f"), \
+                cell(median(row, srv, 8), "%.1f"), \
+                cell(median(row, srv, 9), "%.2f"), cell(hwm, "%.1f")
+        }
+    }
+}
+
+function ratio_cell(row, a, b,    x) {
+    if (!((row, a) in seen) || !((row, b) in seen))
+        return ""
+    x = ratio(row, a, b)
+    return x == "" ? "ERR" : sprintf("%.2fx", x)
+}
+
+function ratios_table(    r, row) {
+    print "ops/s ratios (medians): rs = rockstalkd default durable mode"
+    printf "%-18s %10s %10s %10s %12s %11s\n", "row", "rs/bs-f0", \
+        "rs/bs-b", "rs/bs-mem", "rs-f50/bs-b", "rs/ceiling"
+    for (r = 1; r <= nrows; r++) {
+        row = rows[r]
+        printf "%-18s %10s %10s %10s %12s %11s\n", rowname[row], \
+            ratio_cell(row, "rs", "bs-f0"), ratio_cell(row, "rs", "bs-b"), \
+            ratio_cell(row, "rs", "bs-mem"), \
+            ratio_cell(row, "rs-f50", "bs-b"), \
+            ratio_cell(row, "rs", "ceiling")
+    }
+}
+
+function target(row, a, b, goal, pct,    x, shown, res) {
+    if (!((row, a) in seen) && !((row, b) in seen))
+        return
+    x = ratio(row, a, b)
+    if (x == "") {
+        shown = "ERR"
+        res = "FAIL (no data)"
+    } else {
+        shown = pct ? sprintf("%.0f%%", 100 * x) : sprintf("%.2fx", x)
+        res = x >= goal ? "PASS" : "FAIL"
+    }
+    if (res != "PASS")
+        failed++
+    printf "%-14s %-20s %-18s %8s %7s  %s\n", rowname[row], srvname[a], \
+        srvname[b], shown, \
+        pct ? ">=" 100 * goal "%" : ">=" sprintf("%.1f", goal) "x", res
+}
+
+function targets_table() {
+    print "targets (ops/s of the first server over the second):"
+    printf "%-14s %-20s %-18s %8s %7s  %s\n", "row", "server", "vs", \
+        "ratio", "goal", "result"
+    target("put50", "rs", "bs-f0", 10)
+    target("cycle50", "rs", "bs-f0", 10)
+    target("put50", "rs", "bs-b", 1.0)
+    target("cycle50", "rs", "bs-b", 1.0)
+    target("put50p16", "rs", "bs-b", 1.5)
+    target("put50", "rs-f50", "bs-b", 1.3)
+    target("cycle50", "rs-f50", "bs-b", 1.3)
+    target("put50", "rs", "ceiling", 0.7, 1)
+}
+
+END {
+    medians_table()
+    print ""
+    ratios_table()
+    print ""
+    targets_table()
+    rc = 0
+    for (k in bad) {
+        split(k, p, SUBSEP)
+        if (p[2] ~ /^(bs-|ceiling)/)
+            rc = 1
+        else if (ENVIRON["STRICT"] == 1)
+            rc = 1
+    }
+    if (ENVIRON["STRICT"] == 1 && failed)
+        rc = 1
+    exit rc
+}

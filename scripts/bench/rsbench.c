@@ -1,0 +1,1117 @@
+/*
+ * rsbench - load generator for servers that speak the beanstalkd protocol.
+ *
+ * One thread, one epoll loop, N non-blocking TCP_NODELAY connections, each
+ * keeping up to P commands in flight. Every reply is parsed and checked; a
+ * wrong, missing or unexpected reply ends the run with exit status 1.
+ *
+ * Modes (an "op" is what ops/s counts):
+ *   put      every connection puts jobs                    op = INSERTED
+ *   drain    every connection reserves and deletes jobs    op = DELETED
+ *            until the tube is empty (use -L to preload)
+ *   cycle    half the connections put, half reserve and    op = DELETED
+ *            delete; puts not yet reserved are bounded (-B)
+ *   latency  one connection, one command at a time:        op = any reply
+ *            put, reserve-with-timeout 0, delete, ...
+ *
+ * The last line printed is machine-readable: "RESULT key=value ...".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+enum mode { M_PUT, M_DRAIN, M_CYCLE, M_LATENCY };
+enum kind { K_USE, K_WATCH, K_IGNORE, K_PUT, K_RESERVE, K_DELETE, NKIND };
+enum role { R_PROD, R_CONS, R_LAT };
+
+static const char *const mode_names[] = {"put", "drain", "cycle", "latency"};
+static const char *const kind_names[] = {"use", "watch",   "ignore",
+                                         "put", "reserve", "delete"};
+
+#define PRI 1024
+#define TTR 120
+#define STAMP_LEN 16            /* hex send time at the start of each body */
+#define MAX_LINE 512            /* longest reply line accepted */
+#define READ_CHUNK 65536        /* bytes asked of each read() */
+#define PRELOAD_DEPTH 64        /* commands in flight per connection for -L */
+#define STALL_NS 10000000000ULL /* no reply for this long is an error */
+#define HSUB 64                 /* histogram sub-buckets per power of two */
+#define HSLOTS (59 * HSUB)
+
+struct hist {
+    uint64_t n, max;
+    uint64_t slot[HSLOTS];
+};
+
+struct pend {
+    uint64_t t0;
+    int kind;
+};
+
+struct conn {
+    int fd, role, empty, epout, next;
+    char *rb, *wb;
+    size_t rlen, rcap, wlen, woff, wcap;
+    struct pend *ring;
+    unsigned head, count, size;
+};
+
+struct cfg {
+    const char *host, *tube;
+    int port, mode, conns, depth, srvpid, nocheck;
+    size_t size, maxread;
+    double secs;
+    uint64_t count, preload, backlog;
+};
+
+/* One phase (preload or measured) of a run. */
+struct run {
+    const struct cfg *cfg;
+    int mode, depth, ep, nconn, stopping, prod_blocked, record;
+    uint64_t count;
+    struct conn *conn;
+    char *body;
+    uint64_t start, deadline, last_op;
+    uint64_t puts, inserted, got, res_out, deleted, timeouts, inflight;
+    uint64_t ops_in, ops_late;
+    struct hist lat[NKIND], e2e;
+};
+
+/* ---- errors and small helpers ------------------------------------------ */
+
+static void
+die(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("rsbench: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static void *
+xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n);
+    if (!p) die("out of memory");
+    return p;
+}
+
+static uint64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void
+bad_reply(int kind, const char *line, size_t n)
+{
+    if (n > 80) n = 80;
+    die("unexpected reply to %s: \"%.*s\"", kind_names[kind], (int)n, line);
+}
+
+/* Is line[0..n) exactly s? */
+static int
+line_is(const char *line, size_t n, const char *s)
+{
+    return strlen(s) == n && memcmp(line, s, n) == 0;
+}
+
+/* Parses a decimal number filling line[0..n) exactly. */
+static int
+parse_num(const char *s, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (n == 0 || n > 19) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* Parses "PREFIX<number>" filling line[0..n). */
+static int
+parse_word_num(const char *line, size_t n, const char *prefix, uint64_t *v)
+{
+    size_t pl = strlen(prefix);
+    if (n <= pl || memcmp(line, prefix, pl) != 0) return -1;
+    return parse_num(line + pl, n - pl, v);
+}
+
+/* ---- latency histogram (log-linear, about 1.6% resolution) ------------- */
+
+static unsigned
+hist_slot(uint64_t v)
+{
+    if (v < 2 * HSUB) return (unsigned)v;
+    int msb = 63 - __builtin_clzll(v);
+    return (unsigned)(msb - 5) * HSUB + (unsigned)((v >> (msb - 6)) - HSUB);
+}
+
+static uint64_t
+hist_value(unsigned i)
+{
+    if (i < 2 * HSUB) return i;
+    int shift = (int)(i / HSUB) - 1;
+    uint64_t lo = (uint64_t)(i % HSUB + HSUB) << shift;
+    return lo + ((1ULL << shift) >> 1);
+}
+
+static void
+hist_add(struct hist *h, uint64_t v)
+{
+    h->slot[hist_slot(v)]++;
+    h->n++;
+    if (v > h->max) h->max = v;
+}
+
+static void
+hist_merge(struct hist *to, const struct hist *from)
+{
+    for (unsigned i = 0; i < HSLOTS; i++)
+        to->slot[i] += from->slot[i];
+    to->n += from->n;
+    if (from->max > to->max) to->max = from->max;
+}
+
+/* Quantile q (0..1) in microseconds. */
+static double
+hist_us(const struct hist *h, double q)
+{
+    if (h->n == 0) return 0;
+    double want = q * (double)h->n;
+    uint64_t rank = (uint64_t)want;
+    if ((double)rank < want || rank == 0) rank++;
+    uint64_t acc = 0;
+    for (unsigned i = 0; i < HSLOTS; i++) {
+        acc += h->slot[i];
+        if (acc >= rank) {
+            uint64_t v = hist_value(i);
+            return (double)(v < h->max ? v : h->max) / 1000.0;
+        }
+    }
+    return (double)h->max / 1000.0;
+}
+
+/* ---- sockets ------------------------------------------------------------ */
+
+static int
+dial(const struct cfg *cfg)
+{
+    struct addrinfo hints, *res, *ai;
+    char port[16];
+    int fd = -1, one = 1;
+
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int rc = getaddrinfo(cfg->host, port, &hints, &res);
+    if (rc != 0) die("%s: %s", cfg->host, gai_strerror(rc));
+    for (ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        if (fd >= 0) close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        die("cannot connect to %s:%d: %s", cfg->host, cfg->port,
+            strerror(errno));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static void
+arm(struct run *r, struct conn *c, int want_out)
+{
+    struct epoll_event ev;
+    if (want_out == c->epout) return;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN | (want_out ? EPOLLOUT : 0);
+    ev.data.ptr = c;
+    if (epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+        die("epoll_ctl: %s", strerror(errno));
+    c->epout = want_out;
+}
+
+static void
+flush(struct run *r, struct conn *c)
+{
+    while (c->woff < c->wlen) {
+        ssize_t n =
+            send(c->fd, c->wb + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n < 0) die("send: %s", strerror(errno));
+        c->woff += (size_t)n;
+    }
+    if (c->woff == c->wlen) c->woff = c->wlen = 0;
+    arm(r, c, c->wlen > 0);
+}
+
+/* Makes room for n more bytes in the output buffer and returns them. */
+static char *
+wb_room(struct conn *c, size_t n)
+{
+    if (c->woff > 0 && c->woff == c->wlen) c->woff = c->wlen = 0;
+    if (c->wlen + n > c->wcap) {
+        c->wcap = (c->wlen + n) * 2;
+        c->wb = xrealloc(c->wb, c->wcap);
+    }
+    return c->wb + c->wlen;
+}
+
+static void
+wb_add(struct conn *c, const char *s, size_t n)
+{
+    memcpy(wb_room(c, n), s, n);
+    c->wlen += n;
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+static void
+push(struct run *r, struct conn *c, int kind, uint64_t now)
+{
+    if (c->count == c->size) die("internal: too many commands in flight");
+    struct pend *p = &c->ring[(c->head + c->count) % c->size];
+    p->kind = kind;
+    p->t0 = now;
+    c->count++;
+    r->inflight++;
+}
+
+static struct pend
+pop(struct run *r, struct conn *c)
+{
+    struct pend p = c->ring[c->head];
+    c->head = (c->head + 1) % c->size;
+    c->count--;
+    r->inflight--;
+    return p;
+}
+
+static void
+send_cmd(struct run *r, struct conn *c, int kind, const char *fmt, ...)
+{
+    char buf[MAX_LINE];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof buf) die("internal: command too long");
+    wb_add(c, buf, (size_t)n);
+    push(r, c, kind, now_ns());
+}
+
+static void
+send_put(struct run *r, struct conn *c, uint64_t now)
+{
+    size_t size = r->cfg->size;
+    char hdr[64], stamp[STAMP_LEN + 1];
+    int n = snprintf(hdr, sizeof hdr, "put %d 0 %d %zu\r\n", PRI, TTR, size);
+    wb_add(c, hdr, (size_t)n);
+    char *body = wb_room(c, size + 2);
+    memcpy(body, r->body, size);
+    if (size >= STAMP_LEN) {
+        snprintf(stamp, sizeof stamp, "%016" PRIx64, now);
+        memcpy(body, stamp, STAMP_LEN);
+    }
+    memcpy(body + size, "\r\n", 2);
+    c->wlen += size + 2;
+    push(r, c, K_PUT, now);
+    r->puts++;
+}
+
+static void
+send_reserve(struct run *r, struct conn *c, uint64_t now)
+{
+    /* cycle blocks up to 1 s for a job; drain and latency never wait */
+    const char *cmd = r->mode == M_CYCLE ? "reserve-with-timeout 1\r\n"
+                                         : "reserve-with-timeout 0\r\n";
+    wb_add(c, cmd, strlen(cmd));
+    push(r, c, K_RESERVE, now);
+    r->res_out++;
+}
+
+static void
+send_delete(struct run *r, struct conn *c, uint64_t id, uint64_t now)
+{
+    char buf[48];
+    int n = snprintf(buf, sizeof buf, "delete %" PRIu64 "\r\n", id);
+    wb_add(c, buf, (size_t)n);
+    push(r, c, K_DELETE, now);
+}
+
+static void
+send_setup(struct run *r, struct conn *c)
+{
+    const char *tube = r->cfg->tube;
+    if (strcmp(tube, "default") == 0) return;
+    if (c->role != R_CONS) send_cmd(r, c, K_USE, "use %s\r\n", tube);
+    if (c->role != R_PROD) {
+        send_cmd(r, c, K_WATCH, "watch %s\r\n", tube);
+        send_cmd(r, c, K_IGNORE, "ignore default\r\n");
+    }
+}
+
+/* ---- deciding what to send next ---------------------------------------- */
+
+static int
+may_put(struct run *r)
+{
+    if (r->stopping || (r->count && r->puts >= r->count)) return 0;
+    if (r->mode == M_CYCLE && r->puts - r->got >= r->cfg->backlog) {
+        r->prod_blocked = 1;
+        return 0;
+    }
+    return 1;
+}
+
+static int
+may_reserve(struct run *r, struct conn *c)
+{
+    if (r->stopping || c->empty) return 0;
+    return !r->count || r->got + r->res_out < r->count;
+}
+
+static void
+fill_latency(struct run *r, struct conn *c, uint64_t now)
+{
+    if (c->count > 0) return;
+    if (c->next == K_RESERVE)
+        send_reserve(r, c, now);
+    else if (may_put(r))
+        send_put(r, c, now);
+}
+
+static void
+fill(struct run *r, struct conn *c, uint64_t now)
+{
+    if (c->role == R_LAT) {
+        fill_latency(r, c, now);
+        return;
+    }
+    while (c->count < (unsigned)r->depth) {
+        if (c->role == R_PROD && may_put(r))
+            send_put(r, c, now);
+        else if (c->role == R_CONS && may_reserve(r, c))
+            send_reserve(r, c, now);
+        else
+            break;
+    }
+}
+
+/* cycle: a reserve made room under the backlog bound; wake the producers. */
+static void
+wake_producers(struct run *r, uint64_t now)
+{
+    if (!r->prod_blocked) return;
+    r->prod_blocked = 0;
+    for (int i = 0; i < r->nconn; i++) {
+        struct conn *c = &r->conn[i];
+        if (c->role == R_PROD && c->count < (unsigned)r->depth) {
+            fill(r, c, now);
+            flush(r, c);
+        }
+    }
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+static void
+op_done(struct run *r, uint64_t now)
+{
+    if (r->deadline && now > r->deadline) {
+        r->ops_late++;
+        return;
+    }
+    r->ops_in++;
+    r->last_op = now;
+}
+
+static void
+record(struct run *r, const struct pend *p, uint64_t now)
+{
+    if (r->record) hist_add(&r->lat[p->kind], now > p->t0 ? now - p->t0 : 0);
+}
+
+static void
+on_setup(struct run *r, int kind, const char *line, size_t n)
+{
+    uint64_t v;
+    if (kind == K_USE) {
+        size_t tl = strlen(r->cfg->tube);
+        if (n != 6 + tl || memcmp(line, "USING ", 6) != 0 ||
+            memcmp(line + 6, r->cfg->tube, tl) != 0)
+            bad_reply(kind, line, n);
+    } else if (parse_word_num(line, n, "WATCHING ", &v) < 0 ||
+               (kind == K_IGNORE && v != 1)) {
+        bad_reply(kind, line, n);
+    }
+}
+
+static void
+on_put(struct run *r, struct conn *c, const char *line, size_t n, uint64_t now)
+{
+    uint64_t id;
+    if (parse_word_num(line, n, "INSERTED ", &id) < 0)
+        bad_reply(K_PUT, line, n);
+    r->inserted++;
+    if (r->mode == M_PUT || r->mode == M_LATENCY) op_done(r, now);
+    c->next = K_RESERVE;
+}
+
+static void
+on_delete(struct run *r, struct conn *c, const char *line, size_t n,
+          uint64_t now)
+{
+    if (!line_is(line, n, "DELETED")) bad_reply(K_DELETE, line, n);
+    r->deleted++;
+    if (r->mode != M_PUT) op_done(r, now);
+    c->next = K_PUT;
+}
+
+/* Parses "RESERVED <id> <bytes>". */
+static int
+parse_reserved(const char *line, size_t n, uint64_t *id, uint64_t *bytes)
+{
+    const char *sp;
+    if (n < 9 || memcmp(line, "RESERVED ", 9) != 0) return -1;
+    line += 9;
+    n -= 9;
+    sp = memchr(line, ' ', n);
+    if (!sp || parse_num(line, (size_t)(sp - line), id) < 0) return -1;
+    return parse_num(sp + 1, n - (size_t)(sp - line) - 1, bytes);
+}
+
+/* Checks a reserved body against the pattern put and reads its stamp. */
+static void
+check_body(struct run *r, const char *b, size_t n, uint64_t now)
+{
+    size_t from = n >= STAMP_LEN ? STAMP_LEN : 0;
+    uint64_t t = 0;
+    if (memcmp(b + from, r->body + from, n - from) != 0)
+        die("a reserved job's body differs from every body put");
+    for (size_t i = 0; i < from; i++) {
+        char ch = b[i];
+        int d = ch >= '0' && ch <= '9'   ? ch - '0'
+                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                                         : -1;
+        if (d < 0) die("a reserved job's body has no time stamp");
+        t = t << 4 | (uint64_t)d;
+    }
+    /* only jobs put in this phase: older ones did not wait for us */
+    if (from && r->mode == M_CYCLE && r->record && t >= r->start && now > t)
+        hist_add(&r->e2e, now - t);
+}
+
+static void
+on_timed_out(struct run *r, struct conn *c)
+{
+    r->timeouts++;
+    if (r->mode == M_DRAIN)
+        c->empty = 1; /* the tube has no ready job left */
+    else if (r->mode == M_LATENCY)
+        die("reserve timed out right after a put; is the tube shared?");
+}
+
+/* Returns the bytes the reply takes, 0 while it is incomplete. */
+static size_t
+on_reserve(struct run *r, struct conn *c, const struct pend *p, const char *b,
+           size_t len, size_t eol, uint64_t now)
+{
+    uint64_t id, bytes;
+    if (line_is(b, eol, "TIMED_OUT")) {
+        r->res_out--;
+        on_timed_out(r, c);
+        return eol + 2;
+    }
+    if (parse_reserved(b, eol, &id, &bytes) < 0) bad_reply(K_RESERVE, b, eol);
+    if (bytes != r->cfg->size)
+        die("reserved a job of %" PRIu64 " bytes, expected %zu", bytes,
+            r->cfg->size);
+    size_t need = eol + 2 + bytes + 2;
+    if (len < need) return 0;
+    if (memcmp(b + need - 2, "\r\n", 2) != 0)
+        die("reserved job %" PRIu64 ": body not followed by CRLF", id);
+    check_body(r, b + eol + 2, bytes, now);
+    r->res_out--;
+    r->got++;
+    record(r, p, now);
+    if (r->mode == M_LATENCY) op_done(r, now);
+    send_delete(r, c, id, now);
+    if (r->mode == M_CYCLE) wake_producers(r, now);
+    return need;
+}
+
+static size_t
+dispatch(struct run *r, struct conn *c, const char *b, size_t len, size_t eol,
+         uint64_t now)
+{
+    struct pend p = c->ring[c->head];
+    size_t used = eol + 2;
+    if (p.kind == K_RESERVE)
+        used = on_reserve(r, c, &p, b, len, eol, now);
+    else if (p.kind == K_PUT)
+        on_put(r, c, b, eol, now);
+    else if (p.kind == K_DELETE)
+        on_delete(r, c, b, eol, now);
+    else
+        on_setup(r, p.kind, b, eol);
+    if (used == 0) return 0;
+    pop(r, c);
+    if (p.kind != K_RESERVE) record(r, &p, now);
+    return used;
+}
+
+/* Handles every complete reply in the read buffer. */
+static void
+parse(struct run *r, struct conn *c, uint64_t now)
+{
+    size_t off = 0;
+    while (off < c->rlen) {
+        const char *b = c->rb + off;
+        size_t len = c->rlen - off;
+        const char *e = memmem(b, len, "\r\n", 2);
+        if (!e && len > MAX_LINE)
+            die("reply line longer than %d bytes", MAX_LINE);
+        if (!e) break;
+        if (c->count == 0)
+            die("unsolicited reply: \"%.*s\"", (int)(e - b < 80 ? e - b : 80),
+                b);
+        size_t used = dispatch(r, c, b, len, (size_t)(e - b), now);
+        if (used == 0) break;
+        off += used;
+    }
+    memmove(c->rb, c->rb + off, c->rlen - off);
+    c->rlen -= off;
+}
+
+static void
+conn_read(struct run *r, struct conn *c)
+{
+    size_t want = READ_CHUNK;
+    if (c->rcap - c->rlen < READ_CHUNK) {
+        c->rcap = c->rlen + 2 * READ_CHUNK;
+        c->rb = xrealloc(c->rb, c->rcap);
+    }
+    if (r->cfg->maxread && want > r->cfg->maxread) want = r->cfg->maxread;
+    ssize_t n = recv(c->fd, c->rb + c->rlen, want, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n < 0) die("recv: %s", strerror(errno));
+    if (n == 0)
+        die("server closed a connection (%u command(s) unanswered)", c->count);
+    c->rlen += (size_t)n;
+    uint64_t now = now_ns();
+    parse(r, c, now);
+    fill(r, c, now);
+    flush(r, c);
+}
+
+/* ---- event loop and phases ---------------------------------------------- */
+
+static int
+wait_ms(const struct run *r, uint64_t now)
+{
+    if (!r->deadline || r->stopping || now >= r->deadline) return 1000;
+    uint64_t ms = (r->deadline - now) / 1000000 + 1;
+    return ms < 1000 ? (int)ms : 1000;
+}
+
+static void
+loop(struct run *r)
+{
+    struct epoll_event ev[128];
+    uint64_t last = now_ns();
+    while (r->inflight > 0) {
+        int n = epoll_wait(r->ep, ev, 128, wait_ms(r, now_ns()));
+        if (n < 0 && errno != EINTR) die("epoll_wait: %s", strerror(errno));
+        uint64_t now = now_ns();
+        if (n > 0)
+            last = now;
+        else if (now - last > STALL_NS)
+            die("no reply for %llu s with %" PRIu64 " command(s) unanswered",
+                STALL_NS / 1000000000ULL, r->inflight);
+        if (r->deadline && now >= r->deadline) r->stopping = 1;
+        for (int i = 0; i < n; i++) {
+            struct conn *c = ev[i].data.ptr;
+            if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) conn_read(r, c);
+            if (ev[i].events & EPOLLOUT) flush(r, c);
+        }
+    }
+}
+
+static int
+role_of(int mode, int i)
+{
+    if (mode == M_LATENCY) return R_LAT;
+    if (mode == M_CYCLE) return i % 2 ? R_CONS : R_PROD;
+    return mode == M_DRAIN ? R_CONS : R_PROD;
+}
+
+static void
+open_conns(struct run *r)
+{
+    r->ep = epoll_create1(0);
+    if (r->ep < 0) die("epoll_create1: %s", strerror(errno));
+    r->conn = calloc((size_t)r->nconn, sizeof *r->conn);
+    if (!r->conn) die("out of memory");
+    for (int i = 0; i < r->nconn; i++) {
+        struct conn *c = &r->conn[i];
+        struct epoll_event ev;
+        c->fd = dial(r->cfg);
+        fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+        c->role = role_of(r->mode, i);
+        c->size = (unsigned)r->depth + 8;
+        c->ring = xrealloc(NULL, c->size * sizeof *c->ring);
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN;
+        ev.data.ptr = c;
+        if (epoll_ctl(r->ep, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+            die("epoll_ctl: %s", strerror(errno));
+        send_setup(r, c);
+    }
+}
+
+static void
+close_conns(struct run *r)
+{
+    for (int i = 0; i < r->nconn; i++) {
+        close(r->conn[i].fd);
+        free(r->conn[i].rb);
+        free(r->conn[i].wb);
+        free(r->conn[i].ring);
+    }
+    free(r->conn);
+    close(r->ep);
+}
+
+/* Runs one phase to its end and returns its measured length in seconds. */
+static double
+run_phase(struct run *r, double secs)
+{
+    open_conns(r);
+    r->start = now_ns();
+    r->deadline = secs > 0 ? r->start + (uint64_t)(secs * 1e9) : 0;
+    for (int i = 0; i < r->nconn; i++) {
+        fill(r, &r->conn[i], r->start);
+        flush(r, &r->conn[i]);
+    }
+    loop(r);
+    close_conns(r);
+    uint64_t end = r->stopping  ? r->deadline
+                   : r->last_op ? r->last_op
+                                : now_ns();
+    return (double)(end - r->start) / 1e9;
+}
+
+static struct run *
+new_run(const struct cfg *cfg, char *body, int mode)
+{
+    struct run *r = calloc(1, sizeof *r);
+    if (!r) die("out of memory");
+    r->cfg = cfg;
+    r->body = body;
+    r->mode = mode;
+    r->nconn = cfg->conns;
+    r->depth = cfg->depth;
+    r->count = cfg->count;
+    return r;
+}
+
+/* Puts cfg->preload jobs, pipelined deeper than the measured phase. */
+static double
+preload(const struct cfg *cfg, char *body)
+{
+    struct run *r = new_run(cfg, body, M_PUT);
+    r->count = cfg->preload;
+    r->depth = cfg->depth > PRELOAD_DEPTH ? cfg->depth : PRELOAD_DEPTH;
+    double secs = run_phase(r, 0);
+    if (r->inserted != cfg->preload)
+        die("preload inserted %" PRIu64 " jobs, wanted %" PRIu64, r->inserted,
+            cfg->preload);
+    free(r);
+    return secs;
+}
+
+/* ---- server-side checks and costs --------------------------------------- */
+
+static int64_t
+yaml_num(const char *yaml, const char *key)
+{
+    const char *p = strstr(yaml, key);
+    if (!p) die("stats-tube reply has no \"%s\"", key);
+    return strtoll(p + strlen(key), NULL, 10);
+}
+
+/* Reads one stats-tube reply; returns 0 while it is incomplete. */
+static int
+tube_reply(char *buf, size_t len, int64_t *total)
+{
+    char *e = strstr(buf, "\r\n");
+    uint64_t bytes;
+    if (!e) return 0;
+    if (line_is(buf, (size_t)(e - buf), "NOT_FOUND")) {
+        *total = 0; /* the server dropped the tube: it holds no job */
+        return 1;
+    }
+    if (parse_word_num(buf, (size_t)(e - buf), "OK ", &bytes) < 0)
+        die("unexpected reply to stats-tube: \"%.*s\"", (int)(e - buf), buf);
+    if (len < (size_t)(e - buf) + 4 + bytes) return 0;
+    *total = yaml_num(e, "current-jobs-ready: ") +
+             yaml_num(e, "current-jobs-reserved: ") +
+             yaml_num(e, "current-jobs-delayed: ") +
+             yaml_num(e, "current-jobs-buried: ");
+    return 1;
+}
+
+/* Jobs of any state in the tube, from stats-tube. */
+static int64_t
+tube_jobs(const struct cfg *cfg)
+{
+    char buf[16384], cmd[256];
+    size_t len = 0;
+    int64_t total = -1;
+    struct timeval tv = {10, 0};
+    int fd = dial(cfg);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int n = snprintf(cmd, sizeof cmd, "stats-tube %s\r\n", cfg->tube);
+    if (send(fd, cmd, (size_t)n, MSG_NOSIGNAL) != n)
+        die("stats-tube: send: %s", strerror(errno));
+    do {
+        ssize_t got = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        if (got <= 0) die("stats-tube: no complete reply");
+        len += (size_t)got;
+        buf[len] = '\0';
+    } while (!tube_reply(buf, len, &total));
+    close(fd);
+    return total;
+}
+
+/* The server's user + system CPU seconds, -1 if unknown. */
+static double
+srv_cpu(int pid)
+{
+    char path[64], buf[2048];
+    unsigned long long ut, st;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (!p || sscanf(p + 2,
+                     "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                     "%llu %llu",
+                     &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The server's peak resident set (VmHWM) in KiB, -1 if unknown. */
+static long
+srv_hwm_kb(int pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
+
+/* ---- report ------------------------------------------------------------- */
+
+struct result {
+    double secs, preload_secs, cpu_secs;
+    int64_t before, after;
+    long hwm_kb;
+};
+
+static void
+print_quantiles(const char *prefix, const struct hist *h)
+{
+    printf(" %sp50_us=%.1f %sp99_us=%.1f %sp999_us=%.1f %smax_us=%.1f", prefix,
+           hist_us(h, 0.5), prefix, hist_us(h, 0.99), prefix, hist_us(h, 0.999),
+           prefix, (double)h->max / 1000.0);
+}
+
+static void
+print_human(const struct cfg *cfg, const struct run *r,
+            const struct result *res, const struct hist *all)
+{
+    double ops_s = res->secs > 0 ? (double)r->ops_in / res->secs : 0;
+    printf("%s c=%d P=%d s=%zu tube=%s: %" PRIu64 " ops in %.3f s = %.0f "
+           "ops/s\n",
+           mode_names[cfg->mode], r->nconn, r->depth, cfg->size, cfg->tube,
+           r->ops_in, res->secs, ops_s);
+    printf("latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (%" PRIu64
+           " replies)\n",
+           hist_us(all, 0.5), hist_us(all, 0.99), hist_us(all, 0.999),
+           (double)all->max / 1000.0, all->n);
+    if (r->e2e.n)
+        printf("put-to-reserve us: p50 %.1f  p99 %.1f  p99.9 %.1f\n",
+               hist_us(&r->e2e, 0.5), hist_us(&r->e2e, 0.99),
+               hist_us(&r->e2e, 0.999));
+    if (cfg->preload)
+        printf("preloaded %" PRIu64 " jobs in %.3f s\n", cfg->preload,
+               res->preload_secs);
+    if (res->cpu_secs >= 0 && r->ops_in + r->ops_late > 0)
+        printf("server pid %d: %.2f us CPU/op, peak RSS %.1f MiB\n",
+               cfg->srvpid,
+               res->cpu_secs * 1e6 / (double)(r->ops_in + r->ops_late),
+               (double)res->hwm_kb / 1024.0);
+}
+
+static void
+print_result(const struct cfg *cfg, const struct run *r,
+             const struct result *res, const struct hist *all)
+{
+    double ops_s = res->secs > 0 ? (double)r->ops_in / res->secs : 0;
+    printf("RESULT status=ok mode=%s conns=%d depth=%d size=%zu secs=%.3f "
+           "ops=%" PRIu64 " ops_s=%.1f",
+           mode_names[cfg->mode], r->nconn, r->depth, cfg->size, res->secs,
+           r->ops_in, ops_s);
+    print_quantiles("", all);
+    printf(" late=%" PRIu64 " puts=%" PRIu64 " reserves=%" PRIu64
+           " deletes=%" PRIu64 " timeouts=%" PRIu64,
+           r->ops_late, r->inserted, r->got, r->deleted, r->timeouts);
+    printf(" preloaded=%" PRIu64 " preload_s=%.3f jobs_before=%" PRId64
+           " jobs_after=%" PRId64,
+           cfg->preload, res->preload_secs, res->before, res->after);
+    if (r->e2e.n) print_quantiles("e2e_", &r->e2e);
+    for (int k = K_PUT; cfg->mode == M_LATENCY && k < NKIND; k++) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "%s_", kind_names[k]);
+        print_quantiles(prefix, &r->lat[k]);
+    }
+    if (res->cpu_secs >= 0 && r->ops_in + r->ops_late > 0)
+        printf(" srv_cpu_s=%.3f srv_cpu_us_op=%.3f srv_hwm_kb=%ld",
+               res->cpu_secs,
+               res->cpu_secs * 1e6 / (double)(r->ops_in + r->ops_late),
+               res->hwm_kb);
+    printf("\n");
+}
+
+/* ---- options and main --------------------------------------------------- */
+
+static void
+usage(FILE *f)
+{
+    fputs("usage: rsbench [options]\n"
+          "  -m MODE   put | drain | cycle | latency (default put)\n"
+          "  -H HOST   server address (default 127.0.0.1)\n"
+          "  -p PORT   server port (default 11300)\n"
+          "  -c N      connections (default 1; cycle: even ones put, odd ones\n"
+          "            reserve; latency: always 1)\n"
+          "  -P N      commands in flight per connection (default 1)\n"
+          "  -s BYTES  job body size (default 64)\n"
+          "  -d SECS   time bound of the measured phase (default 5; 0: none)\n"
+          "  -n N      count bound: jobs put (put), jobs deleted (drain,\n"
+          "            cycle), put rounds (latency); default 0: none\n"
+          "  -L N      preload N jobs before the measured phase (for drain)\n"
+          "  -B N      cycle: most jobs put but not yet reserved "
+          "(default 10000)\n"
+          "  -t TUBE   tube to use (default rsbench); use a tube no one else "
+          "uses\n"
+          "  -S PID    report the server's CPU time per op and peak RSS\n"
+          "  -r BYTES  cap each read() at BYTES (tests split replies)\n"
+          "  -x        skip the job count check (stats-tube) after the run\n"
+          "  -h        show this help\n"
+          "Prints a summary and a last line \"RESULT key=value ...\"; exits 1 "
+          "on any\nwrong or missing reply.\n",
+          f);
+}
+
+static uint64_t
+opt_num(const char *s, int opt, uint64_t lo, uint64_t hi)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-' || v < lo || v > hi)
+        die("-%c: expected a number from %" PRIu64 " to %" PRIu64 ", got "
+            "\"%s\"",
+            opt, lo, hi, s);
+    return v;
+}
+
+static int
+opt_mode(const char *s)
+{
+    for (int m = 0; m < 4; m++)
+        if (strcmp(s, mode_names[m]) == 0) return m;
+    die("-m: unknown mode \"%s\"", s);
+    return 0;
+}
+
+/* Numeric options; returns 0 if o is not one. */
+static int
+opt_numeric(struct cfg *cfg, int o, const char *a)
+{
+    const uint64_t big = UINT64_MAX >> 1;
+    switch (o) {
+    case 'p':
+        cfg->port = (int)opt_num(a, o, 1, 65535);
+        return 1;
+    case 'c':
+        cfg->conns = (int)opt_num(a, o, 1, 10000);
+        return 1;
+    case 'P':
+        cfg->depth = (int)opt_num(a, o, 1, 4096);
+        return 1;
+    case 's':
+        cfg->size = opt_num(a, o, 0, 1 << 24);
+        return 1;
+    case 'n':
+        cfg->count = opt_num(a, o, 0, big);
+        return 1;
+    case 'L':
+        cfg->preload = opt_num(a, o, 0, big);
+        return 1;
+    case 'B':
+        cfg->backlog = opt_num(a, o, 1, big);
+        return 1;
+    case 'S':
+        cfg->srvpid = (int)opt_num(a, o, 1, 1 << 30);
+        return 1;
+    case 'r':
+        cfg->maxread = opt_num(a, o, 1, READ_CHUNK);
+        return 1;
+    }
+    return 0;
+}
+
+static void
+opt_one(struct cfg *cfg, int o, const char *a)
+{
+    char *end;
+    if (opt_numeric(cfg, o, a)) return;
+    if (o == 'm') {
+        cfg->mode = opt_mode(a);
+    } else if (o == 'H') {
+        cfg->host = a;
+    } else if (o == 't') {
+        cfg->tube = a;
+    } else if (o == 'x') {
+        cfg->nocheck = 1;
+    } else if (o == 'd') {
+        cfg->secs = strtod(a, &end);
+        if (*end || end == a || !(cfg->secs >= 0))
+            die("-d: expected seconds, got \"%s\"", a);
+    } else if (o == 'h') {
+        usage(stdout);
+        exit(0);
+    } else {
+        usage(stderr);
+        exit(2);
+    }
+}
+
+static void
+parse_args(struct cfg *cfg, int argc, char **argv)
+{
+    int o;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->host = "127.0.0.1";
+    cfg->tube = "rsbench";
+    cfg->port = 11300;
+    cfg->conns = cfg->depth = 1;
+    cfg->size = 64;
+    cfg->secs = 5;
+    cfg->backlog = 10000;
+    while ((o = getopt(argc, argv, "m:H:p:c:P:s:d:n:L:B:t:S:r:xh")) != -1)
+        opt_one(cfg, o, optarg);
+    if (optind < argc) die("unexpected argument \"%s\" (see -h)", argv[optind]);
+    if (!*cfg->tube || strlen(cfg->tube) > 200 || strpbrk(cfg->tube, " \r\n"))
+        die("-t: bad tube name");
+    if (cfg->mode == M_LATENCY) cfg->conns = cfg->depth = 1;
+    if (cfg->mode == M_CYCLE && cfg->conns < 2)
+        die("cycle needs at least 2 connections");
+    if (cfg->mode != M_DRAIN && cfg->secs == 0 && cfg->count == 0)
+        die("give a time bound (-d) or a count bound (-n)");
+}
+
+/* Is the server's job count what our replies say it must be? */
+static void
+check_counts(const struct cfg *cfg, const struct run *r,
+             const struct result *res)
+{
+    int64_t want = res->before + (int64_t)r->inserted - (int64_t)r->deleted;
+    int drained = cfg->mode == M_DRAIN && !r->stopping &&
+                  (!r->count || r->deleted < r->count);
+    if (res->after != want)
+        die("server holds %" PRId64 " jobs in tube %s; %" PRId64
+            " before + %" PRIu64 " put - %" PRIu64 " deleted = %" PRId64,
+            res->after, cfg->tube, res->before, r->inserted, r->deleted, want);
+    if (drained && res->after != 0)
+        die("tube %s still holds %" PRId64 " jobs after the drain", cfg->tube,
+            res->after);
+}
+
+static char *
+make_body(size_t size)
+{
+    char *body = xrealloc(NULL, size + 1);
+    for (size_t i = 0; i < size; i++)
+        body[i] = (char)('a' + i % 26);
+    return body;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct cfg cfg;
+    struct result res = {0, 0, -1, -1, -1, -1};
+    struct hist all;
+
+    parse_args(&cfg, argc, argv);
+    char *body = make_body(cfg.size);
+    if (cfg.preload) res.preload_secs = preload(&cfg, body);
+    if (!cfg.nocheck) res.before = tube_jobs(&cfg);
+    struct run *r = new_run(&cfg, body, cfg.mode);
+    r->record = 1;
+    double cpu0 = cfg.srvpid ? srv_cpu(cfg.srvpid) : -1;
+    res.secs = run_phase(r, cfg.secs);
+    double cpu1 = cfg.srvpid ? srv_cpu(cfg.srvpid) : -1;
+    if (cpu0 >= 0 && cpu1 >= 0) res.cpu_secs = cpu1 - cpu0;
+    if (cfg.srvpid) res.hwm_kb = srv_hwm_kb(cfg.srvpid);
+    if (!cfg.nocheck) {
+        res.after = tube_jobs(&cfg);
+        check_counts(&cfg, r, &res);
+    }
+    memset(&all, 0, sizeof all);
+    for (int k = K_PUT; k < NKIND; k++) /* use/watch/ignore not counted */
+        hist_merge(&all, &r->lat[k]);
+    print_human(&cfg, r, &res, &all);
+    print_result(&cfg, r, &res, &all);
+    free(r);
+    free(body);
+    return 0;
+}

@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# scripts/bench/run.sh - rockstalk's benchmark matrix (see BENCHMARKS.md).
+#
+# Runs every row of the matrix against rockstalkd (default durable mode and
+# -f 50), Debian's beanstalkd (-b -f0, -b, in memory) and the ceiling probe
+# (put rows only), alternating servers, each cell on a freshly started server
+# with a fresh data directory on a free 127.0.0.1 port. Prints the medians,
+# the ratios and the targets with PASS/FAIL.
+#
+# Knobs (environment):
+#   BENCH_QUICK=1       1 repetition of 2 s cells (default: 3 of 5 s)
+#   BENCH_REPS, BENCH_SECS  repetitions and seconds per cell, explicitly
+#   BENCH_DRAIN_JOBS    jobs preloaded for the drain row (default 200000)
+#   BENCH_SERVERS       subset of: rs rs-f50 bs-f0 bs-b bs-mem ceiling
+#   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
+#   BENCH_PIN=split     servers on CPU 0, rsbench on CPU 1 (default: no pinning)
+#   BENCH_TMP           where data directories go (default $TMPDIR or /tmp)
+#   BENCH_STRICT=1      exit 1 when a target fails or a rockstalkd cell errs
+#   ROCKSTALKD, BEANSTALKD  server binaries (default ../../rockstalkd and the
+#                       beanstalkd on PATH); CC the C compiler (default cc)
+# Exit status: 0, or 1 when a beanstalkd or ceiling cell failed (the harness
+# or the machine is broken) or, with BENCH_STRICT=1, as said above.
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+    REPS=${BENCH_REPS:-1}
+    SECS=${BENCH_SECS:-2}
+else
+    REPS=${BENCH_REPS:-3}
+    SECS=${BENCH_SECS:-5}
+fi
+DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
+SERVERS=${BENCH_SERVERS:-rs rs-f50 bs-f0 bs-b bs-mem ceiling}
+ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50}
+PIN=${BENCH_PIN:-none}
+TMPBASE=${BENCH_TMP:-${TMPDIR:-/tmp}}
+BUILD=$HERE/build
+ROCKSTALKD=${ROCKSTALKD:-$REPO/rockstalkd}
+BEANSTALKD=${BEANSTALKD:-$(command -v beanstalkd || echo /usr/bin/beanstalkd)}
+RAW=$BUILD/results.txt   # one line per cell, see record()
+LOGS=$BUILD/logs         # server and rsbench output of failed cells
+
+say() { printf '%s\n' "$*" >&2; }
+
+build_tools() {
+    mkdir -p "$BUILD" "$LOGS" || exit 1
+    rm -f "$LOGS"/*.log
+    for t in rsbench ceiling; do
+        if [ ! -x "$BUILD/$t" ] || [ "$HERE/$t.c" -nt "$BUILD/$t" ]; then
+            ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror \
+                -Wformat=2 -Wstrict-prototypes -Wshadow \
+                -o "$BUILD/$t" "$HERE/$t.c" || { say "cannot build $t"; exit 1; }
+        fi
+    done
+}
+
+ensure_beanstalkd() {
+    [ -x "$BEANSTALKD" ] && return
+    say "beanstalkd missing: installing Debian's package"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo=sudo
+    $sudo apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq beanstalkd
+    BEANSTALKD=$(command -v beanstalkd || echo /usr/bin/beanstalkd)
+}
+
+ensure_rockstalkd() {
+    [ -x "$ROCKSTALKD" ] && return
+    [ "$ROCKSTALKD" = "$REPO/rockstalkd" ] || return
+    say "rockstalkd missing: make -C $REPO rockstalkd"
+    make -C "$REPO" rockstalkd >"$LOGS/make-rockstalkd.log" 2>&1 ||
+        say "  build failed (see $LOGS/make-rockstalkd.log); its cells will be ERR"
+}
+
+# The server command line of configuration $1 on port $2, data dir $3.
+server_cmd() {
+    local l=(-l 127.0.0.1 -p "$2")
+    case $1 in
+    rs) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3") ;;
+    rs-f50) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" -f 50) ;;
+    bs-f0) CMD=("$BEANSTALKD" "${l[@]}" -b "$3" -f0) ;;
+    bs-b) CMD=("$BEANSTALKD" "${l[@]}" -b "$3") ;;
+    bs-mem) CMD=("$BEANSTALKD" "${l[@]}") ;;
+    ceiling) CMD=("$BUILD/ceiling" "${l[@]}") ;;
+    esac
+    if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi
+}
+
+row_args() {
+    case $1 in
+    put1) echo "-m put -c 1 -P 1" ;;
+    put50) echo "-m put -c 50 -P 1" ;;
+    put50p16) echo "-m put -c 50 -P 16" ;;
+    put50-4k) echo "-m put -c 50 -P 1 -s 4096" ;;
+    cycle50) echo "-m cycle -c 50 -P 1" ;;
+    drain50) echo "-m drain -c 50 -P 1 -L $DRAIN_JOBS" ;;
+    esac
+}
+
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Starts configuration $1 with data dir $2 and log $3; sets SRV_PID, SRV_PORT.
+start_server() {
+    local port i
+    for _ in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 40000))
+        listening "$port" && continue
+        server_cmd "$1" "$port" "$2"
+        "${CMD[@]}" >>"$3" 2>&1 &
+        SRV_PID=$! SRV_PORT=$port
+        for i in $(seq 100); do
+            kill -0 "$SRV_PID" 2>/dev/null || break
+            listening "$port" && return 0
+            sleep 0.1
+        done
+        stop_server
+    done
+    return 1
+}
+
+stop_server() {
+    local i
+    kill -TERM "$SRV_PID" 2>/dev/null
+    for i in $(seq 50); do
+        kill -0 "$SRV_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$SRV_PID" 2>/dev/null
+    wait "$SRV_PID" 2>/dev/null
+}
+
+# rep row server status [ops_s p50 p99 p999 cpu_us_op hwm_kb preload_s cell_s]
+record() { echo "$*" >>"$RAW"; }
+
+# The value of key $1 in RESULT line $2, "-" if absent.
+kv() {
+    local v
+    v=$(sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2")
+    echo "${v:--}"
+}
+
+# Runs rsbench "$@" against the running server; sets OUT and RC.
+bench() {
+    local pin=() limit=$((SECS + 60))
+    [ "$PIN" = split ] && pin=(taskset -c 1)
+    [ "$ROW" = drain50 ] && limit=$((SECS + 240))
+    OUT=$(timeout "$limit" "${pin[@]}" "$BUILD/rsbench" -p "$SRV_PORT" \
+        -S "$SRV_PID" "$@" 2>&1)
+    RC=$?
+    if ! kill -0 "$SRV_PID" 2>/dev/null; then
+        RC=99
+        OUT="$OUT
+server exited during the run"
+    fi
+}
+
+# beanstalkd -f0 fsyncs every put, so preloading the drain row that way would
+# take a minute per cell; it is preloaded under beanstalkd -b instead (same
+# binlog) and the directory then restarted with -f0, which replays it.
+preload_via() { [ "$1" = bs-f0 ] && echo bs-b; }
+
+# Preloads DRAIN_JOBS jobs into data dir $2 under configuration $1.
+preload_dir() {
+    start_server "$1" "$2" "$3" || return 1
+    bench -m put -c 50 -P 64 -n "$DRAIN_JOBS" -d 0
+    stop_server
+    echo "$OUT" >>"$3"
+    [ "$RC" -eq 0 ] || return 1
+    PRELOAD_S=$(kv secs "$(grep '^RESULT ' <<<"$OUT")")
+}
+
+# Records an ERR cell ($1 rep, $2 server, $3 data dir, $4 log, $5 why).
+cell_fail() {
+    echo "$5" >>"$4"
+    record "$1 $ROW $2 ERR"
+    rm -rf "$3"
+}
+
+# Runs one cell: rep $1, row $2, server configuration $3.
+run_cell() {
+    local rep=$1 srv=$3 dir log t0 args x="" via res
+    ROW=$2 PRELOAD_S=""
+    t0=$(date +%s.%N)
+    dir=$(mktemp -d "$TMPBASE/rsbench.XXXXXX") || exit 1
+    log=$LOGS/$ROW.$srv.$rep.log
+    : >"$log"
+    args=$(row_args "$ROW")
+    if [ "${srv#rs}" != "$srv" ] && [ ! -x "$ROCKSTALKD" ]; then
+        cell_fail "$rep" "$srv" "$dir" "$log" "no rockstalkd binary"
+        return
+    fi
+    via=$(preload_via "$srv")
+    if [ "$ROW" = drain50 ] && [ -n "$via" ]; then
+        if ! preload_dir "$via" "$dir" "$log"; then
+            cell_fail "$rep" "$srv" "$dir" "$log" "preload under $via failed"
+            return
+        fi
+        args="-m drain -c 50 -P 1"
+    fi
+    if ! start_server "$srv" "$dir" "$log"; then
+        cell_fail "$rep" "$srv" "$dir" "$log" "server did not start"
+        return
+    fi
+    [ "$srv" = ceiling ] && x=-x
+    # shellcheck disable=SC2086
+    bench $args -d "$SECS" $x
+    stop_server
+    rm -rf "$dir"
+    echo "$OUT" >>"$log"
+    res=$(grep '^RESULT ' <<<"$OUT")
+    if [ "$RC" -ne 0 ] || [ -z "$res" ]; then
+        record "$rep $ROW $srv ERR"
+        return
+    fi
+    if [ "$ROW" = drain50 ] && [ "$(kv jobs_before "$res")" != "$DRAIN_JOBS" ]; then
+        echo "drain started with $(kv jobs_before "$res") jobs" >>"$log"
+        record "$rep $ROW $srv ERR"
+        return
+    fi
+    rm -f "$log"
+    record "$rep $ROW $srv ok $(kv ops_s "$res") $(kv p50_us "$res")" \
+        "$(kv p99_us "$res") $(kv p999_us "$res")" \
+        "$(kv srv_cpu_us_op "$res") $(kv srv_hwm_kb "$res")" \
+        "${PRELOAD_S:-$(kv preload_s "$res")} $(awk -v a="$t0" \
+            -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
+}
+
+# Servers in a different order each repetition, so none always goes first.
+rotated() {
+    local -a s
+    read -r -a s <<<"$SERVERS"
+    local n=${#s[@]} i
+    for ((i = 0; i < n; i++)); do echo -n "${s[$(((i + $1) % n))]} "; done
+}
+
+run_matrix() {
+    local rep row srv total=0 done=0 line
+    for row in $ROWS; do
+        for srv in $SERVERS; do
+            [ "$srv" = ceiling ] && [ "${row#put}" = "$row" ] && continue
+            total=$((total + 1))
+        done
+    done
+    total=$((total * REPS))
+    for rep in $(seq "$REPS"); do
+        for row in $ROWS; do
+            for srv in $(rotated "$rep"); do
+                [ "$srv" = ceiling ] && [ "${row#put}" = "$row" ] && continue
+                done=$((done + 1))
+                run_cell "$rep" "$row" "$srv"
+                line=$(tail -n 1 "$RAW")
+                printf '[%d/%d] rep %d %-9s %-8s %s\n' "$done" "$total" \
+                    "$rep" "$row" "$srv" \
+                    "$(awk '$4 != "ok" { print "ERR"; next }
+                        { printf "%.0f ops/s, preload %s s, cell %s s\n",
+                            $5, $11, $12 }' <<<"$line")" >&2
+            done
+        done
+    done
+}
+
+# Percent of all CPUs busy over one second (other sessions, builds, ...).
+cpu_busy() {
+    local a b
+    a=$(head -n 1 /proc/stat)
+    sleep 1
+    b=$(head -n 1 /proc/stat)
+    awk -v a="$a" -v b="$b" 'BEGIN {
+        n = split(a, x, " "); split(b, y, " ")
+        for (i = 2; i <= n; i++) t += y[i] - x[i]
+        idle = y[5] - x[5] + y[6] - x[6]
+        printf "%.0f", t ? 100 * (t - idle) / t : 0 }'
+}
+
+header() {
+    echo "rockstalk benchmark, $(date '+%Y-%m-%d %H:%M %Z')"
+    echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' \
+        /proc/cpuinfo | head -n 1), $(awk '/MemTotal/ {printf "%.0f GiB", \
+        $2 / 1048576}' /proc/meminfo), Linux $(uname -r)"
+    echo "beanstalkd: $("$BEANSTALKD" -v 2>&1 | head -n 1)"
+    echo "rockstalkd: $ROCKSTALKD ($(git -C "$REPO" describe --always \
+        --dirty 2>/dev/null || echo 'no commit'))"
+    echo "cells: $REPS x ${SECS}s, medians; drain preload $DRAIN_JOBS jobs;" \
+        "pinning: $PIN; data dirs in $TMPBASE"
+    local busy
+    busy=$(cpu_busy)
+    echo "CPU busy before the run: ${busy}%$([ "$busy" -ge 10 ] &&
+        echo ' - WARNING: something else is running; numbers will be noisy')"
+}
+
+main() {
+    local t0=$SECONDS
+    build_tools
+    ensure_beanstalkd
+    ensure_rockstalkd
+    : >"$RAW"
+    header >"$BUILD/header.txt"
+    cat "$BUILD/header.txt" >&2
+    run_matrix
+    echo
+    cat "$BUILD/header.txt"
+    echo
+    REPS=$REPS ROWS="$ROWS" SERVERS="$SERVERS" DRAIN_JOBS=$DRAIN_JOBS \
+        STRICT=${BENCH_STRICT:-0} awk -f "$HERE/report.awk" "$RAW"
+    local rc=$?
+    echo
+    echo "took $((SECONDS - t0)) s; raw results: $RAW; failed cells: $LOGS"
+    return $rc
+}
+
+main "$@"
