@@ -67,7 +67,8 @@ test: deps
 asan: deps
 	$(MAKE) BUILD=build-asan SAN=1 build-asan/rockstalkd unit
 	ASAN_OPTIONS=detect_leaks=1 $(MAKE) BUILD=build-asan SAN=1 \
-	    ROCKSTALKD=build-asan/rockstalkd ptest
+	    ROCKSTALKD=build-asan/rockstalkd \
+	    PYTEST_ARGS="--ignore=tests/test_fuzz.py $(PYTEST_ARGS)" ptest
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
@@ -78,11 +79,16 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/rockstalkd \
 	      $(DESTDIR)$(PREFIX)/share/man/man1/rockstalkd.1
 
+FMT_FILES = src/*.c src/*.h tests/unit/*.c tests/fuzz/*.c scripts/bench/*.c
 fmt:
-	clang-format -i src/*.c src/*.h tests/unit/*.c
+	clang-format -i $(FMT_FILES)
 
 fmt-check:
-	clang-format --dry-run --Werror src/*.c src/*.h tests/unit/*.c
+	clang-format --dry-run --Werror $(FMT_FILES)
+
+# Side-by-side benchmark against Debian's beanstalkd 1.12 (BENCHMARKS.md).
+bench: all
+	scripts/bench/run.sh
 
 clean:
 	rm -rf build build-asan rockstalkd

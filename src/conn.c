@@ -190,14 +190,12 @@ out_append(Conn *c, const void *p, size_t n)
     c->oend += n;
 }
 
-/* Ends a reply: it may leave once the store acknowledges the sequence the
- * server has applied so far (at once if that is already acknowledged and
- * nothing before it waits). */
+/* Ends a reply: it may leave once the store acknowledges sequence need
+ * and every earlier reply of c has left (at once if both hold). */
 static void
-out_mark(Conn *c)
+out_mark(Conn *c, uint64_t need)
 {
     Server *s = c->srv;
-    uint64_t need = server_reply_seq(s);
     if (c->mlen == 0 && need <= s->acked_seq) {
         c->orel = c->oend;
     } else {
@@ -223,7 +221,7 @@ conn_reply(Conn *c, const char *msg, size_t n)
 {
     if (c->closed) return;
     out_append(c, msg, n);
-    out_mark(c);
+    out_mark(c, server_reply_seq(c->srv));
 }
 
 void
@@ -253,7 +251,7 @@ conn_reply_job(Conn *c, const char *word, Job *j)
     }
     out_append(c, head, (size_t)n);
     out_append(c, j->body, (size_t)j->body_size + 2);
-    out_mark(c);
+    out_mark(c, queue_job_reply_seq(c->srv, j));
     queue_body_used(c->srv, j);
 }
 
@@ -265,7 +263,7 @@ conn_reply_ok(Conn *c, const char *body, size_t len)
     if (c->closed) return;
     out_append(c, head, (size_t)n);
     out_append(c, body, len);
-    out_mark(c);
+    out_mark(c, server_reply_seq(c->srv));
 }
 
 /* Moves acknowledged replies into the writable range. */

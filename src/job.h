@@ -37,6 +37,8 @@ typedef struct Job {
     uint32_t body_size; /* bytes, without the CRLF */
     uint32_t reserves, timeouts, releases, buries, kicks;
     uint32_t heap_index; /* position in whichever heap holds it */
+    uint32_t seq; /* low 32 bits of the applied sequence of the job's latest
+                     persisted mutation (0: recovered) */
     uint8_t state;
     uint8_t flags;
 } Job;

@@ -157,6 +157,16 @@ queue_detach(Server *s, Job *j, Conn *holder)
     j->state = 0;
 }
 
+uint64_t
+queue_job_reply_seq(const Server *s, const Job *j)
+{
+    /* Modular compare of the low 32 bits: at most 2^31 mutations are ever
+     * in flight, so "not yet acked" is never mistaken for "acked"; a very
+     * old job may be mistaken for unacked, which only delays its reply. */
+    if ((int32_t)((uint32_t)s->acked_seq - j->seq) >= 0) return 0;
+    return server_reply_seq(s);
+}
+
 int
 queue_holds(const Conn *c, const Job *j)
 {
@@ -460,6 +470,7 @@ queue_persist_put(Server *s, Job *j)
     StoreJob o;
     to_store(j, &o);
     store_add_put(s->store, ++s->applied_seq, &o, j->body);
+    j->seq = (uint32_t)s->applied_seq;
 }
 
 void
@@ -470,6 +481,7 @@ queue_persist_update(Server *s, Job *j)
     j->flags |= JOB_F_REWRITTEN;
     to_store(j, &o);
     store_add_update(s->store, ++s->applied_seq, &o);
+    j->seq = (uint32_t)s->applied_seq;
 }
 
 void

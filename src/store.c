@@ -150,6 +150,10 @@ struct Store {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     Chunk *queue, **queue_tail;
+    uint64_t queued_nrec;  /* records in queue */
+    int sleeping;          /* the mutation thread waits for input */
+    uint64_t wake_at_nrec; /* ...and wants waking once queued_nrec reaches
+                              this (1: any input) */
     Chunk *spare;
     int nspare;
     int stop;
@@ -822,12 +826,17 @@ store_flush(Store *s)
     pthread_mutex_lock(&s->mu);
     *s->queue_tail = c;
     s->queue_tail = &c->next;
+    s->queued_nrec += c->nrec;
     s->cur = s->spare;
     if (s->spare) {
         s->spare = s->spare->next;
         s->nspare--;
     }
-    pthread_cond_signal(&s->cv);
+    /* Wake the thread only when it sleeps and has what it waits for: a
+     * futex wake per loop iteration while it gathers a group would cost
+     * more than the group saves. */
+    if (s->sleeping && s->queued_nrec >= s->wake_at_nrec)
+        pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1271,15 +1280,6 @@ any_dirty(const Store *s)
     return 0;
 }
 
-static uint64_t
-queued_records(const Store *s)
-{
-    uint64_t n = 0;
-    for (const Chunk *c = s->queue; c; c = c->next)
-        n += c->nrec;
-    return n;
-}
-
 /* Group commit gathering (STORE_SYNC_ALWAYS, mu held, something queued).
  * Clients whose replies the previous sync released answer with their next
  * commands a round trip later; starting the next sync before they arrive
@@ -1296,9 +1296,12 @@ mut_gather(Store *s)
     int64_t deadline = now_ns() + (int64_t)wait;
     struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
 
-    while (!s->stop && queued_records(s) < s->prev_records) {
+    s->wake_at_nrec = s->prev_records;
+    s->sleeping = 1;
+    while (!s->stop && s->queued_nrec < s->prev_records) {
         if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT) break;
     }
+    s->sleeping = 0;
 }
 
 /* Waits for queued chunks, a stop request, or (STORE_SYNC_INTERVAL with
@@ -1312,6 +1315,8 @@ mut_wait(Store *s, int *stop)
     struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
 
     pthread_mutex_lock(&s->mu);
+    s->wake_at_nrec = 1;
+    s->sleeping = 1;
     while (!s->queue && !s->stop) {
         if (!timed) {
             pthread_cond_wait(&s->cv, &s->mu);
@@ -1319,10 +1324,12 @@ mut_wait(Store *s, int *stop)
             break;
         }
     }
+    s->sleeping = 0;
     if (s->queue && s->cfg.sync_mode == STORE_SYNC_ALWAYS) mut_gather(s);
     Chunk *c = s->queue;
     s->queue = NULL;
     s->queue_tail = &s->queue;
+    s->queued_nrec = 0;
     *stop = s->stop;
     pthread_mutex_unlock(&s->mu);
     return c;

@@ -97,5 +97,7 @@ def test_backlog_is_bounded_and_drains(tmp_path):
             assert got.startswith(b"INSERTED ") and b"\r\n\r\n" not in got
             assert got.count(b"INSERTED") == puts
     finally:
+        if hold.exists():
+            hold.unlink()  # else shutdown would wait on the held fsync
         p.terminate()
         assert p.wait(60) == 0

@@ -115,22 +115,33 @@ function ratio_cell(row, a, b,    x) {
     return x == "" ? "ERR" : sprintf("%.2fx", x)
 }
 
-function ratios_table(    r, row) {
+function ratios_table(    r, row, c1, c2, c3, c4, c5) {
     print "ops/s ratios (medians): rs = rockstalkd default durable mode"
     printf "%-18s %10s %10s %10s %12s %11s\n", "row", "rs/bs-f0", \
         "rs/bs-b", "rs/bs-mem", "rs-f50/bs-b", "rs/ceiling"
     for (r = 1; r <= nrows; r++) {
         row = rows[r]
-        printf "%-18s %10s %10s %10s %12s %11s\n", rowname[row], \
-            ratio_cell(row, "rs", "bs-f0"), ratio_cell(row, "rs", "bs-b"), \
-            ratio_cell(row, "rs", "bs-mem"), \
-            ratio_cell(row, "rs-f50", "bs-b"), \
-            ratio_cell(row, "rs", "ceiling")
+        c1 = ratio_cell(row, "rs", "bs-f0")
+        c2 = ratio_cell(row, "rs", "bs-b")
+        c3 = ratio_cell(row, "rs", "bs-mem")
+        c4 = ratio_cell(row, "rs-f50", "bs-b")
+        c5 = ratio_cell(row, "rs", "ceiling")
+        if (c1 c2 c3 c4 c5 != "")
+            printf "%-18s %10s %10s %10s %12s %11s\n", rowname[row], c1, \
+                c2, c3, c4, c5
     }
 }
 
+# Was server configuration s part of this run (BENCH_SERVERS)?
+function ran(s,    i) {
+    for (i = 1; i <= nsrv; i++)
+        if (srvs[i] == s)
+            return 1
+    return 0
+}
+
 function target(row, a, b, goal, pct,    x, shown, res) {
-    if (!((row, a) in seen) && !((row, b) in seen))
+    if (!ran(a) || !ran(b) || (!((row, a) in seen) && !((row, b) in seen)))
         return
     x = ratio(row, a, b)
     if (x == "") {

@@ -92,6 +92,8 @@ struct run {
 
 /* ---- errors and small helpers ------------------------------------------ */
 
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void
 die(const char *fmt, ...)
 {
@@ -310,6 +312,9 @@ pop(struct run *r, struct conn *c)
     r->inflight--;
     return p;
 }
+
+static void send_cmd(struct run *r, struct conn *c, int kind, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
 
 static void
 send_cmd(struct run *r, struct conn *c, int kind, const char *fmt, ...)

@@ -105,7 +105,7 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_server() {
     local port i
     for _ in 1 2 3 4 5; do
-        port=$((20000 + RANDOM % 40000))
+        port=$((20000 + RANDOM % 12000)) # below the ephemeral range
         listening "$port" && continue
         server_cmd "$1" "$port" "$2"
         "${CMD[@]}" >>"$3" 2>&1 &
@@ -299,15 +299,19 @@ main() {
     header >"$BUILD/header.txt"
     cat "$BUILD/header.txt" >&2
     run_matrix
+    local rc
+    {
+        echo
+        cat "$BUILD/header.txt"
+        echo
+        REPS=$REPS ROWS="$ROWS" SERVERS="$SERVERS" DRAIN_JOBS=$DRAIN_JOBS \
+            STRICT=${BENCH_STRICT:-0} awk -f "$HERE/report.awk" "$RAW"
+    } | tee "$BUILD/report.txt"
+    rc=${PIPESTATUS[0]}
     echo
-    cat "$BUILD/header.txt"
-    echo
-    REPS=$REPS ROWS="$ROWS" SERVERS="$SERVERS" DRAIN_JOBS=$DRAIN_JOBS \
-        STRICT=${BENCH_STRICT:-0} awk -f "$HERE/report.awk" "$RAW"
-    local rc=$?
-    echo
-    echo "took $((SECONDS - t0)) s; raw results: $RAW; failed cells: $LOGS"
-    return $rc
+    echo "took $((SECONDS - t0)) s; table: $BUILD/report.txt;" \
+        "raw results: $RAW; logs of failed cells: $LOGS"
+    return "$rc"
 }
 
 main "$@"
