@@ -102,6 +102,8 @@ typedef struct Syncer {
     pthread_cond_t cv;
     int started;
     int req, done, stop;
+    int async; /* STORE_SYNC_INTERVAL: results are handled by the syncer */
+    int busy;  /* async: a sync is posted or running */
     int rc;
     char *errmsg;
     uint64_t ns;
@@ -168,7 +170,8 @@ struct Store {
     /* written by the mutation thread, read by any thread */
     _Atomic uint64_t written_seq, durable_seq;
     _Atomic int failed;
-    char failmsg[512]; /* written once, before failed is set (release) */
+    _Atomic int failing; /* claimed by the first failure (any thread) */
+    char failmsg[512];   /* written once, before failed is set (release) */
     _Atomic uint64_t st_records, st_groups, st_syncs, st_sync_ns,
         st_last_sync_ns, st_bytes;
     _Atomic uint64_t st_sync_hist[STORE_SYNC_BUCKETS];
@@ -918,7 +921,10 @@ store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
 static void
 mut_fail(Store *s, const char *what, int shard, char *msg)
 {
-    if (!atomic_load_explicit(&s->failed, memory_order_relaxed)) {
+    int expected = 0;
+    /* Syncer threads can fail concurrently with the mutation thread: the
+     * first to claim the flag writes the message. */
+    if (atomic_compare_exchange_strong(&s->failing, &expected, 1)) {
         snprintf(s->failmsg, sizeof s->failmsg, "%s shard-%02d: %s", what,
                  shard, msg ? msg : "unknown error");
         atomic_store_explicit(&s->failed, 1, memory_order_release);
@@ -973,11 +979,20 @@ syncer_main(void *arg)
         int64_t t0 = now_ns();
         int rc = io->sync(io->ctx, sh->db, &msg);
         uint64_t ns = (uint64_t)(now_ns() - t0);
+        if (y->async) { /* nobody waits: account and fail-stop here */
+            stat_sync(sh->s, ns);
+            if (rc < 0)
+                mut_fail(sh->s, "WAL sync of", sh->index, msg);
+            else
+                free(msg);
+            msg = NULL;
+        }
         pthread_mutex_lock(&y->mu);
         y->rc = rc;
         y->errmsg = msg;
         y->ns = ns;
         y->done = 1;
+        y->busy = 0;
         pthread_cond_broadcast(&y->cv);
     }
     pthread_mutex_unlock(&y->mu);
@@ -1068,9 +1083,12 @@ syncers_start(Store *s, char *err, size_t errcap)
 {
     /* Only shards after the first dirty one are handed to helpers, so shard 0
      * never needs one. Without syncs until close, no helpers at all. */
-    if (s->nshards < 2 || s->cfg.sync_mode == STORE_SYNC_NEVER) return 0;
-    for (int i = 1; i < s->nshards; i++) {
+    int async = s->cfg.sync_mode == STORE_SYNC_INTERVAL;
+    if ((!async && s->nshards < 2) || s->cfg.sync_mode == STORE_SYNC_NEVER)
+        return 0;
+    for (int i = async ? 0 : 1; i < s->nshards; i++) {
         Syncer *y = &s->shard[i].syncer;
+        y->async = async;
         int e = pthread_create(&y->th, NULL, syncer_main, &s->shard[i]);
         if (e) return fail(err, errcap, "pthread_create: %s", strerror(e));
         y->started = 1;
@@ -1344,20 +1362,65 @@ mut_interval_sync(Store *s)
         s->last_sync_mono + (int64_t)s->cfg.sync_interval_ms * 1000000;
 
     if (mut_is_failed(s) || !any_dirty(s) || now_ns() < due) return;
-    uint64_t w = atomic_load_explicit(&s->written_seq, memory_order_relaxed);
-    if (sync_dirty(s) == 0)
-        atomic_store_explicit(&s->durable_seq, w, memory_order_release);
+    /* Each shard's syncer thread fsyncs its WAL while this thread goes on
+     * writing and acknowledging: a slow fsync never stalls replies. A shard
+     * whose previous sync still runs stays dirty for the next round. */
+    for (int i = 0; i < s->nshards; i++) {
+        Shard *sh = &s->shard[i];
+        Syncer *y = &sh->syncer;
+        if (!sh->dirty) continue;
+        pthread_mutex_lock(&y->mu);
+        if (!y->busy) {
+            y->busy = 1;
+            y->done = 0;
+            y->req = 1;
+            pthread_cond_broadcast(&y->cv);
+            sh->dirty = 0;
+        }
+        pthread_mutex_unlock(&y->mu);
+    }
+    s->last_sync_mono = now_ns();
+}
+
+/* Waits until no asynchronous (interval) sync is running. */
+static void
+async_syncs_wait(Store *s)
+{
+    for (int i = 0; i < s->nshards; i++) {
+        Syncer *y = &s->shard[i].syncer;
+        if (!y->started || !y->async) continue;
+        pthread_mutex_lock(&y->mu);
+        while (y->busy)
+            pthread_cond_wait(&y->cv, &y->mu);
+        pthread_mutex_unlock(&y->mu);
+    }
 }
 
 /* On stop: one fsync of every shard, whatever the mode. */
 static void
 mut_final_sync(Store *s)
 {
+    async_syncs_wait(s);
     if (mut_is_failed(s)) return;
-    for (int i = 0; i < s->nshards; i++)
-        s->shard[i].dirty = 1;
     uint64_t w = atomic_load_explicit(&s->written_seq, memory_order_relaxed);
-    if (sync_dirty(s) == 0)
+    int rc = 0;
+    for (int i = 0; i < s->nshards; i++) {
+        char *msg = NULL;
+        uint64_t ns;
+        Shard *sh = &s->shard[i];
+        if (sh->syncer.async) { /* its syncer only does async work: here */
+            if (sync_here(s, sh, &msg, &ns) < 0) {
+                mut_fail(s, "WAL sync of", i, msg);
+                rc = -1;
+            } else {
+                free(msg);
+            }
+            stat_sync(s, ns);
+        } else {
+            sh->dirty = 1;
+        }
+    }
+    if (rc == 0 && sync_dirty(s) == 0)
         atomic_store_explicit(&s->durable_seq, w, memory_order_release);
 }
 

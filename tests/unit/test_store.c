@@ -859,6 +859,42 @@ test_sync_hold_2shards(void **state)
     check_sync_hold(f->dir, 2);
 }
 
+/* -f MS: the periodic fsync runs on a syncer thread, so a held (slow)
+ * fsync does not hold back acknowledgements of later writes. */
+static void
+test_interval_sync_off_the_write_path(void **state)
+{
+    Fixture *f = *state;
+    char hold[256];
+    uint64_t seq = 0;
+    StoreStats st;
+
+    snprintf(hold, sizeof hold, "%s/hold", f->dir);
+    FILE *fp = fopen(hold, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    setenv("ROCKSTALKD_FAULT_SYNC_HOLD", hold, 1);
+    Store *s = open_store(f->dir, 2, STORE_SYNC_INTERVAL, NULL, NULL);
+    unsetenv("ROCKSTALKD_FAULT_SYNC_HOLD");
+    start_store(s);
+    for (int round = 0; round < 5; round++) { /* 5 intervals of 20 ms */
+        for (int k = 0; k < 10; k++, seq++)
+            put_job(s, seq + 1, seq + 1);
+        store_flush(s);
+        assert_true(wait_acked(s, seq, 1000));
+        sleep_ms(30);
+    }
+    store_stats(s, &st);
+    assert_int_equal(st.syncs, 0); /* every sync still held */
+    assert_int_equal(unlink(hold), 0);
+    for (int t = 0; t < 2000 && st.syncs == 0; t++) {
+        sleep_ms(1);
+        store_stats(s, &st);
+    }
+    assert_true(st.syncs >= 1);
+    close_store(s);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
 int
@@ -886,6 +922,7 @@ main(void)
         T(test_env_bad_value),
         T(test_sync_hold),
         T(test_sync_hold_2shards),
+        T(test_interval_sync_off_the_write_path),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
