@@ -25,6 +25,8 @@
  *   ROCKSTALKD_FAULT_SYNC_HOLD=PATH      before each sync (including a sync=1
  *       write) wait while the file PATH exists, checking every 1 ms, so a
  *       test can hold a sync back and see that the acknowledgement waits.
+ *   ROCKSTALKD_FAULT_ENOSPC=1            injected failures read "No space
+ *       left on device" (a full disk) instead of "Input/output error".
  */
 #include "store.h"
 
@@ -358,9 +360,11 @@ static int
 fault_inject(char **errmsg, const char *what)
 {
     char buf[96];
+    const char *e = getenv("ROCKSTALKD_FAULT_ENOSPC");
+    const char *why =
+        e && *e && *e != '0' ? "No space left on device" : "Input/output error";
 
-    snprintf(buf, sizeof buf, "IO error: Input/output error (injected %s)",
-             what);
+    snprintf(buf, sizeof buf, "IO error: %s (injected %s)", why, what);
     *errmsg = strdup(buf);
     if (!*errmsg) abort();
     return -1;

@@ -973,11 +973,16 @@ def test_put_reply_waits_for_sync(tmp_path):
 
 # ---- fail-stop on a storage error ----
 
-@pytest.mark.parametrize("var", ["ROCKSTALKD_FAULT_WRITE_FAIL_AFTER",
-                                 "ROCKSTALKD_FAULT_SYNC_FAIL_AFTER"])
-def test_fail_stop(tmp_path, var):
+@pytest.mark.parametrize("var,extra,message", [
+    ("ROCKSTALKD_FAULT_WRITE_FAIL_AFTER", {}, "Input/output error"),
+    ("ROCKSTALKD_FAULT_SYNC_FAIL_AFTER", {}, "Input/output error"),
+    # a full disk: the same fail-stop, with the reason in the log
+    ("ROCKSTALKD_FAULT_WRITE_FAIL_AFTER", {"ROCKSTALKD_FAULT_ENOSPC": "1"},
+     "No space left on device"),
+])
+def test_fail_stop(tmp_path, var, extra, message):
     datadir, logpath = tmp_path / "data", tmp_path / "server.log"
-    proc, port = _start([], {var: "3"}, datadir, logpath)
+    proc, port = _start([], dict(extra, **{var: "3"}), datadir, logpath)
     acked = {}
     failed_reply = None
     try:
@@ -1000,6 +1005,8 @@ def test_fail_stop(tmp_path, var):
                         % failed_reply)
         assert rc == 2, "exit status %s, expected 2\n%s" % (rc,
                                                               _log(logpath))
+        log = _log(logpath)
+        assert "storage failure" in log and message in log, log
     finally:
         if proc.poll() is None:
             proc.kill()
