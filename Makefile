@@ -55,8 +55,8 @@ unit: $(UNIT_BIN)
 
 # Protocol, differential, crash and client tests (pytest) against
 # $(ROCKSTALKD), default ./rockstalkd.
-ROCKSTALKD ?= ./rockstalkd
-ptest: rockstalkd
+ROCKSTALKD ?= rockstalkd
+ptest: $(ROCKSTALKD)
 	ROCKSTALKD=$(ROCKSTALKD) $(PYTHON) -m pytest -q tests $(PYTEST_ARGS)
 
 test: deps
