@@ -133,3 +133,11 @@ fuzz: fuzz-build
 	        -artifact_prefix=$(FUZZ_DIR)/crash-$$t- \
 	        $(FUZZ_DIR)/corpus-$$t tests/fuzz/corpus/$$t; \
 	done
+
+# --- memory benchmark ---
+# RSS, restart time and cold drains at 1M and 10M jobs, beside beanstalkd
+# 1.12 (BENCHMARKS.md, "Memory and restart"). Not part of test or CI.
+# Quick look: MEM_JOBS=100000 MEM_JOBS_BIG=300000 make bench-memory
+.PHONY: bench-memory
+bench-memory: all
+	scripts/bench/memory.sh

@@ -251,6 +251,8 @@ main(int argc, char **argv)
         (give && give_dir(cfg.dir, cfg.user, err, sizeof err) < 0) ||
         (cfg.user && drop_privileges(cfg.user, err, sizeof err) < 0)) {
         log_msg(0, "%s", err);
+        if (!cfg.memory_only && strcmp(cfg.dir, DEFAULT_DIR) == 0)
+            log_msg(0, "(the default data directory; -b DIR chooses another)");
         return 1;
     }
     log_msg(0, "listening on %s:%d",
