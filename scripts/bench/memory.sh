@@ -32,6 +32,8 @@
 #   MEM_DROP_CACHES=1   as root, drop the kernel's page cache (whole machine)
 #                       before the cold restart, so the cold drain reads the
 #                       disk too (default 0: the files may still be cached)
+#   MEM_REPORT=FILE     only print the table again from the "V key=value"
+#                       lines of an earlier run's memory-results.txt
 #   ROCKSTALKD, BEANSTALKD, CC   binaries and compiler
 # Exit status: 0, or 1 when a step failed (a server did not start, lost
 # jobs, rsbench failed); target misses are reported, not fatal.
@@ -503,17 +505,16 @@ gave_back() { # share of the load's RSS growth that the drain gave back
 row() { printf '| %s | %s | %s | %s | %s | %s |\n' "$@"; }
 
 report() {
-    local j b ratio cold lat_cold lat_warm
+    local j b ratio cold
     j=$(human "$JOBS") b=$(human "$BIG")
     ratio=$(pct "$(v rs_load_rss)" "$(v bs_load_rss)")
     cold=$(pct "$(v rs_cold_ops)" "$(v rs_warm_ops)")
-    echo "rockstalk memory and restart benchmark, $(date '+%Y-%m-%d %H:%M %Z')"
+    echo "rockstalk memory and restart benchmark, ${V[date]:-$(date '+%Y-%m-%d %H:%M %Z')}"
     echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo |
         head -n 1), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' \
         /proc/meminfo), Linux $(uname -r)"
     echo "beanstalkd: $("$BEANSTALKD" -v 2>&1 | head -n 1) (-b DIR, default -f 50);" \
-        "rockstalkd: $(git -C "$REPO" describe --always --dirty 2>/dev/null ||
-            echo '?') (default durable mode unless said)"
+        "rockstalkd: ${V[commit]:-?} (default durable mode unless said)"
     echo "jobs of $SIZE B; loads: rsbench put -c 50 -P 16; drains: rsbench drain -c 50;" \
         "data dirs in $TMPBASE"
     echo
@@ -525,13 +526,16 @@ report() {
     if [ -n "${V[big_skip]:-}" ]; then
         row 2 "load $b" "${V[big_skip]}" "-" "RSS < 2 GiB" "SKIPPED"
     else
-        row 2 "load $b: puts/s (${V[big_mode]:-durable})" "$(num "$(v rsbig_load_ops)")" \
-            "-" "" "${V[big_partial]:-}"
-        row 2 "RSS after load $b, MiB" "$(mib "$(v rsbig_load_rss)")" "-" "< 2048 MiB" \
+        row 2 "load $b: puts/s (rs: ${V[big_mode]:-durable})" \
+            "$(num "$(v rsbig_load_ops)")" "$(num "$(v bsbig_load_ops)")" "" \
+            "${V[big_partial]:-}"
+        row 2 "RSS after load $b, MiB" "$(mib "$(v rsbig_load_rss)")" \
+            "$(mib "$(v bsbig_load_rss)")" "rs < 2048 MiB" \
             "$(verdict 'x < 2097152' "$(v rsbig_load_rss)")"
     fi
     row 3 "restart $j: SIGTERM to exit, s" "$(v rs_stop_s)" "$(v bs_stop_s)" "" ""
     row 3 "restart $j: start to first reply, s" "$(v rs_restart_s)" "$(v bs_restart_s)" "" ""
+    row 3 "RSS right after restart $j, MiB" "$(mib "$(v rs_restart_rss)")" "-" "" ""
     if [ -n "${V[big_skip]:-}" ]; then
         row 3 "restart $b" "${V[big_skip]}" "-" "< 20 s" "SKIPPED"
     else
@@ -579,6 +583,16 @@ report() {
 }
 
 main() {
+    if [ -n "${MEM_REPORT:-}" ]; then
+        local k val
+        while IFS='=' read -r k val; do
+            V[${k#V }]=$val
+        done < <(grep '^V [a-z_0-9]*=' "$MEM_REPORT")
+        report
+        return
+    fi
+    V[date]=$(date '+%Y-%m-%d %H:%M %Z')
+    V[commit]=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?')
     build_tools
     : >"$RAW"
     say "memory benchmark: MEM_JOBS=$JOBS MEM_JOBS_BIG=$BIG MEM_SIZE=$SIZE" \
