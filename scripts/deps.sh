@@ -14,6 +14,7 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 echo "installing:$missing"
 $SUDO apt-get update -qq
+# shellcheck disable=SC2086 # one word per package, on purpose
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
 # Debian starts the packaged beanstalkd as a service where it can; the tests
 # start their own on free ports.
