@@ -81,8 +81,8 @@ typedef struct StoreConfig {
     StoreSyncMode sync_mode;
     int sync_interval_ms;      /* STORE_SYNC_INTERVAL only: > 0 */
     const StoreIO *io;         /* NULL: RocksDB itself, possibly wrapped by the
-                                  fault injection the environment asks for
-                                  (store_io_from_env) */
+                                  fault injection the ROCKSTALKD_FAULT_*
+                                  variables ask for (see store.c) */
     void (*notify)(void *arg); /* called on the mutation thread after the acked
                                   sequence advanced or a fatal error; the loop
                                   passes a function that does ev_async_send */
