@@ -35,6 +35,15 @@ void *heap_remove(Heap *h, size_t i);
 /* Restores order after the key of the element at index i changed. */
 void heap_fix(Heap *h, size_t i);
 
+/* Most elements heap_first returns at once. */
+#define HEAP_FIRST_MAX 256
+
+/* Writes the min(k, len, HEAP_FIRST_MAX) least elements into out, least
+ * first, without changing the heap (best-first walk from the root, O(k log
+ * k)); returns how many. The next k heap_remove(h, 0) calls would return
+ * exactly these, as long as nothing is inserted or changed meanwhile. */
+size_t heap_first(const Heap *h, void **out, size_t k);
+
 /* Frees the array (not the elements). */
 void heap_free(Heap *h);
 

@@ -16,6 +16,9 @@ enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
 /* Job.flags: the body was read back from the store, so dropping it from
  * memory is always safe. */
 #define JOB_F_STORED 0x02
+/* Job.flags: the body reader thread has been asked for the body
+ * (prefetch.h); cleared when its result is taken. */
+#define JOB_F_FETCHING 0x04
 
 /* 88 bytes on x86-64: with its heap slot and its share of the id table a
  * job costs about 120 resident bytes (issue: at most 128), its body aside.

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "prefetch.h"
 
 static int
 tube_delay_less(const void *a, const void *b)
@@ -231,9 +232,75 @@ queue_make_buried(Server *s, Job *j)
     j->tube->buried_ct++;
 }
 
+/* How many of the jobs a tube hands out next have their bodies read
+ * ahead: a few loop iterations' worth of reserves of 50 workers. */
+#define PREFETCH_AHEAD 128
+
+/* What prefetched bodies may add to the cache beyond its budget. */
+static size_t
+prefetch_slack(const Server *s)
+{
+    size_t slack = s->cfg.cache_max / 8;
+    return slack > ((size_t)1 << 20) ? slack : (size_t)1 << 20;
+}
+
+/* Asks the reader thread for the bodies left on disk among the jobs that
+ * tube t will hand out next (in order), within the cache budget plus the
+ * slack. At most once per loop iteration and tube. */
+static void
+prefetch_next(Server *s, Tube *t)
+{
+    void *next[PREFETCH_AHEAD];
+    size_t room = s->cfg.cache_max + prefetch_slack(s);
+
+    if (t->prefetch_iter == s->iter) return;
+    t->prefetch_iter = s->iter;
+    size_t n = heap_first(&t->ready, next, PREFETCH_AHEAD);
+    for (size_t i = 0; i < n; i++) {
+        Job *j = next[i];
+        size_t cost = (size_t)j->body_size + 2;
+        if (j->body || (j->flags & JOB_F_FETCHING)) continue;
+        if (s->cache_bytes + s->prefetch_bytes + cost > room ||
+            prefetch_request(s->prefetch, j->id, cost) < 0)
+            return;
+        j->flags |= JOB_F_FETCHING;
+        s->prefetch_bytes += cost;
+    }
+}
+
+void
+queue_take_prefetched(Server *s)
+{
+    PrefetchResult r[64];
+    size_t n;
+
+    if (!s->prefetch) return;
+    while ((n = prefetch_take(s->prefetch, r, 64)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            Job *j = jobtable_find(&s->jobs, r[i].id);
+            s->prefetch_bytes -= r[i].cost;
+            if (j) j->flags &= (uint8_t)~JOB_F_FETCHING;
+            char *b = NULL;
+            if (j && !j->body && r[i].body && r[i].len == j->body_size)
+                b = realloc(r[i].body, r[i].len + 2);
+            if (!b) {
+                free(r[i].body);
+                continue;
+            }
+            memcpy(b + r[i].len, "\r\n", 2);
+            j->body = b;
+            j->flags |= JOB_F_STORED;
+            s->cache_bytes += r[i].len + 2;
+            s->prefetched++;
+        }
+    }
+}
+
 void
 queue_reserve(Server *s, Conn *c, Job *j)
 {
+    /* a body that came from disk hints that the next ones are there too */
+    int cold = s->prefetch && (!j->body || (j->flags & JOB_F_STORED));
     j->state = JOB_RESERVED;
     j->reserves++;
     j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
@@ -242,6 +309,7 @@ queue_reserve(Server *s, Conn *c, Job *j)
     s->reserved_ct++;
     j->tube->reserved_ct++;
     conn_reply_job(c, "RESERVED", j);
+    if (cold) prefetch_next(s, j->tube);
 }
 
 void

@@ -101,6 +101,11 @@ void queue_drop_acked(Server *s);
  * on disk (recovery). Returns 0, or -1 if it could not be read. */
 int queue_load_body(Server *s, Job *j);
 
+/* Loop thread, once per iteration: keeps the bodies the reader thread
+ * (prefetch.h) has read whose jobs still exist without one, and frees the
+ * rest. */
+void queue_take_prefetched(Server *s);
+
 /* Recreates one job read back from the store at start-up (store_recover
  * callback; ctx is the Server). Returns 0 or -1 out of memory. */
 int queue_recover_job(void *ctx, const StoreJob *sj);

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "net.h"
+#include "prefetch.h"
 #include "queue.h"
 #include "stats.h"
 
@@ -96,6 +97,8 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         s->acked_seq = store_acked_seq(s->store);
     }
     queue_drop_acked(s);
+    s->iter++;
+    queue_take_prefetched(s);
     do {
         conn_run_all(s);
         if (s->store) store_flush(s->store);
@@ -218,7 +221,8 @@ open_store(Server *s, char *err, size_t errcap)
     log_msg(0, "recovered %zu jobs from %s in %.3f s (next id %llu)",
             s->jobs.len, s->cfg.dir, (double)(mono_ns() - t0) / 1e9,
             (unsigned long long)next_id);
-    return store_start(s->store, err, errcap);
+    if (store_start(s->store, err, errcap) < 0) return -1;
+    return prefetch_start(s->store, store_notify, s, &s->prefetch, err, errcap);
 }
 
 static void
@@ -296,6 +300,8 @@ server_free(Server *s)
         metrics_stop(s->metrics);
         s->metrics = NULL;
     }
+    prefetch_stop(s->prefetch); /* it reads from the store */
+    s->prefetch = NULL;
     if (s->store) {
         store_flush(s->store);
         if (store_close(s->store, err, sizeof err) < 0) {

@@ -80,8 +80,12 @@ typedef struct Server {
         uint64_t seq, id;
     } * drops; /* ring of bodies to drop once acked */
     size_t dhead, dlen, dcap;
-    uint64_t cache_misses; /* bodies read back from the store */
-    size_t jobs_peak;      /* job count high-water since the last trim */
+    uint64_t cache_misses;     /* bodies read back on the loop thread */
+    struct Prefetch *prefetch; /* body reader thread; NULL with --memory */
+    size_t prefetch_bytes;     /* bodies asked of it, not yet taken */
+    uint64_t prefetched;       /* bodies it read that were kept */
+    uint32_t iter;             /* loop iterations (prepare callbacks) */
+    size_t jobs_peak;          /* job count high-water since the last trim */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];

@@ -132,6 +132,7 @@ stats_server(Server *s, StatsBuf *b)
         st.syncs ? (double)st.sync_ns / (double)st.syncs / 1000.0 : 0.0);
     put(b, "rockstalk-body-cache-bytes: %zu\n", s->cache_bytes);
     put(b, "rockstalk-body-cache-misses: %" PRIu64 "\n", s->cache_misses);
+    put(b, "rockstalk-body-prefetched: %" PRIu64 "\n", s->prefetched);
     put(b, "\r\n");
 }
 
@@ -276,10 +277,12 @@ stats_prometheus(Server *s, StatsBuf *b)
         "rockstalk_body_cache_bytes %zu\n"
         "# TYPE rockstalk_body_cache_misses_total counter\n"
         "rockstalk_body_cache_misses_total %" PRIu64 "\n"
+        "# TYPE rockstalk_body_prefetched_total counter\n"
+        "rockstalk_body_prefetched_total %" PRIu64 "\n"
         "# TYPE rockstalk_uptime_seconds gauge\n"
         "rockstalk_uptime_seconds %" PRId64 "\n",
         s->tubes.list.len, s->draining, s->cache_bytes, s->cache_misses,
-        (mono_ns() - s->started_at) / NS_PER_SEC);
+        s->prefetched, (mono_ns() - s->started_at) / NS_PER_SEC);
     prom_store(s, b);
     prom_tubes(s, b);
 }

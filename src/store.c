@@ -923,6 +923,100 @@ store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
     return 1;
 }
 
+_Static_assert(STORE_SHARDS_MAX <= 64, "store_get_bodies: 64-bit shard mask");
+
+/* Steps within one iterator before a Seek is cheaper (store_get_bodies). */
+#define STEP_MAX 16
+/* Up to this many bodies of one shard, store_get_bodies uses lookups. */
+#define FEW_GETS 2
+
+/* Positions it at the first key >= id: from where it is, stepping at
+ * most STEP_MAX keys (ids ascending between calls), else by a Seek; fresh:
+ * Seek at once. Returns 1 if it is then at exactly id. */
+static int
+iter_goto(rocksdb_iterator_t *it, uint64_t id, int fresh)
+{
+    char want[8];
+    size_t klen;
+    int steps = 0;
+
+    key_put(want, id);
+    while (!fresh && rocksdb_iter_valid(it) && steps < STEP_MAX) {
+        const char *k = rocksdb_iter_key(it, &klen);
+        if (klen != 8 || memcmp(k, want, 8) >= 0) break;
+        rocksdb_iter_next(it);
+        steps++;
+    }
+    if (fresh || steps == STEP_MAX) rocksdb_iter_seek(it, want, 8);
+    if (!rocksdb_iter_valid(it)) return 0;
+    const char *k = rocksdb_iter_key(it, &klen);
+    return klen == 8 && memcmp(k, want, 8) == 0;
+}
+
+/* Reads the bodies of shard sh among ids[0..n) (ascending): one lookup
+ * each when they are few (an iterator costs more to set up than a Get),
+ * else by stepping one iterator. */
+static int
+get_bodies_shard(Store *s, Shard *sh, const uint64_t *ids, size_t n,
+                 char **bodies, size_t *lens, char *err, size_t errcap)
+{
+    size_t mine = 0;
+    for (size_t i = 0; i < n; i++)
+        mine += &s->shard[store_shard_of(ids[i], s->nshards)] == sh;
+    for (size_t i = 0; mine <= FEW_GETS && i < n; i++) {
+        if (&s->shard[store_shard_of(ids[i], s->nshards)] != sh) continue;
+        if (store_get_body(s, ids[i], &bodies[i], &lens[i], err, errcap) < 0)
+            return -1;
+    }
+    if (mine <= FEW_GETS) return 0;
+    rocksdb_iterator_t *it =
+        rocksdb_create_iterator_cf(sh->db, s->ro, sh->cf[CF_BODY]);
+    char *e = NULL;
+    int fresh = 1;
+
+    for (size_t i = 0; i < n; i++) {
+        if (&s->shard[store_shard_of(ids[i], s->nshards)] != sh) continue;
+        if (!iter_goto(it, ids[i], fresh)) {
+            fresh = !rocksdb_iter_valid(it);
+            continue;
+        }
+        fresh = 0;
+        size_t vlen;
+        const char *v = rocksdb_iter_value(it, &vlen);
+        if ((bodies[i] = malloc(vlen ? vlen : 1)) == NULL) break;
+        memcpy(bodies[i], v, vlen);
+        lens[i] = vlen;
+    }
+    rocksdb_iter_get_error(it, &e);
+    rocksdb_iter_destroy(it);
+    if (e) {
+        fail(err, errcap, "read bodies of shard %d: %s", sh->index, e);
+        rocksdb_free(e);
+        return -1;
+    }
+    return 0;
+}
+
+int
+store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
+                 size_t *lens, char *err, size_t errcap)
+{
+    int rc = 0;
+
+    uint64_t todo = 0; /* bit k: shard k has ids (STORE_SHARDS_MAX 64) */
+
+    for (size_t i = 0; i < n; i++) {
+        bodies[i] = NULL;
+        todo |= (uint64_t)1 << store_shard_of(ids[i], s->nshards);
+    }
+    for (int k = 0; k < s->nshards; k++)
+        if (((todo >> k) & 1) &&
+            get_bodies_shard(s, &s->shard[k], ids, n, bodies, lens, err,
+                             errcap) < 0)
+            rc = -1;
+    return rc;
+}
+
 /* ---- mutation thread ---- */
 
 /* Fail-stop: records the first failure, then nothing more is published. */

@@ -3,8 +3,9 @@
  *
  * Threads: store_open, store_recover, store_start and store_close run on the
  * main thread outside the event loop. store_add_*, store_flush,
- * store_acked_seq, store_backlog_bytes, store_failed, store_stats and
- * store_get_body run on the loop thread. Everything else in store.c runs on the
+ * store_acked_seq, store_backlog_bytes, store_failed and store_stats run on
+ * the loop thread; store_get_body and store_get_bodies on any thread (the
+ * loop, the body reader of prefetch.h). Everything else in store.c runs on the
  * mutation thread, which is the only writer of RocksDB (architecture notes,
  * section 5.1). The loop thread's only contact with it is the hand-off queue
  * (mutex + condvar), two _Atomic sequence counters and the notify callback.
@@ -168,6 +169,17 @@ void store_stats(const Store *s, StoreStats *out);
  * on the loop thread while the mutation thread writes. */
 int store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
                    size_t errcap);
+
+/* Reads the bodies of n jobs, ids[] ascending, with one iterator per shard
+ * that steps from one id to the next (Next, not a fresh lookup, when they
+ * are at most a few keys apart, as in a FIFO backlog): far cheaper than n
+ * store_get_body calls. For each i, bodies[i] is set to a malloc'd copy
+ * (caller frees) and lens[i] to its size, or bodies[i] to NULL if job ids[i]
+ * has no body. Returns 0, or -1 on a read error (message in err; bodies
+ * already read are kept). Safe on any thread next to the mutation thread's
+ * writes. */
+int store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
+                     size_t *lens, char *err, size_t errcap);
 
 /* Stops the mutation thread after it has written (and synced, in any mode)
  * everything handed over, closes the shards and releases the directory

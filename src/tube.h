@@ -30,6 +30,7 @@ typedef struct Tube {
                            SIZE_MAX */
     uint64_t urgent_ct, reserved_ct, buried_ct, total_jobs, delete_ct, pause_ct;
     uint32_t using_ct, watching_ct;
+    uint32_t prefetch_iter; /* loop iteration of its latest read-ahead scan */
 } Tube;
 
 typedef struct TubeRegistry {

@@ -269,3 +269,32 @@ def test_body_cache_bound(rockstalkd):
     for i in range(30, 60):
         c.cmd(b"reserve\r\n", b"RESERVED %d %d\r\n" % (i + 1, len(bodies[i]))
               + bodies[i] + b"\r\n")
+
+
+def test_bodies_read_ahead(rockstalkd):
+    """After a restart every body is on disk: the first reserve reads its
+    body on the loop thread, and the body reader thread reads the next
+    ones ahead (up to 128 a tube), so later reserves find theirs in memory,
+    and every body is intact."""
+    s = rockstalkd("-m", "2000")
+    c = Client(s)
+    bodies = [bytes([97 + i % 26]) * (100 + i) + b"\r\n" for i in range(60)]
+    for i, b in enumerate(bodies):
+        c.cmd(b"put 0 0 60 %d\r\n" % len(b) + b + b"\r\n",
+              b"INSERTED %d\r\n" % (i + 1))
+    s.kill9()
+    s.restart()
+    c = Client(s)
+    for i in range(60):
+        c.cmd(b"reserve\r\n", b"RESERVED %d %d\r\n" % (i + 1, len(bodies[i]))
+              + bodies[i] + b"\r\n")
+        if i == 0:
+            time.sleep(0.3)  # the reader thread reads the other 59 bodies
+            st = stats_of(c)
+            assert int(st["rockstalk-body-cache-misses"]) == 1, st
+            assert int(st["rockstalk-body-prefetched"]) == 59, st
+        c.cmd(b"delete %d\r\n" % (i + 1), b"DELETED\r\n")
+    st = stats_of(c)
+    assert int(st["rockstalk-body-cache-misses"]) == 1, st
+    assert int(st["rockstalk-body-prefetched"]) == 59, st
+    c.cmd(b"reserve-with-timeout 0\r\n", b"TIMED_OUT\r\n")

@@ -49,6 +49,34 @@ test_heap_order_and_remove(void **state)
     heap_free(&h);
 }
 
+/* heap_first lists exactly what the next removals of the top return,
+ * also after removals left the array far from sorted. */
+static void
+test_heap_first(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    static Job jobs[N];
+    static void *first[HEAP_FIRST_MAX];
+    Heap h;
+    heap_init(&h, job_pri_less, job_setpos);
+    srand(11);
+    assert_int_equal(heap_first(&h, first, 10), 0);
+    for (int i = 0; i < N; i++) {
+        jobs[i].id = (uint64_t)i + 1;
+        jobs[i].pri = (uint32_t)(rand() % 3);
+        assert_int_equal(heap_insert(&h, &jobs[i]), 0);
+    }
+    for (int round = 0; round < 20; round++) {
+        size_t k = round % 2 ? 300 : (size_t)(round * 7 + 1);
+        size_t n = heap_first(&h, first, k);
+        assert_int_equal(n, k > HEAP_FIRST_MAX ? HEAP_FIRST_MAX : k);
+        for (size_t i = 0; i < n; i++)
+            assert_ptr_equal(heap_remove(&h, 0), first[i]);
+    }
+    heap_free(&h);
+}
+
 static void
 test_heap_fix(void **state)
 {
@@ -181,6 +209,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heap_order_and_remove),
+        cmocka_unit_test(test_heap_first),
         cmocka_unit_test(test_heap_fix),
         cmocka_unit_test(test_ptrset_beanstalkd_order),
         cmocka_unit_test(test_jobtable),

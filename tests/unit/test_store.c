@@ -1,6 +1,7 @@
 /* test_store.c - unit tests of the durable store (src/store.c): JobMeta
  * encoding, shard routing, put/update/delete/recover round trips, the data
- * directory guards, acknowledgement per sync mode and fault injection. Each
+ * directory guards, acknowledgement per sync mode, fault injection and the
+ * body reader thread that reads bodies ahead (src/prefetch.c). Each
  * test works in a fresh mkdtemp directory that it removes. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 
 #include <rocksdb/c.h>
 
+#include "prefetch.h"
 #include "store.h"
 
 #define NJOBS 300
@@ -895,6 +897,121 @@ test_interval_sync_off_the_write_path(void **state)
     close_store(s);
 }
 
+/* ---- body reader thread ---- */
+
+/* Batched reads find exactly the bodies that exist, across shards, both
+ * when the ids are dense (iterator steps) and far apart (seeks). */
+static void
+test_get_bodies(void **state)
+{
+    Fixture *f = *state;
+    static uint64_t ids[200];
+    static char *bodies[200];
+    static size_t lens[200];
+    char err[256], want[64];
+    uint64_t seq = 0;
+    size_t n = 0;
+
+    Store *s = open_store(f->dir, 3, STORE_SYNC_ALWAYS, NULL, NULL);
+    start_store(s);
+    for (uint64_t id = 1; id <= 100; id++)
+        if (id % 7) put_job(s, ++seq, id);
+    store_flush(s);
+    assert_true(wait_acked(s, seq, 5000));
+    for (uint64_t id = 1; id <= 150; id++) /* dense, then past the end */
+        ids[n++] = id;
+    for (uint64_t id = 160; id < 2000; id += 97) /* sparse, all absent */
+        ids[n++] = id;
+    assert_int_equal(store_get_bodies(s, ids, n, bodies, lens, err,
+                                      sizeof err), 0);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = ids[i];
+        int live = id <= 100 && id % 7 && id % 50; /* id % 50 == 0: empty */
+        if (id <= 100 && id % 7 && id % 50 == 0) {
+            assert_non_null(bodies[i]);
+            assert_int_equal(lens[i], 0);
+        } else if (!live) {
+            assert_null(bodies[i]);
+            continue;
+        }
+        body_of(id, want, (uint32_t)lens[i]);
+        assert_int_equal(lens[i], id % 50);
+        assert_memory_equal(bodies[i], want, lens[i]);
+        free(bodies[i]);
+    }
+    /* 1 and 97 share shard 1 with 26 keys between them: a seek */
+    uint64_t sparse[] = {1, 2, 30, 31, 33, 97, 99, 100};
+    assert_int_equal(store_get_bodies(s, sparse, 8, bodies, lens, err,
+                                      sizeof err), 0);
+    for (size_t i = 0; i < 8; i++) {
+        assert_non_null(bodies[i]);
+        assert_int_equal(lens[i], sparse[i] % 50);
+        free(bodies[i]);
+    }
+    close_store(s);
+}
+
+/* Takes results until n arrived (or 5 s passed); returns how many. */
+static size_t
+take_all(Prefetch *p, PrefetchResult *out, size_t n)
+{
+    size_t got = 0;
+
+    for (int t = 0; t < 5000 && got < n; t++) {
+        got += prefetch_take(p, out + got, n - got);
+        if (got < n) sleep_ms(1);
+    }
+    return got;
+}
+
+/* Bodies come back intact with their cost, an absent one as NULL, and the
+ * loop is notified; requests beyond PREFETCH_MAX outstanding are refused
+ * until results are taken. */
+static void
+test_prefetch_reads(void **state)
+{
+    Fixture *f = *state;
+    static PrefetchResult r[PREFETCH_MAX];
+    _Atomic int notes = 0;
+    Prefetch *p = NULL;
+    char err[256], want[64];
+    uint64_t seq = 0;
+
+    Store *s = open_store(f->dir, 2, STORE_SYNC_ALWAYS, NULL, NULL);
+    start_store(s);
+    for (uint64_t id = 1; id <= 40; id++)
+        put_job(s, ++seq, id);
+    store_flush(s);
+    assert_true(wait_acked(s, seq, 5000));
+    if (prefetch_start(s, notify_count, &notes, &p, err, sizeof err) < 0)
+        fail_msg("prefetch_start: %s", err);
+    for (uint64_t id = 1; id <= 40; id++)
+        assert_int_equal(prefetch_request(p, id, 1000 + id), 0);
+    assert_int_equal(prefetch_request(p, 999, 7), 0); /* never put */
+    assert_int_equal(take_all(p, r, 41), 41);
+    assert_true(atomic_load(&notes) >= 1);
+    for (size_t i = 0; i < 41; i++) {
+        if (r[i].id == 999) {
+            assert_null(r[i].body);
+            assert_int_equal(r[i].cost, 7);
+            continue;
+        }
+        assert_int_equal(r[i].cost, 1000 + r[i].id);
+        assert_int_equal(r[i].len, r[i].id % 50);
+        body_of(r[i].id, want, (uint32_t)r[i].len);
+        assert_memory_equal(r[i].body, want, r[i].len);
+        free(r[i].body);
+    }
+    for (size_t i = 0; i < PREFETCH_MAX; i++)
+        assert_int_equal(prefetch_request(p, 1 + i % 40, 1), 0);
+    assert_int_equal(prefetch_request(p, 1, 1), -1);
+    assert_int_equal(take_all(p, r, 1), 1);
+    free(r[0].body);
+    assert_int_equal(prefetch_request(p, 1, 1), 0);
+    prefetch_stop(p); /* frees the results nobody took */
+    close_store(s);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
 int
@@ -923,6 +1040,8 @@ main(void)
         T(test_sync_hold),
         T(test_sync_hold_2shards),
         T(test_interval_sync_off_the_write_path),
+        T(test_get_bodies),
+        T(test_prefetch_reads),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
