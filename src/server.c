@@ -49,12 +49,15 @@ set_throttle(Server *s, int on)
     log_msg(1, "backpressure %s", on ? "on" : "off");
 }
 
-/* Arms the one timer at the earliest deadline of every heap. */
+/* Arms the one timer at the earliest deadline of every heap; leaves it
+ * alone when that deadline has not moved (most loop iterations). */
 static void
 arm_tick(Server *s)
 {
     int64_t at = queue_next_deadline(s);
+    if (at == s->tick_at && ev_is_active(&s->tick_w)) return;
     ev_timer_stop(s->loop, &s->tick_w);
+    s->tick_at = at;
     if (at == INT64_MAX) return;
     double d = (double)(at - mono_ns()) / 1e9 + 0.0002;
     ev_timer_set(&s->tick_w, d > 0 ? d : 0, 0.);
@@ -232,6 +235,7 @@ init_watchers(Server *s)
     ev_timer_init(&s->accept_pause_w, accept_resume_cb, 0.1, 0.);
     ev_prepare_init(&s->prepare_w, prepare_cb);
     ev_timer_init(&s->tick_w, tick_cb, 0., 0.);
+    s->tick_at = INT64_MAX;
     ev_async_init(&s->store_w, store_cb);
     ev_signal_init(&s->sigterm_w, signal_cb, SIGTERM);
     ev_signal_init(&s->sigint_w, signal_cb, SIGINT);

@@ -45,6 +45,8 @@ typedef struct Server {
     ev_prepare prepare_w;    /* hands mutations to the store, releases replies,
                                 arms the tick */
     ev_timer tick_w;         /* the one timer, at the earliest deadline */
+    int64_t tick_at;         /* monotonic ns tick_w is armed for, or
+                                INT64_MAX when it is stopped */
     ev_async store_w;        /* the store's "acked sequence moved" wake-up */
     ev_signal sigterm_w, sigint_w, sigusr1_w;
     ev_timer metrics_w;      /* publishes the metrics text each second */
