@@ -244,31 +244,39 @@ def stats_of(c):
     return dict(line.split(": ", 1) for line in body.split("\n")[1:-2])
 
 
+def put_bodies(c, first, bodies):
+    """Puts each body in turn; job ids must run from first."""
+    for i, b in enumerate(bodies):
+        c.cmd(b"put 0 0 60 %d\r\n" % len(b) + b + b"\r\n",
+              b"INSERTED %d\r\n" % (first + i))
+
+
+def reserve_expect(c, jid, body):
+    c.cmd(b"reserve\r\n", b"RESERVED %d %d\r\n" % (jid, len(body)) + body +
+          b"\r\n")
+
+
 def test_body_cache_bound(rockstalkd):
     """With a tiny body cache, bodies past the budget live only on disk
     and are read back, intact, on reserve and peek, also after a restart."""
     s = rockstalkd("-m", "2000")
     c = Client(s)
     bodies = [bytes([65 + i % 26]) * (100 + i) + b"\r\n\x00" for i in range(60)]
-    for i, b in enumerate(bodies):
-        c.cmd(b"put 0 0 60 %d\r\n" % len(b) + b + b"\r\n",
-              b"INSERTED %d\r\n" % (i + 1))
+    put_bodies(c, 1, bodies)
     time.sleep(0.2)
     st = stats_of(c)
     assert int(st["rockstalk-body-cache-bytes"]) <= 2000 + 200
     c.cmd(b"peek 60\r\n", b"FOUND 60 %d\r\n" % len(bodies[59]) +
           bodies[59] + b"\r\n")
     for i in range(30):
-        c.cmd(b"reserve\r\n", b"RESERVED %d %d\r\n" % (i + 1, len(bodies[i]))
-              + bodies[i] + b"\r\n")
+        reserve_expect(c, i + 1, bodies[i])
         c.cmd(b"delete %d\r\n" % (i + 1), b"DELETED\r\n")
     assert int(stats_of(c)["rockstalk-body-cache-misses"]) > 0
     s.kill9()
     s.restart()
     c = Client(s)
     for i in range(30, 60):
-        c.cmd(b"reserve\r\n", b"RESERVED %d %d\r\n" % (i + 1, len(bodies[i]))
-              + bodies[i] + b"\r\n")
+        reserve_expect(c, i + 1, bodies[i])
 
 
 def test_bodies_read_ahead(rockstalkd):
@@ -279,15 +287,12 @@ def test_bodies_read_ahead(rockstalkd):
     s = rockstalkd("-m", "2000")
     c = Client(s)
     bodies = [bytes([97 + i % 26]) * (100 + i) + b"\r\n" for i in range(60)]
-    for i, b in enumerate(bodies):
-        c.cmd(b"put 0 0 60 %d\r\n" % len(b) + b + b"\r\n",
-              b"INSERTED %d\r\n" % (i + 1))
+    put_bodies(c, 1, bodies)
     s.kill9()
     s.restart()
     c = Client(s)
     for i in range(60):
-        c.cmd(b"reserve\r\n", b"RESERVED %d %d\r\n" % (i + 1, len(bodies[i]))
-              + bodies[i] + b"\r\n")
+        reserve_expect(c, i + 1, bodies[i])
         if i == 0:
             time.sleep(0.3)  # the reader thread reads the other 59 bodies
             st = stats_of(c)
