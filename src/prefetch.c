@@ -2,6 +2,7 @@
 #include "prefetch.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +25,14 @@ struct Prefetch {
         size_t cost;
     } req[PREFETCH_MAX]; /* ring of reads to do */
     size_t rhead, rlen;
-    PrefetchResult *done; /* finished reads, in order; cap PREFETCH_MAX */
+    PrefetchResult *done; /* finished reads; cap PREFETCH_MAX */
     size_t dlen;
     size_t outstanding; /* requested and not yet taken */
     int stop;
+    /* loop thread: the results it took last, swapped with done */
+    PrefetchResult *taken;
+    /* set with done non-empty (under mu), read by the loop without it */
+    atomic_int has_done;
 };
 
 static int
@@ -83,6 +88,7 @@ reader_main(void *arg)
         /* outstanding bounds requests plus results, so this fits */
         memcpy(p->done + p->dlen, res, n * sizeof *res);
         p->dlen += n;
+        atomic_store_explicit(&p->has_done, 1, memory_order_release);
         if (was_empty && p->notify) p->notify(p->arg);
     }
     pthread_mutex_unlock(&p->mu);
@@ -96,7 +102,9 @@ prefetch_start(Store *st, void (*notify)(void *), void *arg, Prefetch **out,
     Prefetch *p = calloc(1, sizeof *p);
 
     *out = NULL;
-    if (!p || !(p->done = malloc(PREFETCH_MAX * sizeof *p->done))) {
+    if (!p || !(p->done = malloc(PREFETCH_MAX * sizeof *p->done)) ||
+        !(p->taken = malloc(PREFETCH_MAX * sizeof *p->taken))) {
+        if (p) free(p->done);
         free(p);
         snprintf(err, errcap, "out of memory");
         return -1;
@@ -112,6 +120,7 @@ prefetch_start(Store *st, void (*notify)(void *), void *arg, Prefetch **out,
         pthread_cond_destroy(&p->cv);
         pthread_mutex_destroy(&p->mu);
         free(p->done);
+        free(p->taken);
         free(p);
         return -1;
     }
@@ -119,34 +128,39 @@ prefetch_start(Store *st, void (*notify)(void *), void *arg, Prefetch **out,
     return 0;
 }
 
-int
-prefetch_request(Prefetch *p, uint64_t id, size_t cost)
+size_t
+prefetch_request(Prefetch *p, const uint64_t *ids, const size_t *costs,
+                 size_t n)
 {
-    int rc = -1;
+    size_t k = 0;
 
+    if (!n) return 0;
     pthread_mutex_lock(&p->mu);
-    if (p->outstanding < PREFETCH_MAX) {
-        size_t i = (p->rhead + p->rlen) % PREFETCH_MAX;
-        p->req[i].id = id;
-        p->req[i].cost = cost;
-        if (p->rlen++ == 0) pthread_cond_signal(&p->cv);
-        p->outstanding++;
-        rc = 0;
+    int was_idle = p->rlen == 0;
+    for (; k < n && p->outstanding < PREFETCH_MAX; k++, p->outstanding++) {
+        size_t i = (p->rhead + p->rlen++) % PREFETCH_MAX;
+        p->req[i].id = ids[k];
+        p->req[i].cost = costs[k];
     }
+    if (was_idle && k) pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    return rc;
+    return k;
 }
 
 size_t
-prefetch_take(Prefetch *p, PrefetchResult *out, size_t max)
+prefetch_take(Prefetch *p, PrefetchResult **out)
 {
+    if (!atomic_load_explicit(&p->has_done, memory_order_acquire)) return 0;
     pthread_mutex_lock(&p->mu);
-    size_t n = p->dlen < max ? p->dlen : max;
-    memcpy(out, p->done, n * sizeof *out);
-    memmove(p->done, p->done + n, (p->dlen - n) * sizeof *p->done);
-    p->dlen -= n;
+    PrefetchResult *t = p->done;
+    size_t n = p->dlen;
+    p->done = p->taken;
+    p->taken = t;
+    p->dlen = 0;
     p->outstanding -= n;
+    atomic_store_explicit(&p->has_done, 0, memory_order_relaxed);
     pthread_mutex_unlock(&p->mu);
+    *out = t;
     return n;
 }
 
@@ -164,5 +178,6 @@ prefetch_stop(Prefetch *p)
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     free(p->done);
+    free(p->taken);
     free(p);
 }

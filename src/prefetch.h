@@ -47,14 +47,16 @@ typedef struct Prefetch Prefetch;
 int prefetch_start(Store *st, void (*notify)(void *), void *arg, Prefetch **out,
                    char *err, size_t errcap);
 
-/* Loop thread: asks for job id's body; cost comes back in its result.
- * Returns 0 if queued, -1 if PREFETCH_MAX requests are already outstanding
- * (nothing queued). */
-int prefetch_request(Prefetch *p, uint64_t id, size_t cost);
+/* Loop thread: asks for the bodies of ids[0..n), in one hand-off; costs[i]
+ * comes back in id[i]'s result. Returns how many were queued: the first
+ * ones, as many as fit below PREFETCH_MAX outstanding requests. */
+size_t prefetch_request(Prefetch *p, const uint64_t *ids, const size_t *costs,
+                        size_t n);
 
-/* Loop thread: moves up to max finished reads into out (the caller owns
- * their bodies) and returns how many. */
-size_t prefetch_take(Prefetch *p, PrefetchResult *out, size_t max);
+/* Loop thread: takes every finished read at once and returns how many;
+ * *out points at them (the caller owns their bodies) until the next call.
+ * Cheap when there are none (no lock taken). */
+size_t prefetch_take(Prefetch *p, PrefetchResult **out);
 
 /* Stops and joins the reader thread and frees everything, bodies of
  * results nobody took included. NULL is fine. */

@@ -250,49 +250,54 @@ prefetch_slack(const Server *s)
 static void
 prefetch_next(Server *s, Tube *t)
 {
-    void *next[PREFETCH_AHEAD];
+    void *next[PREFETCH_AHEAD]; /* then, from 0: the ones to ask for */
+    uint64_t ids[PREFETCH_AHEAD];
+    size_t costs[PREFETCH_AHEAD], m = 0;
     size_t room = s->cfg.cache_max + prefetch_slack(s);
+    size_t bytes = s->cache_bytes + s->prefetch_bytes;
 
     if (t->prefetch_iter == s->iter) return;
     t->prefetch_iter = s->iter;
     size_t n = heap_first(&t->ready, next, PREFETCH_AHEAD);
     for (size_t i = 0; i < n; i++) {
         Job *j = next[i];
-        size_t cost = (size_t)j->body_size + 2;
         if (j->body || (j->flags & JOB_F_FETCHING)) continue;
-        if (s->cache_bytes + s->prefetch_bytes + cost > room ||
-            prefetch_request(s->prefetch, j->id, cost) < 0)
-            return;
-        j->flags |= JOB_F_FETCHING;
-        s->prefetch_bytes += cost;
+        size_t cost = (size_t)j->body_size + 2;
+        if (bytes + cost > room) break;
+        bytes += cost;
+        next[m] = j;
+        ids[m] = j->id;
+        costs[m++] = cost;
+    }
+    m = prefetch_request(s->prefetch, ids, costs, m);
+    for (size_t i = 0; i < m; i++) {
+        ((Job *)next[i])->flags |= JOB_F_FETCHING;
+        s->prefetch_bytes += costs[i];
     }
 }
 
 void
 queue_take_prefetched(Server *s)
 {
-    PrefetchResult r[64];
-    size_t n;
+    PrefetchResult *r;
+    size_t n = s->prefetch ? prefetch_take(s->prefetch, &r) : 0;
 
-    if (!s->prefetch) return;
-    while ((n = prefetch_take(s->prefetch, r, 64)) > 0) {
-        for (size_t i = 0; i < n; i++) {
-            Job *j = jobtable_find(&s->jobs, r[i].id);
-            s->prefetch_bytes -= r[i].cost;
-            if (j) j->flags &= (uint8_t)~JOB_F_FETCHING;
-            char *b = NULL;
-            if (j && !j->body && r[i].body && r[i].len == j->body_size)
-                b = realloc(r[i].body, r[i].len + 2);
-            if (!b) {
-                free(r[i].body);
-                continue;
-            }
-            memcpy(b + r[i].len, "\r\n", 2);
-            j->body = b;
-            j->flags |= JOB_F_STORED;
-            s->cache_bytes += r[i].len + 2;
-            s->prefetched++;
+    for (size_t i = 0; i < n; i++) {
+        Job *j = jobtable_find(&s->jobs, r[i].id);
+        s->prefetch_bytes -= r[i].cost;
+        if (j) j->flags &= (uint8_t)~JOB_F_FETCHING;
+        char *b = NULL;
+        if (j && !j->body && r[i].body && r[i].len == j->body_size)
+            b = realloc(r[i].body, r[i].len + 2);
+        if (!b) {
+            free(r[i].body);
+            continue;
         }
+        memcpy(b + r[i].len, "\r\n", 2);
+        j->body = b;
+        j->flags |= JOB_F_STORED;
+        s->cache_bytes += r[i].len + 2;
+        s->prefetched++;
     }
 }
 

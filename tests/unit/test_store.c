@@ -922,8 +922,8 @@ test_get_bodies(void **state)
         ids[n++] = id;
     for (uint64_t id = 160; id < 2000; id += 97) /* sparse, all absent */
         ids[n++] = id;
-    assert_int_equal(store_get_bodies(s, ids, n, bodies, lens, err,
-                                      sizeof err), 0);
+    assert_int_equal(store_get_bodies(s, ids, n, bodies, lens, err, sizeof err),
+                     0);
     for (size_t i = 0; i < n; i++) {
         uint64_t id = ids[i];
         int live = id <= 100 && id % 7 && id % 50; /* id % 50 == 0: empty */
@@ -941,8 +941,8 @@ test_get_bodies(void **state)
     }
     /* 1 and 97 share shard 1 with 26 keys between them: a seek */
     uint64_t sparse[] = {1, 2, 30, 31, 33, 97, 99, 100};
-    assert_int_equal(store_get_bodies(s, sparse, 8, bodies, lens, err,
-                                      sizeof err), 0);
+    assert_int_equal(
+        store_get_bodies(s, sparse, 8, bodies, lens, err, sizeof err), 0);
     for (size_t i = 0; i < 8; i++) {
         assert_non_null(bodies[i]);
         assert_int_equal(lens[i], sparse[i] % 50);
@@ -951,14 +951,18 @@ test_get_bodies(void **state)
     close_store(s);
 }
 
-/* Takes results until n arrived (or 5 s passed); returns how many. */
+/* Takes results (copying them out of the reader's buffer) until at least
+ * n arrived or 5 s passed; returns how many. */
 static size_t
 take_all(Prefetch *p, PrefetchResult *out, size_t n)
 {
     size_t got = 0;
+    PrefetchResult *r;
 
     for (int t = 0; t < 5000 && got < n; t++) {
-        got += prefetch_take(p, out + got, n - got);
+        size_t k = prefetch_take(p, &r);
+        memcpy(out + got, r, k * sizeof *r);
+        got += k;
         if (got < n) sleep_ms(1);
     }
     return got;
@@ -972,8 +976,11 @@ test_prefetch_reads(void **state)
 {
     Fixture *f = *state;
     static PrefetchResult r[PREFETCH_MAX];
+    static uint64_t ids[PREFETCH_MAX + 1];
+    static size_t costs[PREFETCH_MAX + 1];
     _Atomic int notes = 0;
     Prefetch *p = NULL;
+    PrefetchResult *none;
     char err[256], want[64];
     uint64_t seq = 0;
 
@@ -985,9 +992,14 @@ test_prefetch_reads(void **state)
     assert_true(wait_acked(s, seq, 5000));
     if (prefetch_start(s, notify_count, &notes, &p, err, sizeof err) < 0)
         fail_msg("prefetch_start: %s", err);
-    for (uint64_t id = 1; id <= 40; id++)
-        assert_int_equal(prefetch_request(p, id, 1000 + id), 0);
-    assert_int_equal(prefetch_request(p, 999, 7), 0); /* never put */
+    assert_int_equal(prefetch_take(p, &none), 0);
+    for (size_t i = 0; i < 40; i++) {
+        ids[i] = i + 1;
+        costs[i] = 1000 + i + 1;
+    }
+    ids[40] = 999; /* never put */
+    costs[40] = 7;
+    assert_int_equal(prefetch_request(p, ids, costs, 41), 41);
     assert_int_equal(take_all(p, r, 41), 41);
     assert_true(atomic_load(&notes) >= 1);
     for (size_t i = 0; i < 41; i++) {
@@ -1002,12 +1014,19 @@ test_prefetch_reads(void **state)
         assert_memory_equal(r[i].body, want, r[i].len);
         free(r[i].body);
     }
-    for (size_t i = 0; i < PREFETCH_MAX; i++)
-        assert_int_equal(prefetch_request(p, 1 + i % 40, 1), 0);
-    assert_int_equal(prefetch_request(p, 1, 1), -1);
-    assert_int_equal(take_all(p, r, 1), 1);
-    free(r[0].body);
-    assert_int_equal(prefetch_request(p, 1, 1), 0);
+    for (size_t i = 0; i <= PREFETCH_MAX; i++) {
+        ids[i] = 1 + i % 40;
+        costs[i] = 1;
+    }
+    /* one more than fits: only PREFETCH_MAX are queued */
+    assert_int_equal(prefetch_request(p, ids, costs, PREFETCH_MAX + 1),
+                     PREFETCH_MAX);
+    assert_int_equal(prefetch_request(p, ids, costs, 1), 0);
+    size_t got = take_all(p, r, 1);
+    assert_true(got >= 1);
+    for (size_t i = 0; i < got; i++)
+        free(r[i].body);
+    assert_int_equal(prefetch_request(p, ids, costs, got), got);
     prefetch_stop(p); /* frees the results nobody took */
     close_store(s);
 }
