@@ -106,27 +106,18 @@ new_dir() {
     DIRS+=("$DIR")
 }
 
+# shellcheck source=scripts/bench/common.sh
+. "$HERE/common.sh"
+
 build_tools() {
     mkdir -p "$BUILD" "$LOGS" || exit 1
-    if [ ! -x "$RSBENCH" ] || [ "$HERE/rsbench.c" -nt "$RSBENCH" ]; then
-        ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror \
-            -Wformat=2 -Wstrict-prototypes -Wshadow \
-            -o "$RSBENCH" "$HERE/rsbench.c" || { say "cannot build rsbench"; exit 1; }
-    fi
+    bench_build rsbench || exit 1
     if [ ! -x "$ROCKSTALKD" ]; then
         say "rockstalkd missing: make -C $REPO rockstalkd"
         make -C "$REPO" rockstalkd >"$LOGS/memory-make.log" 2>&1 ||
             { say "cannot build rockstalkd (see $LOGS/memory-make.log)"; exit 1; }
     fi
-    if [ ! -x "$BEANSTALKD" ]; then
-        say "beanstalkd missing: installing Debian's package"
-        local sudo=""
-        [ "$(id -u)" -ne 0 ] && sudo=sudo
-        $sudo apt-get update -qq &&
-            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq beanstalkd
-        BEANSTALKD=$(command -v beanstalkd || echo /usr/bin/beanstalkd)
-        [ -x "$BEANSTALKD" ] || { say "no beanstalkd"; exit 1; }
-    fi
+    ensure_beanstalkd || exit 1
 }
 
 # ---- servers --------------------------------------------------------------

@@ -44,26 +44,14 @@ LOGS=$BUILD/logs         # server and rsbench output of failed cells
 
 say() { printf '%s\n' "$*" >&2; }
 
+# shellcheck source=scripts/bench/common.sh
+. "$HERE/common.sh"
+
 build_tools() {
     mkdir -p "$BUILD" "$LOGS" || exit 1
     rm -f "$LOGS"/*.log
-    for t in rsbench ceiling; do
-        if [ ! -x "$BUILD/$t" ] || [ "$HERE/$t.c" -nt "$BUILD/$t" ]; then
-            ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror \
-                -Wformat=2 -Wstrict-prototypes -Wshadow \
-                -o "$BUILD/$t" "$HERE/$t.c" || { say "cannot build $t"; exit 1; }
-        fi
-    done
-}
-
-ensure_beanstalkd() {
-    [ -x "$BEANSTALKD" ] && return
-    say "beanstalkd missing: installing Debian's package"
-    local sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo=sudo
-    $sudo apt-get update -qq &&
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq beanstalkd
-    BEANSTALKD=$(command -v beanstalkd || echo /usr/bin/beanstalkd)
+    bench_build rsbench || exit 1
+    bench_build ceiling || exit 1
 }
 
 ensure_rockstalkd() {

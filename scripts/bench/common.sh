@@ -1,0 +1,27 @@
+# shellcheck shell=bash
+# scripts/bench/common.sh - set-up shared by run.sh and memory.sh (sourced;
+# they define say() and set HERE, BUILD and BEANSTALKD first).
+
+# Builds $BUILD/NAME from $HERE/NAME.c when missing or older than its
+# source. Returns 1 (after saying so) if the compiler fails.
+bench_build() {
+    local name=$1
+    if [ ! -x "$BUILD/$name" ] || [ "$HERE/$name.c" -nt "$BUILD/$name" ]; then
+        ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror \
+            -Wformat=2 -Wstrict-prototypes -Wshadow \
+            -o "$BUILD/$name" "$HERE/$name.c" || { say "cannot build $name"; return 1; }
+    fi
+}
+
+# Installs Debian's beanstalkd package when $BEANSTALKD is not there and
+# points BEANSTALKD at it. Returns 1 if there is still none.
+ensure_beanstalkd() {
+    [ -x "$BEANSTALKD" ] && return
+    say "beanstalkd missing: installing Debian's package"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo=sudo
+    $sudo apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq beanstalkd
+    BEANSTALKD=$(command -v beanstalkd || echo /usr/bin/beanstalkd)
+    [ -x "$BEANSTALKD" ] || { say "no beanstalkd"; return 1; }
+}
