@@ -148,12 +148,15 @@ def test_user_drop(tmp_path):
                          stderr=subprocess.DEVNULL)
     try:
         wait_listening(port, p)
-        status = open("/proc/%d/status" % p.pid).read()
-        uid = re.search(r"Uid:\s+(\d+)", status).group(1)
-        assert int(uid) == pwd.getpwnam("nobody").pw_uid
+        # the socket listens before privileges are dropped (a port below
+        # 1024 needs root), but nothing is served until after: once a
+        # command is answered, the server must run as nobody
         c = socket.create_connection(("127.0.0.1", port), 5)
         c.sendall(b"put 0 0 10 1\r\nx\r\n")  # storage still writable
         assert c.recv(64) == b"INSERTED 1\r\n"
+        status = open("/proc/%d/status" % p.pid).read()
+        uid = re.search(r"Uid:\s+(\d+)", status).group(1)
+        assert int(uid) == pwd.getpwnam("nobody").pw_uid
     finally:
         p.terminate()
         assert p.wait(10) == 0
