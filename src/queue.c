@@ -162,10 +162,12 @@ uint64_t
 queue_job_reply_seq(const Server *s, const Job *j)
 {
     /* Modular compare of the low 32 bits: at most 2^31 mutations are ever
-     * in flight, so "not yet acked" is never mistaken for "acked"; a very
-     * old job may be mistaken for unacked, which only delays its reply. */
+     * in flight, so "not yet acked" is never mistaken for "acked", and the
+     * distance back from applied_seq gives the full sequence; a very old
+     * job may be mistaken for unacked, which only delays its reply (never
+     * past applied_seq). */
     if ((int32_t)((uint32_t)s->acked_seq - j->seq) >= 0) return 0;
-    return server_reply_seq(s);
+    return s->applied_seq - (uint32_t)((uint32_t)s->applied_seq - j->seq);
 }
 
 int

@@ -28,8 +28,9 @@ Job *queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri,
 void queue_detach(Server *s, Job *j, Conn *holder);
 
 /* The sequence a reply showing job j (RESERVED, FOUND) must wait for: 0
- * when the store has acknowledged j's latest change, so it need not wait
- * for other clients' pending changes, else the current applied sequence. */
+ * when the store has acknowledged j's latest change, else the sequence of
+ * that change (rebuilt from j->seq's low 32 bits). Either way the reply
+ * does not wait for other jobs' pending changes. */
 uint64_t queue_job_reply_seq(const Server *s, const Job *j);
 
 /* Nonzero if c holds j (reserved by c). O(1). */
