@@ -153,6 +153,7 @@ struct Store {
 
     /* loop thread: the chunk being built */
     Chunk *cur;
+    uint64_t added_seq; /* seq of the latest record added */
 
     /* hand-off: loop and mutation thread, under mu */
     pthread_mutex_t mu;
@@ -172,6 +173,7 @@ struct Store {
     int64_t last_sync_mono; /* ns, CLOCK_MONOTONIC */
     uint64_t last_sync_dur; /* ns the latest synced group took */
     uint64_t prev_records;  /* records in the previous group */
+    uint64_t crowd;         /* estimated records per round (split_update) */
 
     /* written by the mutation thread, read by any thread */
     _Atomic uint64_t written_seq, durable_seq;
@@ -181,6 +183,11 @@ struct Store {
     _Atomic uint64_t st_records, st_groups, st_syncs, st_sync_ns,
         st_last_sync_ns, st_bytes;
     _Atomic uint64_t st_sync_hist[STORE_SYNC_BUCKETS];
+
+    /* group splitting (STORE_SYNC_ALWAYS): the loop raises inflight_peak to
+     * the records not yet durable at each hand-off, the mutation thread
+     * takes it and sets split_nrec (UINT64_MAX: no splitting) */
+    _Atomic uint64_t inflight_peak, split_nrec;
 
     /* loop thread adds, mutation thread subtracts */
     _Atomic size_t backlog;
@@ -794,7 +801,13 @@ rec_commit(Store *s, unsigned char *p, uint64_t seq, int op, uint64_t id,
     p[23] = f;
     s->cur->len += n;
     s->cur->nrec++;
+    s->added_seq = seq;
     atomic_fetch_add_explicit(&s->backlog, n, memory_order_relaxed);
+    /* Splitting: hand over each half-crowd as soon as it is complete, so
+     * the mutation thread can commit it while the loop reads the rest. */
+    if (s->cur->nrec >=
+        atomic_load_explicit(&s->split_nrec, memory_order_relaxed))
+        store_flush(s);
 }
 
 void
@@ -833,6 +846,14 @@ store_flush(Store *s)
     Chunk *c = s->cur;
 
     if (!c || !c->len) return;
+    uint64_t inflight =
+        s->added_seq -
+        atomic_load_explicit(&s->durable_seq, memory_order_relaxed);
+    uint64_t peak =
+        atomic_load_explicit(&s->inflight_peak, memory_order_relaxed);
+    while (inflight > peak &&
+           !atomic_compare_exchange_weak(&s->inflight_peak, &peak, inflight))
+        ;
     c->next = NULL;
     pthread_mutex_lock(&s->mu);
     *s->queue_tail = c;
@@ -1213,6 +1234,18 @@ syncers_stop(Store *s)
     }
 }
 
+/* The length in bytes of the record at p (header, meta, body). */
+static size_t
+rec_len(const unsigned char *p)
+{
+    uint32_t body_len;
+    uint16_t meta_len;
+
+    memcpy(&body_len, p + 16, 4);
+    memcpy(&meta_len, p + 20, 2);
+    return REC_HDR + meta_len + body_len;
+}
+
 /* Adds one record to its shard's batch; returns the record's length. */
 static size_t
 mut_apply(Store *s, const unsigned char *p, uint64_t *seq)
@@ -1404,28 +1437,96 @@ any_dirty(const Store *s)
  * Clients whose replies the previous sync released answer with their next
  * commands a round trip later; starting the next sync before they arrive
  * would leave them for the sync after, halving what each sync carries. So
- * wait until as many records are queued as the previous group had, but at
- * most half the latest sync time (capped at GATHER_MAX_NS): a lone client
- * never waits (its group had one record), a crowd fills each group. */
+ * wait until as many records are queued as the previous group had (or, when
+ * splitting, as a half-crowd has, if fewer), but at most half the latest
+ * sync time (capped at GATHER_MAX_NS): a lone client never waits (its group
+ * had one record), a crowd fills each group. */
 #define GATHER_MAX_NS 500000
 static void
 mut_gather(Store *s)
 {
+    uint64_t target = s->prev_records;
+    uint64_t split = atomic_load_explicit(&s->split_nrec, memory_order_relaxed);
+    if (split < target) target = split;
     uint64_t wait = s->last_sync_dur / 2;
     if (wait > GATHER_MAX_NS) wait = GATHER_MAX_NS;
     int64_t deadline = now_ns() + (int64_t)wait;
     struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
 
-    s->wake_at_nrec = s->prev_records;
+    s->wake_at_nrec = target;
     s->sleeping = 1;
-    while (!s->stop && s->queued_nrec < s->prev_records) {
+    while (!s->stop && s->queued_nrec < target) {
         if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT) break;
     }
     s->sleeping = 0;
 }
 
+/* Group splitting (STORE_SYNC_ALWAYS). Clients that each wait for their
+ * reply come back as a crowd: in one group, the loop's work for the crowd
+ * (replies out, next commands in) and the fsync take turns, and each waits
+ * for the other. Split into two halves, one half is committed while the
+ * loop serves the other, at the price of two fsyncs per round. Measured on
+ * 2 cores (put, 100-byte jobs, clients waiting for each reply): a net gain
+ * from about 10 clients on (up to 1.5x at 20), a loss at 2-4 clients, so
+ * crowds under SPLIT_MIN records are not split. The crowd is the most
+ * records found in flight at a hand-off since the previous group; the
+ * estimate follows a rise at once and a fall slowly. */
+#define SPLIT_MIN 12
+static void
+split_update(Store *s)
+{
+    uint64_t seen =
+        atomic_exchange_explicit(&s->inflight_peak, 0, memory_order_relaxed);
+    s->crowd = seen > s->crowd ? seen : s->crowd - s->crowd / 64;
+    atomic_store_explicit(
+        &s->split_nrec, s->crowd >= SPLIT_MIN ? (s->crowd + 1) / 2 : UINT64_MAX,
+        memory_order_relaxed);
+}
+
+/* Cuts c after its first n records (0 < n < c->nrec): the rest moves to a
+ * new chunk linked after c. */
+static void
+chunk_split(Chunk *c, size_t n)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++)
+        off += rec_len(c->p + off);
+    Chunk *t = xrealloc(NULL, sizeof *t);
+    *t = (Chunk){.next = c->next, .len = c->len - off, .nrec = c->nrec - n};
+    t->cap = t->len;
+    t->p = xrealloc(NULL, t->cap);
+    memcpy(t->p, c->p + off, t->len);
+    c->len = off;
+    c->nrec = n;
+    c->next = t;
+}
+
+/* Unlinks and returns the queue's first max records or fewer (mu held). */
+static Chunk *
+queue_take(Store *s, uint64_t max)
+{
+    Chunk *head = s->queue, **tail = &s->queue;
+    uint64_t took = 0;
+
+    while (*tail && took < max) {
+        Chunk *c = *tail;
+        if (took + c->nrec > max) {
+            chunk_split(c, (size_t)(max - took));
+            if (s->queue_tail == &c->next) s->queue_tail = &c->next->next;
+        }
+        took += c->nrec;
+        tail = &c->next;
+    }
+    s->queue = *tail;
+    *tail = NULL;
+    if (!s->queue) s->queue_tail = &s->queue;
+    s->queued_nrec -= took;
+    return head;
+}
+
 /* Waits for queued chunks, a stop request, or (STORE_SYNC_INTERVAL with
- * unsynced writes) the next sync deadline. Returns the whole queue. */
+ * unsynced writes) the next sync deadline. Returns the queue, or its first
+ * split_nrec records when splitting. *stop: stop asked and nothing left. */
 static Chunk *
 mut_wait(Store *s, int *stop)
 {
@@ -1435,6 +1536,7 @@ mut_wait(Store *s, int *stop)
     struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
 
     pthread_mutex_lock(&s->mu);
+    if (s->cfg.sync_mode == STORE_SYNC_ALWAYS) split_update(s);
     s->wake_at_nrec = 1;
     s->sleeping = 1;
     while (!s->queue && !s->stop) {
@@ -1446,11 +1548,9 @@ mut_wait(Store *s, int *stop)
     }
     s->sleeping = 0;
     if (s->queue && s->cfg.sync_mode == STORE_SYNC_ALWAYS) mut_gather(s);
-    Chunk *c = s->queue;
-    s->queue = NULL;
-    s->queue_tail = &s->queue;
-    s->queued_nrec = 0;
-    *stop = s->stop;
+    Chunk *c = queue_take(
+        s, atomic_load_explicit(&s->split_nrec, memory_order_relaxed));
+    *stop = s->stop && !s->queue;
     pthread_mutex_unlock(&s->mu);
     return c;
 }
@@ -1558,6 +1658,7 @@ store_alloc(const StoreConfig *cfg)
         return NULL;
     }
     s->cfg = *cfg;
+    atomic_init(&s->split_nrec, UINT64_MAX);
     s->cfg.dir = s->dir;
     s->lock_fd = -1;
     s->queue_tail = &s->queue;

@@ -602,6 +602,69 @@ test_second_open_locked(void **state)
     close_store(s2);
 }
 
+/* ---- group splitting (-f 0) ---- */
+
+/* Two rounds of `crowd` puts, each handed over at once and waited for, as
+ * clients that each wait for their reply. Round two (the crowd is known by
+ * then) must be committed in want2 groups; then every body must come back after
+ * a reopen, whatever chunk the split cut. */
+static void
+check_split(const char *dir, uint64_t crowd, uint64_t want2)
+{
+    uint64_t seq = 0;
+    StoreStats st;
+    char err[512], *body, want[64];
+    size_t len;
+
+    Store *s = open_store(dir, 1, STORE_SYNC_ALWAYS, NULL, NULL);
+    start_store(s);
+    uint64_t groups1 = 0;
+    for (int round = 0; round < 2; round++) {
+        for (uint64_t i = 0; i < crowd; i++) {
+            seq++;
+            put_job(s, seq, seq);
+        }
+        store_flush(s);
+        assert_true(wait_acked(s, seq, 5000));
+        store_stats(s, &st);
+        if (round == 0) groups1 = st.groups; /* 1, or 2 if already split */
+    }
+    assert_int_equal(st.records, 2 * crowd);
+    assert_int_equal(st.groups - groups1, want2);
+    close_store(s);
+
+    s = open_store(dir, 1, STORE_SYNC_ALWAYS, NULL, NULL);
+    for (uint64_t id = 1; id <= 2 * crowd; id++) {
+        StoreJob j;
+        make_job(&j, id, "default");
+        assert_int_equal(store_get_body(s, id, &body, &len, err, sizeof err),
+                         1);
+        body_of(id, want, j.body_size);
+        assert_int_equal(len, j.body_size);
+        assert_memory_equal(body, want, len);
+        free(body);
+    }
+    close_store(s);
+}
+
+/* A crowd of 40 records in flight is committed as two groups of 20. */
+static void
+test_split_crowd(void **state)
+{
+    Fixture *f = *state;
+
+    check_split(f->dir, 40, 2);
+}
+
+/* Fewer than SPLIT_MIN (12) records in flight stay one group. */
+static void
+test_split_not_few(void **state)
+{
+    Fixture *f = *state;
+
+    check_split(f->dir, 8, 1);
+}
+
 /* ---- acknowledgement per sync mode ---- */
 
 static void
@@ -1047,6 +1110,8 @@ main(void)
         T(test_newer_format_refused),
         T(test_shard_header_checked),
         T(test_second_open_locked),
+        T(test_split_crowd),
+        T(test_split_not_few),
         T(test_ack_always),
         T(test_ack_always_2shards),
         T(test_ack_interval),
