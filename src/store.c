@@ -92,8 +92,6 @@ enum { OP_PUT = 1, OP_UPDATE = 2, OP_DELETE = 3 };
 /* Recovery scan readahead (architecture 3.4, 5.7). */
 #define RECOVER_READAHEAD ((size_t)2 << 20)
 
-enum { SPLIT_PHASE_PROBE_SPLIT, SPLIT_PHASE_PROBE_WHOLE, SPLIT_PHASE_RUN };
-
 typedef struct Chunk {
     struct Chunk *next;
     unsigned char *p;
@@ -175,13 +173,8 @@ struct Store {
     int64_t last_sync_mono; /* ns, CLOCK_MONOTONIC */
     uint64_t last_sync_dur; /* ns the latest synced group took */
     uint64_t prev_records;  /* records in the previous group */
+    uint64_t prev_puts;     /* ...of which puts */
     uint64_t crowd;         /* estimated records per round (split_update) */
-    int phase;              /* SPLIT_PHASE_*: what split_update does now */
-    int run_split;          /* the run phase splits */
-    uint64_t phase_groups;  /* groups since the phase began */
-    int64_t phase_start;    /* ns (CLOCK_MONOTONIC) it began, 0: not yet */
-    uint64_t phase_records; /* st_records when it began */
-    double split_rate;      /* records/s of the latest split probe */
 
     /* written by the mutation thread, read by any thread */
     _Atomic uint64_t written_seq, durable_seq;
@@ -1372,13 +1365,15 @@ mut_write_group(Store *s)
 static void
 mut_group(Store *s, Chunk *chunks)
 {
-    uint64_t seq = 0, records = 0;
+    uint64_t seq = 0, records = 0, puts = 0;
     size_t bytes = 0;
 
     for (Chunk *c = chunks; c; c = c->next) {
         if (!mut_is_failed(s)) {
-            for (size_t off = 0; off < c->len; records++)
+            for (size_t off = 0; off < c->len; records++) {
+                puts += c->p[off + 22] == OP_PUT;
                 off += mut_apply(s, c->p + off, &seq);
+            }
         }
         bytes += c->len;
     }
@@ -1390,6 +1385,7 @@ mut_group(Store *s, Chunk *chunks)
         if (rc == 0) mut_publish(s, seq, s->cfg.sync_mode == STORE_SYNC_ALWAYS);
     }
     s->prev_records = records;
+    s->prev_puts = puts;
     atomic_fetch_sub_explicit(&s->backlog, bytes, memory_order_relaxed);
 }
 
@@ -1476,60 +1472,25 @@ mut_gather(Store *s)
  * loop serves the other, at the price of two fsyncs per round. Measured on
  * 2 cores (put, 100-byte jobs, clients waiting for each reply): a net gain
  * from about 10 clients on (up to 1.5x at 20), a loss at 2-4 clients, so
- * crowds under SPLIT_MIN records are not split. But the second fsync costs
- * CPU too, and where the loop has more to do per record (reserve + delete
- * workers) splitting lost 5-10%. So the thread measures: it commits
- * SPLIT_PROBE groups split, then as many whole, and for the next SPLIT_RUN
- * groups keeps the way that committed more records per second (whole on a
- * tie within SPLIT_MARGIN percent: fewer fsyncs). The crowd is the most
- * records found in flight at a hand-off since the previous group; the
- * estimate follows a rise at once and a fall slowly. */
+ * crowds under SPLIT_MIN records are not split. Consumers are not split
+ * either: a delete comes after a reserve, so the loop does about twice the
+ * work per record, the loop's half then outlasts the fsync, and the second
+ * fsync's CPU (~130 us of kernel time per sync in this VM) is missed on 2
+ * cores: splitting lost 9% on drain (reserve + delete) and 6% on cycle
+ * (half puts). So only groups of at least SPLIT_PUT_PCT percent puts (the
+ * previous group's share) are split. The crowd is the most records found
+ * in flight at a hand-off since the previous group; the estimate follows a
+ * rise at once and a fall slowly. */
 #define SPLIT_MIN 12
-#define SPLIT_PROBE 64
-#define SPLIT_RUN 512
-#define SPLIT_MARGIN 3
-
-/* Ends a probe or run phase of split_update: returns the rate (records per
- * second) of the phase and starts the next. */
-static double
-split_phase_end(Store *s, int64_t now)
-{
-    uint64_t rec = atomic_load_explicit(&s->st_records, memory_order_relaxed);
-    double secs = (double)(now - s->phase_start) / 1e9;
-    double rate = secs > 0 ? (double)(rec - s->phase_records) / secs : 0;
-
-    s->phase = (s->phase + 1) % 3;
-    s->phase_groups = 0;
-    s->phase_start = now;
-    s->phase_records = rec;
-    return rate;
-}
-
+#define SPLIT_PUT_PCT 75
 static void
 split_update(Store *s)
 {
     uint64_t seen =
         atomic_exchange_explicit(&s->inflight_peak, 0, memory_order_relaxed);
     s->crowd = seen > s->crowd ? seen : s->crowd - s->crowd / 64;
-    if (s->crowd < SPLIT_MIN) { /* start over with a probe of splitting */
-        s->phase = SPLIT_PHASE_PROBE_SPLIT;
-        s->phase_groups = 0;
-        s->phase_start = 0;
-    } else if (s->phase_start == 0) {
-        s->phase_start = now_ns();
-        s->phase_records =
-            atomic_load_explicit(&s->st_records, memory_order_relaxed);
-    } else if (++s->phase_groups >=
-               (s->phase == SPLIT_PHASE_RUN ? SPLIT_RUN : SPLIT_PROBE)) {
-        int phase = s->phase;
-        double rate = split_phase_end(s, now_ns());
-        if (phase == SPLIT_PHASE_PROBE_SPLIT) s->split_rate = rate;
-        if (phase == SPLIT_PHASE_PROBE_WHOLE)
-            s->run_split = s->split_rate * 100 > rate * (100 + SPLIT_MARGIN);
-    }
     int split = s->crowd >= SPLIT_MIN &&
-                (s->phase == SPLIT_PHASE_PROBE_SPLIT ||
-                 (s->phase == SPLIT_PHASE_RUN && s->run_split));
+                s->prev_puts * 100 >= s->prev_records * SPLIT_PUT_PCT;
     atomic_store_explicit(&s->split_nrec,
                           split ? (s->crowd + 1) / 2 : UINT64_MAX,
                           memory_order_relaxed);

@@ -666,6 +666,39 @@ test_split_not_few(void **state)
     check_split(f->dir, 8, 1);
 }
 
+/* A crowd of 40 deletes (consumers) is not split: after a round of puts
+ * and a round of deletes, the next round of deletes is one group. */
+static void
+test_split_not_consumers(void **state)
+{
+    Fixture *f = *state;
+    uint64_t seq = 0;
+    StoreStats st;
+
+    Store *s = open_store(f->dir, 1, STORE_SYNC_ALWAYS, NULL, NULL);
+    start_store(s);
+    for (uint64_t id = 1; id <= 120; id++) { /* crowds of 40 */
+        seq++;
+        put_job(s, seq, id);
+        if (id % 40) continue;
+        store_flush(s);
+        assert_true(wait_acked(s, seq, 5000));
+    }
+    for (int round = 0; round < 3; round++) {
+        store_stats(s, &st);
+        uint64_t groups = st.groups;
+        for (uint64_t i = 1; i <= 40; i++) {
+            seq++;
+            store_add_delete(s, seq, (uint64_t)round * 40 + i, 0);
+        }
+        store_flush(s);
+        assert_true(wait_acked(s, seq, 5000));
+        store_stats(s, &st);
+        if (round == 2) assert_int_equal(st.groups - groups, 1);
+    }
+    close_store(s);
+}
+
 /* ---- acknowledgement per sync mode ---- */
 
 static void
@@ -1113,6 +1146,7 @@ main(void)
         T(test_second_open_locked),
         T(test_split_crowd),
         T(test_split_not_few),
+        T(test_split_not_consumers),
         T(test_ack_always),
         T(test_ack_always_2shards),
         T(test_ack_interval),
