@@ -647,8 +647,7 @@ check_split(const char *dir, uint64_t crowd, uint64_t want2)
     close_store(s);
 }
 
-/* A crowd of 40 records in flight is committed as two groups of 20 (the
- * mutation thread's first probe phase splits). */
+/* A crowd of 40 puts in flight is committed as two groups of 20. */
 static void
 test_split_crowd(void **state)
 {
