@@ -606,8 +606,9 @@ test_second_open_locked(void **state)
 
 /* Two rounds of `crowd` puts, each handed over at once and waited for, as
  * clients that each wait for their reply. Round two (the crowd is known by
- * then) must be committed in want2 groups; then every body must come back after
- * a reopen, whatever chunk the split cut. */
+ * then) must be committed in want2 groups. A third, larger round follows;
+ * then every body must come back after a reopen, whatever chunk the split
+ * cut. */
 static void
 check_split(const char *dir, uint64_t crowd, uint64_t want2)
 {
@@ -631,10 +632,18 @@ check_split(const char *dir, uint64_t crowd, uint64_t want2)
     }
     assert_int_equal(st.records, 2 * crowd);
     assert_int_equal(st.groups - groups1, want2);
+    /* A larger crowd: handed over in the old halves, taken in new ones,
+     * which cuts a chunk between records (chunk_split). */
+    for (uint64_t i = 0; i < crowd * 3 / 2; i++) {
+        seq++;
+        put_job(s, seq, seq);
+    }
+    store_flush(s);
+    assert_true(wait_acked(s, seq, 5000));
     close_store(s);
 
     s = open_store(dir, 1, STORE_SYNC_ALWAYS, NULL, NULL);
-    for (uint64_t id = 1; id <= 2 * crowd; id++) {
+    for (uint64_t id = 1; id <= seq; id++) {
         StoreJob j;
         make_job(&j, id, "default");
         assert_int_equal(store_get_body(s, id, &body, &len, err, sizeof err),
