@@ -159,10 +159,12 @@ struct Store {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     Chunk *queue, **queue_tail;
-    uint64_t queued_nrec;  /* records in queue */
-    int sleeping;          /* the mutation thread waits for input */
-    uint64_t wake_at_nrec; /* ...and wants waking once queued_nrec reaches
-                              this (1: any input) */
+    uint64_t queued_nrec;   /* records in queue */
+    int sleeping;           /* the mutation thread waits for input */
+    uint64_t wake_at_nrec;  /* ...and wants waking once queued_nrec reaches
+                               this (1: any input) */
+    uint64_t inflight_peak; /* most records not yet durable at a hand-off
+                               since split_update last looked */
     Chunk *spare;
     int nspare;
     int stop;
@@ -185,10 +187,9 @@ struct Store {
         st_last_sync_ns, st_bytes;
     _Atomic uint64_t st_sync_hist[STORE_SYNC_BUCKETS];
 
-    /* group splitting (STORE_SYNC_ALWAYS): the loop raises inflight_peak to
-     * the records not yet durable at each hand-off, the mutation thread
-     * takes it and sets split_nrec (UINT64_MAX: no splitting) */
-    _Atomic uint64_t inflight_peak, split_nrec;
+    /* group splitting (STORE_SYNC_ALWAYS): records per group, read by the
+     * loop (UINT64_MAX: no splitting) */
+    _Atomic uint64_t split_nrec;
 
     /* loop thread adds, mutation thread subtracts */
     _Atomic size_t backlog;
@@ -847,16 +848,14 @@ store_flush(Store *s)
     Chunk *c = s->cur;
 
     if (!c || !c->len) return;
-    uint64_t inflight =
-        s->added_seq -
-        atomic_load_explicit(&s->durable_seq, memory_order_relaxed);
-    uint64_t peak =
-        atomic_load_explicit(&s->inflight_peak, memory_order_relaxed);
-    while (inflight > peak &&
-           !atomic_compare_exchange_weak(&s->inflight_peak, &peak, inflight))
-        ;
     c->next = NULL;
     pthread_mutex_lock(&s->mu);
+    if (s->cfg.sync_mode == STORE_SYNC_ALWAYS) { /* for split_update */
+        uint64_t inflight =
+            s->added_seq -
+            atomic_load_explicit(&s->durable_seq, memory_order_relaxed);
+        if (inflight > s->inflight_peak) s->inflight_peak = inflight;
+    }
     *s->queue_tail = c;
     s->queue_tail = &c->next;
     s->queued_nrec += c->nrec;
@@ -1484,10 +1483,11 @@ mut_gather(Store *s)
 #define SPLIT_MIN 12
 #define SPLIT_PUT_PCT 75
 static void
-split_update(Store *s)
+split_update(Store *s) /* mu held */
 {
-    uint64_t seen =
-        atomic_exchange_explicit(&s->inflight_peak, 0, memory_order_relaxed);
+    uint64_t seen = s->inflight_peak;
+
+    s->inflight_peak = 0;
     s->crowd = seen > s->crowd ? seen : s->crowd - s->crowd / 64;
     int split = s->crowd >= SPLIT_MIN &&
                 s->prev_puts * 100 >= s->prev_records * SPLIT_PUT_PCT;
