@@ -6,29 +6,71 @@
  * about the most one event-loop thread can answer on this machine, and the
  * benchmark compares real servers with it.
  *
- * usage: ceiling [-l ADDR] [-p PORT]     (default 127.0.0.1 11300)
+ * With -b DIR it is the sync ceiling: the cheapest server that acknowledges
+ * after fdatasync, with group commit. Every byte a client sends is appended
+ * to DIR/ceiling.log; once per epoll batch the loop hands what it read to a
+ * syncer thread, which writes and fdatasyncs everything handed over since its
+ * previous sync, back to back, and wakes the loop (eventfd). A reply leaves
+ * only once the bytes read before it are synced. No parsing beyond the
+ * above, no index, no storage engine: what a durable server can reach at
+ * best with this disk and these cores.
+ *
+ * usage: ceiling [-l ADDR] [-p PORT] [-b DIR]   (default 127.0.0.1 11300)
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #define READ_CHUNK 65536
 #define MAX_LINE 1024
+#define MARKS 8
+
+/* Where a client's held output ends once generation gen is synced. */
+struct mark {
+    uint64_t gen;
+    size_t end;
+};
 
 struct cli {
-    int fd, epout;
+    int fd, epout, dead, held; /* held: on the held list */
     char *rb, *wb;
     size_t rlen, rcap, wlen, woff, wcap, skip;
+    size_t rel;    /* output up to here may leave */
+    size_t marked; /* output up to here has a mark */
+    struct mark marks[MARKS];
+    int nmarks;
+};
+
+/* The log of the sync ceiling. buf/len/gen under mu. */
+struct log {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *buf;
+    size_t len, cap;
+    uint64_t gen;             /* generation that the next hand-off joins */
+    _Atomic uint64_t durable; /* latest generation written and synced */
+    int fd, efd;
 };
 
 static int ep;
+static int durable_mode;
+static struct log lg;
+static char *pend; /* loop: bytes read since the last hand-off */
+static size_t plen, pcap;
+static struct cli **held; /* loop: clients with marks or unmarked output */
+static size_t nheld, capheld;
 
 static void
 die(const char *what)
@@ -47,15 +89,34 @@ out(struct cli *c, const char *s, size_t n)
     }
     memcpy(c->wb + c->wlen, s, n);
     c->wlen += n;
+    if (!durable_mode) {
+        c->rel = c->marked = c->wlen;
+    } else if (!c->held) {
+        if (nheld == capheld) {
+            capheld = capheld ? capheld * 2 : 64;
+            held = realloc(held, capheld * sizeof *held);
+            if (!held) die("realloc");
+        }
+        held[nheld++] = c;
+        c->held = 1;
+    }
 }
 
+static void
+cli_free(struct cli *c)
+{
+    free(c->rb);
+    free(c->wb);
+    free(c);
+}
+
+/* A client on the held list is freed when the list lets it go. */
 static void
 drop(struct cli *c)
 {
     close(c->fd);
-    free(c->rb);
-    free(c->wb);
-    free(c);
+    c->dead = 1;
+    if (!c->held) cli_free(c);
 }
 
 /* The body size at the end of a put line, or -1. */
@@ -106,6 +167,15 @@ on_input(struct cli *c)
         on_line(c, b, (size_t)(e - b));
         off += (size_t)(e - b) + 2;
     }
+    if (durable_mode && off) {
+        if (plen + off > pcap) {
+            pcap = (plen + off) * 2;
+            pend = realloc(pend, pcap);
+            if (!pend) die("realloc");
+        }
+        memcpy(pend + plen, c->rb, off);
+        plen += off;
+    }
     memmove(c->rb, c->rb + off, c->rlen - off);
     c->rlen -= off;
     return 0;
@@ -114,16 +184,17 @@ on_input(struct cli *c)
 static int
 flush(struct cli *c)
 {
-    while (c->woff < c->wlen) {
+    while (c->woff < c->rel) {
         ssize_t n =
-            send(c->fd, c->wb + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+            send(c->fd, c->wb + c->woff, c->rel - c->woff, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (n < 0) return -1;
         c->woff += (size_t)n;
     }
-    if (c->woff == c->wlen) c->woff = c->wlen = 0;
-    int want = c->wlen > 0;
+    if (c->woff == c->wlen && !c->nmarks && c->marked == c->wlen)
+        c->woff = c->wlen = c->rel = c->marked = 0;
+    int want = c->rel > c->woff;
     if (want != c->epout) {
         struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0),
                                  .data.ptr = c};
@@ -131,6 +202,96 @@ flush(struct cli *c)
         c->epout = want;
     }
     return 0;
+}
+
+/* Sync ceiling: writes and fdatasyncs each generation, back to back. */
+static void *
+syncer_main(void *arg)
+{
+    char *mine = NULL;
+    size_t mcap = 0;
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&lg.mu);
+        while (!lg.len)
+            pthread_cond_wait(&lg.cv, &lg.mu);
+        char *b = lg.buf;
+        size_t n = lg.len, bcap = lg.cap;
+        uint64_t g = lg.gen++;
+        lg.buf = mine;
+        lg.cap = mcap;
+        lg.len = 0;
+        pthread_mutex_unlock(&lg.mu);
+        mine = b;
+        mcap = bcap;
+        for (size_t off = 0; off < n;) {
+            ssize_t w = write(lg.fd, mine + off, n - off);
+            if (w < 0 && errno != EINTR) die("write log");
+            if (w > 0) off += (size_t)w;
+        }
+        if (fdatasync(lg.fd) < 0) die("fdatasync");
+        atomic_store(&lg.durable, g);
+        uint64_t one = 1;
+        if (write(lg.efd, &one, sizeof one) < 0) die("eventfd");
+    }
+    return NULL;
+}
+
+/* Once per epoll batch: the bytes read join the next generation, and every
+ * held client's new output waits for it (a full mark ring moves its last
+ * mark on: that reply waits a little longer, never less). */
+static void
+handoff(void)
+{
+    if (!durable_mode || !plen) return;
+    pthread_mutex_lock(&lg.mu);
+    if (lg.len + plen > lg.cap) {
+        lg.cap = (lg.len + plen) * 2;
+        lg.buf = realloc(lg.buf, lg.cap);
+        if (!lg.buf) die("realloc");
+    }
+    memcpy(lg.buf + lg.len, pend, plen);
+    lg.len += plen;
+    uint64_t g = lg.gen;
+    pthread_cond_signal(&lg.cv);
+    pthread_mutex_unlock(&lg.mu);
+    plen = 0;
+    for (size_t i = 0; i < nheld; i++) {
+        struct cli *c = held[i];
+        if (c->marked == c->wlen) continue;
+        if (c->nmarks == MARKS) c->nmarks--;
+        c->marks[c->nmarks++] = (struct mark){g, c->wlen};
+        c->marked = c->wlen;
+    }
+}
+
+/* The syncer finished a generation: release what it covers. */
+static void
+release(void)
+{
+    uint64_t d = atomic_load(&lg.durable), v;
+    size_t k = 0;
+    if (read(lg.efd, &v, sizeof v) < 0 && errno != EAGAIN) die("eventfd");
+    for (size_t i = 0; i < nheld; i++) {
+        struct cli *c = held[i];
+        int m = 0, was_dead = c->dead;
+        while (m < c->nmarks && c->marks[m].gen <= d)
+            c->rel = c->marks[m++].end;
+        c->nmarks -= m;
+        memmove(c->marks, c->marks + m, (size_t)c->nmarks * sizeof *c->marks);
+        if (!c->dead && m && flush(c) < 0) {
+            close(c->fd); /* freed next time: this batch may name it */
+            c->dead = 1;
+        }
+        if (was_dead) {
+            cli_free(c);
+        } else if (!c->dead && !c->nmarks && c->marked == c->wlen) {
+            c->held = 0;
+        } else {
+            held[k++] = c;
+        }
+    }
+    nheld = k;
 }
 
 static void
@@ -188,24 +349,50 @@ listen_on(const char *addr, const char *port)
     return fd;
 }
 
+/* -b DIR: opens DIR/ceiling.log, the eventfd and the syncer thread. */
+static void
+durable_start(const char *dir, struct cli *wake)
+{
+    char path[4096];
+    pthread_t th;
+    snprintf(path, sizeof path, "%s/ceiling.log", dir);
+    lg.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (lg.fd < 0) die(path);
+    lg.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = wake};
+    if (lg.efd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lg.efd, &ev) < 0)
+        die("eventfd");
+    pthread_mutex_init(&lg.mu, NULL);
+    pthread_cond_init(&lg.cv, NULL);
+    lg.gen = 1;
+    if (pthread_create(&th, NULL, syncer_main, NULL) != 0) die("thread");
+    durable_mode = 1;
+}
+
 int
 main(int argc, char **argv)
 {
-    const char *addr = "127.0.0.1", *port = "11300";
+    const char *addr = "127.0.0.1", *port = "11300", *dir = NULL;
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
+    static struct cli wake; /* marks the eventfd's events */
     int o;
-    while ((o = getopt(argc, argv, "l:p:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
             port = optarg;
+        else if (o == 'b')
+            dir = optarg;
         else
-            return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT]\n"), 2;
+            return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] "
+                                   "[-b DIR]\n"),
+                   2;
     }
     int lfd = listen_on(addr, port);
     ep = epoll_create1(0);
     lev.data.ptr = NULL;
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev) < 0) die("epoll");
+    if (dir) durable_start(dir, &wake);
     for (;;) {
         int n = epoll_wait(ep, evs, 128, -1);
         if (n < 0 && errno != EINTR) die("epoll_wait");
@@ -213,10 +400,15 @@ main(int argc, char **argv)
             struct cli *c = evs[i].data.ptr;
             if (!c)
                 on_accept(lfd);
+            else if (c == &wake)
+                release();
+            else if (c->dead)
+                continue;
             else if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
                 on_readable(c);
             else if (flush(c) < 0)
                 drop(c);
         }
+        handoff();
     }
 }

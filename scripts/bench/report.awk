@@ -22,6 +22,7 @@ BEGIN {
     srvname["bs-b"] = "beanstalkd -b"
     srvname["bs-mem"] = "beanstalkd mem"
     srvname["ceiling"] = "ceiling probe"
+    srvname["ceiling-sync"] = "sync ceiling"
 }
 
 $4 != "ok" { bad[$2, $3] = 1; seen[$2, $3] = 1; next }
@@ -115,10 +116,12 @@ function ratio_cell(row, a, b,    x) {
     return x == "" ? "ERR" : sprintf("%.2fx", x)
 }
 
-function ratios_table(    r, row, c1, c2, c3, c4, c5) {
-    print "ops/s ratios (medians): rs = rockstalkd default durable mode"
-    printf "%-18s %10s %10s %10s %12s %11s\n", "row", "rs/bs-f0", \
-        "rs/bs-b", "rs/bs-mem", "rs-f50/bs-b", "rs/ceiling"
+function ratios_table(    r, row, c1, c2, c3, c4, c5, c6, c7) {
+    print "ops/s ratios (medians): rs = rockstalkd default durable mode," \
+        " sync = sync ceiling"
+    printf "%-18s %9s %8s %10s %12s %11s %8s %10s\n", "row", "rs/bs-f0", \
+        "rs/bs-b", "rs/bs-mem", "rs-f50/bs-b", "rs/ceiling", "rs/sync", \
+        "sync/bs-b"
     for (r = 1; r <= nrows; r++) {
         row = rows[r]
         c1 = ratio_cell(row, "rs", "bs-f0")
@@ -126,9 +129,11 @@ function ratios_table(    r, row, c1, c2, c3, c4, c5) {
         c3 = ratio_cell(row, "rs", "bs-mem")
         c4 = ratio_cell(row, "rs-f50", "bs-b")
         c5 = ratio_cell(row, "rs", "ceiling")
-        if (c1 c2 c3 c4 c5 != "")
-            printf "%-18s %10s %10s %10s %12s %11s\n", rowname[row], c1, \
-                c2, c3, c4, c5
+        c6 = ratio_cell(row, "rs", "ceiling-sync")
+        c7 = ratio_cell(row, "ceiling-sync", "bs-b")
+        if (c1 c2 c3 c4 c5 c6 c7 != "")
+            printf "%-18s %9s %8s %10s %12s %11s %8s %10s\n", rowname[row], \
+                c1, c2, c3, c4, c5, c6, c7
     }
 }
 

@@ -3,7 +3,7 @@
 #
 # Runs every row of the matrix against rockstalkd (default durable mode and
 # -f 50), Debian's beanstalkd (-b -f0, -b, in memory) and the ceiling probe
-# (put rows only), alternating servers, each cell on a freshly started server
+# in memory and with -b (put rows only), alternating servers, each cell on a freshly started server
 # with a fresh data directory on a free 127.0.0.1 port. Prints the medians,
 # the ratios and the targets with PASS/FAIL.
 #
@@ -12,6 +12,8 @@
 #   BENCH_REPS, BENCH_SECS  repetitions and seconds per cell, explicitly
 #   BENCH_DRAIN_JOBS    jobs preloaded for the drain row (default 200000)
 #   BENCH_SERVERS       subset of: rs rs-f50 bs-f0 bs-b bs-mem ceiling
+#                       ceiling-sync
+#   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
 #   BENCH_PIN=split     servers on CPU 0, rsbench on CPU 1 (default: no pinning)
 #   BENCH_TMP           where data directories go (default $TMPDIR or /tmp)
@@ -32,7 +34,8 @@ else
     SECS=${BENCH_SECS:-5}
 fi
 DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
-SERVERS=${BENCH_SERVERS:-rs rs-f50 bs-f0 bs-b bs-mem ceiling}
+SERVERS=${BENCH_SERVERS:-rs rs-f50 bs-f0 bs-b bs-mem ceiling ceiling-sync}
+BODY=${BENCH_BODY:-100}
 ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50}
 PIN=${BENCH_PIN:-none}
 TMPBASE=${BENCH_TMP:-${TMPDIR:-/tmp}}
@@ -72,18 +75,19 @@ server_cmd() {
     bs-b) CMD=("$BEANSTALKD" "${l[@]}" -b "$3") ;;
     bs-mem) CMD=("$BEANSTALKD" "${l[@]}") ;;
     ceiling) CMD=("$BUILD/ceiling" "${l[@]}") ;;
+    ceiling-sync) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3") ;;
     esac
     if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi
 }
 
 row_args() {
     case $1 in
-    put1) echo "-m put -c 1 -P 1" ;;
-    put50) echo "-m put -c 50 -P 1" ;;
-    put50p16) echo "-m put -c 50 -P 16" ;;
+    put1) echo "-m put -c 1 -P 1 -s $BODY" ;;
+    put50) echo "-m put -c 50 -P 1 -s $BODY" ;;
+    put50p16) echo "-m put -c 50 -P 16 -s $BODY" ;;
     put50-4k) echo "-m put -c 50 -P 1 -s 4096" ;;
-    cycle50) echo "-m cycle -c 50 -P 1" ;;
-    drain50) echo "-m drain -c 50 -P 1 -L $DRAIN_JOBS" ;;
+    cycle50) echo "-m cycle -c 50 -P 1 -s $BODY" ;;
+    drain50) echo "-m drain -c 50 -P 1 -s $BODY -L $DRAIN_JOBS" ;;
     esac
 }
 
@@ -152,7 +156,7 @@ preload_via() { [ "$1" = bs-f0 ] && echo bs-b; }
 # Preloads DRAIN_JOBS jobs into data dir $2 under configuration $1.
 preload_dir() {
     start_server "$1" "$2" "$3" || return 1
-    bench -m put -c 50 -P 64 -n "$DRAIN_JOBS" -d 0
+    bench -m put -c 50 -P 64 -s "$BODY" -n "$DRAIN_JOBS" -d 0
     stop_server
     echo "$OUT" >>"$3"
     [ "$RC" -eq 0 ] || return 1
@@ -185,13 +189,13 @@ run_cell() {
             cell_fail "$rep" "$srv" "$dir" "$log" "preload under $via failed"
             return
         fi
-        args="-m drain -c 50 -P 1"
+        args="-m drain -c 50 -P 1 -s $BODY"
     fi
     if ! start_server "$srv" "$dir" "$log"; then
         cell_fail "$rep" "$srv" "$dir" "$log" "server did not start"
         return
     fi
-    [ "$srv" = ceiling ] && x=-x
+    [ "${srv#ceiling}" != "$srv" ] && x=-x
     # shellcheck disable=SC2086
     bench $args -d "$SECS" $x
     stop_server
@@ -223,11 +227,14 @@ rotated() {
     for ((i = 0; i < n; i++)); do echo -n "${s[$(((i + $1) % n))]} "; done
 }
 
+# The ceiling probes answer puts only.
+skip_cell() { [ "${2#ceiling}" != "$2" ] && [ "${1#put}" = "$1" ]; }
+
 run_matrix() {
     local rep row srv total=0 done=0 line
     for row in $ROWS; do
         for srv in $SERVERS; do
-            [ "$srv" = ceiling ] && [ "${row#put}" = "$row" ] && continue
+            skip_cell "$row" "$srv" && continue
             total=$((total + 1))
         done
     done
@@ -235,7 +242,7 @@ run_matrix() {
     for rep in $(seq "$REPS"); do
         for row in $ROWS; do
             for srv in $(rotated "$rep"); do
-                [ "$srv" = ceiling ] && [ "${row#put}" = "$row" ] && continue
+                skip_cell "$row" "$srv" && continue
                 done=$((done + 1))
                 run_cell "$rep" "$row" "$srv"
                 line=$(tail -n 1 "$RAW")
@@ -270,7 +277,8 @@ header() {
     echo "beanstalkd: $("$BEANSTALKD" -v 2>&1 | head -n 1)"
     echo "rockstalkd: $ROCKSTALKD ($(git -C "$REPO" describe --always \
         --dirty 2>/dev/null || echo 'no commit'))"
-    echo "cells: $REPS x ${SECS}s, medians; drain preload $DRAIN_JOBS jobs;" \
+    echo "cells: $REPS x ${SECS}s, medians; bodies $BODY B;" \
+        "drain preload $DRAIN_JOBS jobs;" \
         "pinning: $PIN; data dirs in $TMPBASE"
     local busy
     busy=$(cpu_busy)
