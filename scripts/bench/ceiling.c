@@ -13,9 +13,12 @@
  * previous sync, back to back, and wakes the loop (eventfd). A reply leaves
  * only once the bytes read before it are synced. No parsing beyond the
  * above, no index, no storage engine: what a durable server can reach at
- * best with this disk and these cores.
+ * best with this disk and these cores. -n N runs N syncer threads, each
+ * with its own log file (DIR/ceiling.K.log), so up to N syncs overlap; a
+ * generation counts as synced once it and every earlier one are.
  *
- * usage: ceiling [-l ADDR] [-p PORT] [-b DIR]   (default 127.0.0.1 11300)
+ * usage: ceiling [-l ADDR] [-p PORT] [-b DIR [-n SYNCERS]]
+ *        (default 127.0.0.1 11300, 1 syncer)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +39,7 @@
 #define READ_CHUNK 65536
 #define MAX_LINE 1024
 #define MARKS 8
+#define SYNCERS_MAX 16
 
 /* Where a client's held output ends once generation gen is synced. */
 struct mark {
@@ -53,15 +57,16 @@ struct cli {
     int nmarks;
 };
 
-/* The log of the sync ceiling. buf/len/gen under mu. */
+/* The log of the sync ceiling. buf/len/gen/done under mu. */
 struct log {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char *buf;
     size_t len, cap;
     uint64_t gen;             /* generation that the next hand-off joins */
-    _Atomic uint64_t durable; /* latest generation written and synced */
-    int fd, efd;
+    _Atomic uint64_t durable; /* every generation up to this one is synced */
+    unsigned char done[SYNCERS_MAX * 2]; /* synced, by gen % size */
+    int efd;
 };
 
 static int ep;
@@ -204,13 +209,27 @@ flush(struct cli *c)
     return 0;
 }
 
-/* Sync ceiling: writes and fdatasyncs each generation, back to back. */
+/* Marks generation g synced and publishes how far all are (mu held). */
+static void
+gen_done(uint64_t g)
+{
+    uint64_t d = atomic_load(&lg.durable);
+    lg.done[g % sizeof lg.done] = 1;
+    while (lg.done[(d + 1) % sizeof lg.done]) {
+        lg.done[(d + 1) % sizeof lg.done] = 0;
+        d++;
+    }
+    atomic_store(&lg.durable, d);
+}
+
+/* Sync ceiling: writes and fdatasyncs each generation it takes to its own
+ * log file (arg: the descriptor), back to back. */
 static void *
 syncer_main(void *arg)
 {
     char *mine = NULL;
     size_t mcap = 0;
-    (void)arg;
+    int fd = (int)(intptr_t)arg;
     for (;;) {
         pthread_mutex_lock(&lg.mu);
         while (!lg.len)
@@ -225,12 +244,14 @@ syncer_main(void *arg)
         mine = b;
         mcap = bcap;
         for (size_t off = 0; off < n;) {
-            ssize_t w = write(lg.fd, mine + off, n - off);
+            ssize_t w = write(fd, mine + off, n - off);
             if (w < 0 && errno != EINTR) die("write log");
             if (w > 0) off += (size_t)w;
         }
-        if (fdatasync(lg.fd) < 0) die("fdatasync");
-        atomic_store(&lg.durable, g);
+        if (fdatasync(fd) < 0) die("fdatasync");
+        pthread_mutex_lock(&lg.mu);
+        gen_done(g);
+        pthread_mutex_unlock(&lg.mu);
         uint64_t one = 1;
         if (write(lg.efd, &one, sizeof one) < 0) die("eventfd");
     }
@@ -269,9 +290,12 @@ handoff(void)
 static void
 release(void)
 {
-    uint64_t d = atomic_load(&lg.durable), v;
+    uint64_t v, d;
     size_t k = 0;
+    /* Consume the wake-up before loading durable: a sync that ends after
+     * the load wakes the loop again. */
     if (read(lg.efd, &v, sizeof v) < 0 && errno != EAGAIN) die("eventfd");
+    d = atomic_load(&lg.durable);
     for (size_t i = 0; i < nheld; i++) {
         struct cli *c = held[i];
         int m = 0, was_dead = c->dead;
@@ -349,15 +373,12 @@ listen_on(const char *addr, const char *port)
     return fd;
 }
 
-/* -b DIR: opens DIR/ceiling.log, the eventfd and the syncer thread. */
+/* -b DIR: opens the eventfd, the log files and the syncer threads. */
 static void
-durable_start(const char *dir, struct cli *wake)
+durable_start(const char *dir, int nsync, struct cli *wake)
 {
     char path[4096];
     pthread_t th;
-    snprintf(path, sizeof path, "%s/ceiling.log", dir);
-    lg.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (lg.fd < 0) die(path);
     lg.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = wake};
     if (lg.efd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lg.efd, &ev) < 0)
@@ -365,7 +386,16 @@ durable_start(const char *dir, struct cli *wake)
     pthread_mutex_init(&lg.mu, NULL);
     pthread_cond_init(&lg.cv, NULL);
     lg.gen = 1;
-    if (pthread_create(&th, NULL, syncer_main, NULL) != 0) die("thread");
+    for (int i = 0; i < nsync; i++) {
+        if (nsync == 1)
+            snprintf(path, sizeof path, "%s/ceiling.log", dir);
+        else
+            snprintf(path, sizeof path, "%s/ceiling.%d.log", dir, i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) die(path);
+        if (pthread_create(&th, NULL, syncer_main, (void *)(intptr_t)fd))
+            die("thread");
+    }
     durable_mode = 1;
 }
 
@@ -375,24 +405,26 @@ main(int argc, char **argv)
     const char *addr = "127.0.0.1", *port = "11300", *dir = NULL;
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
-    int o;
-    while ((o = getopt(argc, argv, "l:p:b:")) != -1) {
+    int o, nsync = 1;
+    while ((o = getopt(argc, argv, "l:p:b:n:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
             port = optarg;
         else if (o == 'b')
             dir = optarg;
+        else if (o == 'n' && atoi(optarg) >= 1 && atoi(optarg) <= SYNCERS_MAX)
+            nsync = atoi(optarg);
         else
             return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] "
-                                   "[-b DIR]\n"),
+                                   "[-b DIR [-n 1-16]]\n"),
                    2;
     }
     int lfd = listen_on(addr, port);
     ep = epoll_create1(0);
     lev.data.ptr = NULL;
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev) < 0) die("epoll");
-    if (dir) durable_start(dir, &wake);
+    if (dir) durable_start(dir, nsync, &wake);
     for (;;) {
         int n = epoll_wait(ep, evs, 128, -1);
         if (n < 0 && errno != EINTR) die("epoll_wait");

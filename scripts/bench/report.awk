@@ -23,6 +23,7 @@ BEGIN {
     srvname["bs-mem"] = "beanstalkd mem"
     srvname["ceiling"] = "ceiling probe"
     srvname["ceiling-sync"] = "sync ceiling"
+    srvname["ceiling-sync4"] = "sync ceiling -n 4"
 }
 
 $4 != "ok" { bad[$2, $3] = 1; seen[$2, $3] = 1; next }
