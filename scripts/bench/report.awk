@@ -23,7 +23,11 @@ BEGIN {
     srvname["bs-mem"] = "beanstalkd mem"
     srvname["ceiling"] = "ceiling probe"
     srvname["ceiling-sync"] = "sync ceiling"
-    srvname["ceiling-sync4"] = "sync ceiling -n 4"
+}
+
+# ceiling-syncN: the sync ceiling with N log files.
+!($3 in srvname) && $3 ~ /^ceiling-sync[0-9]+$/ {
+    srvname[$3] = "sync ceiling -n " substr($3, 13)
 }
 
 $4 != "ok" { bad[$2, $3] = 1; seen[$2, $3] = 1; next }

@@ -12,8 +12,9 @@
 #   BENCH_REPS, BENCH_SECS  repetitions and seconds per cell, explicitly
 #   BENCH_DRAIN_JOBS    jobs preloaded for the drain row (default 200000)
 #   BENCH_SERVERS       subset of: rs rs-f50 bs-f0 bs-b bs-mem ceiling
-#                       ceiling-sync, or also ceiling-sync4 (not in the
-#                       default set: the sync ceiling with 4 log files)
+#                       ceiling-sync, or also ceiling-syncN (not in the
+#                       default set: the sync ceiling with N = 1-16 log
+#                       files whose syncs overlap)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
 #   BENCH_PIN=split     servers on CPU 0, rsbench on CPU 1 (default: no pinning)
@@ -77,7 +78,9 @@ server_cmd() {
     bs-mem) CMD=("$BEANSTALKD" "${l[@]}") ;;
     ceiling) CMD=("$BUILD/ceiling" "${l[@]}") ;;
     ceiling-sync) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3") ;;
-    ceiling-sync4) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -n 4) ;;
+    ceiling-sync[0-9]*)
+        CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -n "${1#ceiling-sync}")
+        ;;
     esac
     if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi
 }
