@@ -3,9 +3,10 @@
 #
 # Runs every row of the matrix against rockstalkd (default durable mode and
 # -f 50), Debian's beanstalkd (-b -f0, -b, in memory) and the ceiling probe
-# in memory and with -b (put rows only), alternating servers, each cell on a freshly started server
-# with a fresh data directory on a free 127.0.0.1 port. Prints the medians,
-# the ratios and the targets with PASS/FAIL.
+# (in memory, and with -b: the sync ceiling; put rows only), alternating
+# servers, each cell on a freshly started server with a fresh data directory
+# on a free 127.0.0.1 port. Prints the medians, the ratios and the targets
+# with PASS/FAIL.
 #
 # Knobs (environment):
 #   BENCH_QUICK=1       1 repetition of 2 s cells (default: 3 of 5 s)
