@@ -51,8 +51,7 @@ struct cli {
     int fd, epout, dead, held; /* held: on the held list */
     char *rb, *wb;
     size_t rlen, rcap, wlen, woff, wcap, skip;
-    size_t rel;    /* output up to here may leave */
-    size_t marked; /* output up to here has a mark */
+    size_t rel; /* output up to here may leave */
     struct mark marks[MARKS];
     int nmarks;
 };
@@ -95,7 +94,7 @@ out(struct cli *c, const char *s, size_t n)
     memcpy(c->wb + c->wlen, s, n);
     c->wlen += n;
     if (!durable_mode) {
-        c->rel = c->marked = c->wlen;
+        c->rel = c->wlen;
     } else if (!c->held) {
         if (nheld == capheld) {
             capheld = capheld ? capheld * 2 : 64;
@@ -197,8 +196,7 @@ flush(struct cli *c)
         if (n < 0) return -1;
         c->woff += (size_t)n;
     }
-    if (c->woff == c->wlen && !c->nmarks && c->marked == c->wlen)
-        c->woff = c->wlen = c->rel = c->marked = 0;
+    if (c->woff == c->wlen && !c->nmarks) c->woff = c->wlen = c->rel = 0;
     int want = c->rel > c->woff;
     if (want != c->epout) {
         struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0),
@@ -279,10 +277,10 @@ handoff(void)
     plen = 0;
     for (size_t i = 0; i < nheld; i++) {
         struct cli *c = held[i];
-        if (c->marked == c->wlen) continue;
+        size_t marked = c->nmarks ? c->marks[c->nmarks - 1].end : c->rel;
+        if (marked == c->wlen) continue;
         if (c->nmarks == MARKS) c->nmarks--;
         c->marks[c->nmarks++] = (struct mark){g, c->wlen};
-        c->marked = c->wlen;
     }
 }
 
@@ -309,7 +307,7 @@ release(void)
         }
         if (was_dead) {
             cli_free(c);
-        } else if (!c->dead && !c->nmarks && c->marked == c->wlen) {
+        } else if (!c->dead && !c->nmarks && c->rel == c->wlen) {
             c->held = 0;
         } else {
             held[k++] = c;
