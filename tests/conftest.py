@@ -12,10 +12,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
-import time
 
 import pytest
+
+import replay
+from replay import free_port  # noqa: F401 (tests import it from here)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROCKSTALKD = os.path.abspath(
@@ -23,26 +24,10 @@ ROCKSTALKD = os.path.abspath(
 BEANSTALKD = shutil.which("beanstalkd") or "/usr/bin/beanstalkd"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_listening(port, proc, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError("server exited with %d" % proc.returncode)
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            # let the server see this probe's hang-up before the test's own
-            # connections, so current-connections starts at 0
-            time.sleep(0.05)
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError("server did not listen on %d" % port)
+    """replay.wait_listening on 127.0.0.1: returns once the server serves a
+    connection and has forgotten it, so current-connections starts at 0."""
+    replay.wait_listening("127.0.0.1", port, proc, timeout)
 
 
 class Server:

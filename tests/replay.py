@@ -507,13 +507,27 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _probe(host, port):
+    """Connect, send quit and read until the server closes. The server has
+    dropped the probe from current-connections before its close reaches us,
+    so a test that starts after this sees none of it (a bare connect and
+    close can still be counted when the test's first command arrives)."""
+    with socket.create_connection((host, port), 0.2) as s:
+        s.settimeout(5.0)
+        s.sendall(b"quit\r\n")
+        while s.recv(4096):
+            pass
+
+
 def wait_listening(host, port, proc, timeout=20.0):
+    """Wait until the server at host:port accepts and serves a connection;
+    RuntimeError if proc exits first or timeout (seconds) passes."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:
             raise RuntimeError("server exited with %d" % proc.returncode)
         try:
-            socket.create_connection((host, port), 0.2).close()
+            _probe(host, port)
             return
         except OSError:
             time.sleep(0.02)
