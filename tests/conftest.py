@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -28,6 +29,18 @@ def wait_listening(port, proc, timeout=20.0):
     """replay.wait_listening on 127.0.0.1: returns once the server serves a
     connection and has forgotten it, so current-connections starts at 0."""
     replay.wait_listening("127.0.0.1", port, proc, timeout)
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    """Poll pred() every 20 ms until it is true; AssertionError naming what
+    if timeout (seconds) passes first. For what a test can only observe,
+    in place of a fixed sleep that a loaded machine can outlast."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
 
 
 class Server:

@@ -28,6 +28,8 @@ import time
 
 import pytest
 
+from conftest import wait_for
+
 MiB = 1 << 20
 
 
@@ -291,15 +293,6 @@ def loop_srv(rockstalkd):
     waits for two fsyncs, and on the CI's virtual disk single fsyncs took
     0.1-1.3 s now and then with no hostile client connected at all."""
     return rockstalkd("-F")
-
-
-def wait_for(pred, timeout=10.0, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def current_connections(srv):

@@ -6,12 +6,11 @@ import pwd
 import re
 import socket
 import subprocess
-import time
 import urllib.request
 
 import pytest
 
-from conftest import ROCKSTALKD, free_port, wait_listening
+from conftest import ROCKSTALKD, free_port, wait_for, wait_listening
 
 
 def run_fail(args, timeout=20):
@@ -73,9 +72,22 @@ def test_max_connections(rockstalkd):
     extra.settimeout(3)
     assert extra.recv(16) == b""  # closed at once
     keep.pop().close()
-    time.sleep(0.2)
-    again = s.connect()
-    roundtrip(again)
+    # once the server has seen that hang-up, a new connection is served
+    # (until then it is refused at once, like extra)
+    wait_for(lambda: served(s), what="a connection served after a hang-up")
+
+
+def served(s):
+    """Whether a new connection to s gets a reply (False: closed at once)."""
+    with s.connect() as c:
+        c.settimeout(5)
+        try:
+            c.sendall(b"list-tube-used\r\n")
+            got = c.recv(64)
+        except (ConnectionResetError, BrokenPipeError):
+            return False  # closed before our command arrived
+        assert got in (b"", b"USING default\r\n"), got
+        return got != b""
 
 
 def test_metrics_endpoint(rockstalkd):
@@ -83,10 +95,15 @@ def test_metrics_endpoint(rockstalkd):
     s = rockstalkd("--metrics", "127.0.0.1:%d" % port)
     c = s.connect()
     c.sendall(b"use mt\r\nput 0 0 10 1\r\nx\r\n")
-    time.sleep(1.5)  # published once a second
-    body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
-                                  timeout=5).read().decode()
-    assert 'rockstalk_commands_total{cmd="put"} 1' in body
+    body = ""
+
+    def scrape():  # the metrics are published once a second
+        nonlocal body
+        body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                      timeout=5).read().decode()
+        return 'rockstalk_commands_total{cmd="put"} 1' in body
+
+    wait_for(scrape, what="the put in /metrics")
     assert 'rockstalk_tube_jobs{tube="mt",state="ready"} 1' in body
     assert "rockstalk_store_sync_seconds_count" in body
     for line in body.splitlines():  # Prometheus text format, line by line
@@ -103,12 +120,18 @@ def test_unix_socket(tmp_path):
     p = subprocess.Popen([ROCKSTALKD, "-l", "unix:" + path, "-b",
                           str(tmp_path / "d")], stderr=subprocess.DEVNULL)
     try:
-        for _ in range(200):
-            if os.path.exists(path):
-                break
-            time.sleep(0.05)
-        c = socket.socket(socket.AF_UNIX)
-        c.connect(path)
+        conns = []
+
+        def connected():  # a fresh socket per try
+            c = socket.socket(socket.AF_UNIX)
+            if c.connect_ex(path) == 0:
+                conns.append(c)
+                return True
+            c.close()
+            return False
+
+        wait_for(connected, what="the unix socket")
+        c = conns[0]
         c.sendall(b"put 0 0 10 2\r\nhi\r\n")
         assert c.recv(64) == b"INSERTED 1\r\n"
     finally:

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from conftest import wait_for
+
 
 class Client:
     """A blocking test client that reads exact bytes with a deadline."""
@@ -200,13 +202,11 @@ def test_reserve_with_timeout_times_out(srv):
 def test_drain_mode_sigusr1(srv):
     c = Client(srv)
     c.cmd(b"put 0 0 10 1\r\na\r\n", b"INSERTED 1\r\n")
+    assert stats_of(c)["draining"] == "false"
     srv.proc.send_signal(signal.SIGUSR1)
-    time.sleep(0.3)
+    wait_for(lambda: stats_of(c)["draining"] == "true", what="draining")
     c.cmd(b"put 0 0 10 1\r\nb\r\n", b"DRAINING\r\n")
     c.cmd(b"reserve\r\n", b"RESERVED 1 1\r\na\r\n")
-    c.send(b"stats\r\n")
-    head = c.read(len(b"OK 1000\r\n"))
-    assert b"\ndraining: true\n" in c.read(int(head[3:-2]) + 2)
 
 
 def test_sigterm_exits_zero(srv):
@@ -263,9 +263,8 @@ def test_body_cache_bound(rockstalkd):
     c = Client(s)
     bodies = [bytes([65 + i % 26]) * (100 + i) + b"\r\n\x00" for i in range(60)]
     put_bodies(c, 1, bodies)
-    time.sleep(0.2)
-    st = stats_of(c)
-    assert int(st["rockstalk-body-cache-bytes"]) <= 2000 + 200
+    wait_for(lambda: int(stats_of(c)["rockstalk-body-cache-bytes"]) <=
+             2000 + 200, what="the body cache back under its budget")
     c.cmd(b"peek 60\r\n", b"FOUND 60 %d\r\n" % len(bodies[59]) +
           bodies[59] + b"\r\n")
     for i in range(30):
@@ -293,8 +292,9 @@ def test_bodies_read_ahead(rockstalkd):
     c = Client(s)
     for i in range(60):
         reserve_expect(c, i + 1, bodies[i])
-        if i == 0:
-            time.sleep(0.3)  # the reader thread reads the other 59 bodies
+        if i == 0:  # the reader thread reads the other 59 bodies
+            wait_for(lambda: int(stats_of(c)["rockstalk-body-prefetched"]) >=
+                     59, what="59 bodies read ahead")
             st = stats_of(c)
             assert int(st["rockstalk-body-cache-misses"]) == 1, st
             assert int(st["rockstalk-body-prefetched"]) == 59, st
