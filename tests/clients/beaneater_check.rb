@@ -179,7 +179,8 @@ check('reserve-wakeup') do |t, connect|
   producer = connect.call
   only_watch(worker, t)
   th = Thread.new { worker.tubes.reserve }
-  sleep 0.3
+  deadline = now + 10 # poll: the server has to read the reserve first
+  sleep 0.02 until producer.tubes[t].stats.current_waiting == 1 || now > deadline
   assert th.alive?, 'reserve returned with no job'
   eq producer.tubes[t].stats.current_waiting, 1, 'current-waiting'
   id = put(producer, t, 'wake')

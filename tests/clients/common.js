@@ -52,6 +52,18 @@ async function rejects(p, word, what) {
 const now = () => Number(process.hrtime.bigint()) / 1e9;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// Polls the async pred every 20 ms until it returns true; throws CheckFailed
+// naming what once ms milliseconds have passed. For a state the check can
+// only observe (another connection's blocked reserve, say), where a fixed
+// sleep could end too soon on a loaded machine.
+async function until(pred, what, ms = 10000) {
+  const end = now() + ms / 1000;
+  while (!(await pred())) {
+    if (now() > end) throw new CheckFailed(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
 // Loads a stats body with js-yaml's core schema (YAML 1.2: plain ints,
 // floats, booleans, null, strings; duplicate keys and syntax errors throw)
 // and checks that 1.12's keys come first, in 1.12's order (extra keys may
@@ -169,6 +181,6 @@ function binaryBodies() {
 }
 
 module.exports = {
-  HOST, PORT, TOLERATE_1_12, NOTE_1_12, FAIL_1_12, CheckFailed, ok, eq, rejects, now, sleep, show,
+  HOST, PORT, TOLERATE_1_12, NOTE_1_12, FAIL_1_12, CheckFailed, ok, eq, rejects, now, sleep, until, show,
   strictStats, strictList, makeRunner, MAX_PRI, drainPriorities, drainOrder, binaryBodies,
 };

@@ -16,7 +16,7 @@ process.noDeprecation = true; // fivebeans uses new Buffer()
 const crypto = require('crypto');
 const fivebeans = require('fivebeans');
 const {
-  ok, eq, rejects, now, sleep, strictStats, strictList, makeRunner, TOLERATE_1_12, NOTE_1_12, FAIL_1_12,
+  ok, eq, rejects, now, sleep, until, strictStats, strictList, makeRunner, TOLERATE_1_12, NOTE_1_12, FAIL_1_12,
   MAX_PRI, drainPriorities, drainOrder, binaryBodies,
 } = require('./common');
 
@@ -146,8 +146,8 @@ check('reserve-wakeup', async (t, connect) => {
   const producer = await connect();
   await watchOnly(worker, t);
   const pending = call(worker, 'reserve');
-  await sleep(300);
-  eq((await tubeStats(producer, t))['current-waiting'], 1, 'current-waiting');
+  await until(async () => (await tubeStats(producer, t))['current-waiting'] === 1,
+    'current-waiting 1');
   const id = await put(producer, t, 'wake');
   const [rid, body] = await pending;
   eq([rid, body.toString()], [id, 'wake'], 'job handed to the waiting worker');

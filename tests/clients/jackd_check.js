@@ -15,7 +15,7 @@
 const crypto = require('crypto');
 const Jackd = require('jackd');
 const {
-  ok, eq, rejects, now, sleep, strictStats, strictList, makeRunner, TOLERATE_1_12, NOTE_1_12, FAIL_1_12,
+  ok, eq, rejects, now, sleep, until, strictStats, strictList, makeRunner, TOLERATE_1_12, NOTE_1_12, FAIL_1_12,
   MAX_PRI, drainPriorities, drainOrder,
 } = require('./common');
 
@@ -105,9 +105,9 @@ check('reserve-wakeup', async (t, connect) => {
   const producer = await connect();
   await watchOnly(worker, t);
   const pending = worker.reserve();
-  await sleep(300);
-  const ts = strictStats(await producer.statsTube(t), 'stats-tube', 'stats-tube');
-  eq(ts['current-waiting'], 1, 'current-waiting');
+  const waiting = async () =>
+    strictStats(await producer.statsTube(t), 'stats-tube', 'stats-tube')['current-waiting'];
+  await until(async () => (await waiting()) === 1, 'current-waiting 1');
   const id = await put(producer, t, 'wake');
   const job = await pending;
   eq([job.id, job.payload.toString()], [id, 'wake'], 'job handed to the waiting worker');
