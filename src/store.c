@@ -56,9 +56,17 @@ _Static_assert(STORE_META_MAX == META_FIXED + STORE_TUBE_MAX, "JobMeta size");
 
 /* A loop-side mutation record: this header (native byte order, never
  * leaves the process), then meta_len bytes of JobMeta, then body_len bytes of
- * body. Offsets: 0 u64 seq, 8 u64 id, 16 u32 body_len, 20 u16 meta_len,
- * 22 u8 op, 23 u8 flag (delete: meta was rewritten). */
+ * body. The header's fields, by offset: u64 seq, u64 id, u32 body_len,
+ * u16 meta_len, u8 op, u8 flag (delete: meta was rewritten). */
 #define REC_HDR 24
+enum {
+    REC_SEQ = 0,
+    REC_ID = 8,
+    REC_BODY_LEN = 16,
+    REC_META_LEN = 20,
+    REC_OP = 22,
+    REC_FLAG = 23
+};
 enum { OP_PUT = 1, OP_UPDATE = 2, OP_DELETE = 3 };
 
 /* Emptied hand-off chunks are recycled, up to CHUNK_SPARE_MAX of them, unless
@@ -795,12 +803,12 @@ rec_commit(Store *s, unsigned char *p, uint64_t seq, int op, uint64_t id,
     unsigned char o = (unsigned char)op, f = (unsigned char)flag;
     size_t n = REC_HDR + meta_len + body_len;
 
-    memcpy(p, &seq, 8);
-    memcpy(p + 8, &id, 8);
-    memcpy(p + 16, &body_len, 4);
-    memcpy(p + 20, &ml, 2);
-    p[22] = o;
-    p[23] = f;
+    memcpy(p + REC_SEQ, &seq, 8);
+    memcpy(p + REC_ID, &id, 8);
+    memcpy(p + REC_BODY_LEN, &body_len, 4);
+    memcpy(p + REC_META_LEN, &ml, 2);
+    p[REC_OP] = o;
+    p[REC_FLAG] = f;
     s->cur->len += n;
     s->cur->nrec++;
     s->added_seq = seq;
@@ -1241,8 +1249,8 @@ rec_len(const unsigned char *p)
     uint32_t body_len;
     uint16_t meta_len;
 
-    memcpy(&body_len, p + 16, 4);
-    memcpy(&meta_len, p + 20, 2);
+    memcpy(&body_len, p + REC_BODY_LEN, 4);
+    memcpy(&meta_len, p + REC_META_LEN, 2);
     return REC_HDR + meta_len + body_len;
 }
 
@@ -1255,16 +1263,16 @@ mut_apply(Store *s, const unsigned char *p, uint64_t *seq)
     uint16_t meta_len;
     char key[8];
 
-    memcpy(seq, p, 8);
-    memcpy(&id, p + 8, 8);
-    memcpy(&body_len, p + 16, 4);
-    memcpy(&meta_len, p + 20, 2);
+    memcpy(seq, p + REC_SEQ, 8);
+    memcpy(&id, p + REC_ID, 8);
+    memcpy(&body_len, p + REC_BODY_LEN, 4);
+    memcpy(&meta_len, p + REC_META_LEN, 2);
     Shard *sh = &s->shard[store_shard_of(id, s->nshards)];
     rocksdb_writebatch_t *b = sh->batch;
     rocksdb_column_family_handle_t *meta = sh->cf[CF_META];
     const char *m = (const char *)p + REC_HDR;
     key_put(key, id);
-    switch (p[22]) {
+    switch (p[REC_OP]) {
     case OP_PUT:
         rocksdb_writebatch_put_cf(b, meta, key, 8, m, meta_len);
         rocksdb_writebatch_put_cf(b, sh->cf[CF_BODY], key, 8, m + meta_len,
@@ -1281,7 +1289,7 @@ mut_apply(Store *s, const unsigned char *p, uint64_t *seq)
         /* SingleDelete is valid on the body because it is Put exactly once,
          * and on the meta only if it was never rewritten (store.h). */
         rocksdb_writebatch_singledelete_cf(b, sh->cf[CF_BODY], key, 8);
-        if (p[23])
+        if (p[REC_FLAG])
             rocksdb_writebatch_delete_cf(b, meta, key, 8);
         else
             rocksdb_writebatch_singledelete_cf(b, meta, key, 8);
@@ -1370,7 +1378,7 @@ mut_group(Store *s, Chunk *chunks)
     for (Chunk *c = chunks; c; c = c->next) {
         if (!mut_is_failed(s)) {
             for (size_t off = 0; off < c->len; records++) {
-                puts += c->p[off + 22] == OP_PUT;
+                puts += c->p[off + REC_OP] == OP_PUT;
                 off += mut_apply(s, c->p + off, &seq);
             }
         }
