@@ -301,10 +301,8 @@ release(void)
             c->rel = c->marks[m++].end;
         c->nmarks -= m;
         memmove(c->marks, c->marks + m, (size_t)c->nmarks * sizeof *c->marks);
-        if (!c->dead && m && flush(c) < 0) {
-            close(c->fd); /* freed next time: this batch may name it */
-            c->dead = 1;
-        }
+        if (!c->dead && m && flush(c) < 0)
+            drop(c); /* held: freed next time, as this batch may name it */
         if (was_dead) {
             cli_free(c);
         } else if (!c->dead && !c->nmarks && c->rel == c->wlen) {
