@@ -27,6 +27,9 @@
  *       test can hold a sync back and see that the acknowledgement waits.
  *   ROCKSTALKD_FAULT_ENOSPC=1            injected failures read "No space
  *       left on device" (a full disk) instead of "Input/output error".
+ *   ROCKSTALKD_FAULT_READ_FAIL=1         every body read (store_get_body,
+ *       store_get_bodies) fails with an injected "Input/output error", so a
+ *       test can see what a client gets when a body on disk cannot be read.
  */
 #include "store.h"
 
@@ -140,6 +143,7 @@ typedef struct FaultIO {
     StoreIO inner;
     long write_fail_after, sync_fail_after; /* -1: never */
     char *hold_path;                        /* NULL: no hold */
+    int read_fail;                          /* fail every body read */
     _Atomic long writes, syncs;
 } FaultIO;
 
@@ -450,7 +454,9 @@ io_setup(Store *s, char *err, size_t errcap)
 {
     FaultIO *f = &s->fault;
     const char *hold = getenv("ROCKSTALKD_FAULT_SYNC_HOLD");
+    const char *rf = getenv("ROCKSTALKD_FAULT_READ_FAIL");
 
+    f->read_fail = rf && *rf && *rf != '0';
     f->inner = (StoreIO){rocks_write, rocks_sync, s};
     if (s->cfg.io) {
         s->io = s->cfg.io;
@@ -931,6 +937,9 @@ store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
     char key[8], *e = NULL;
     size_t vlen = 0;
 
+    if (s->fault.read_fail)
+        return fail(err, errcap, "read body of job %" PRIu64 ": %s", id,
+                    "IO error: Input/output error (injected read failure)");
     key_put(key, id);
     rocksdb_pinnableslice_t *ps =
         rocksdb_get_pinned_cf(sh->db, s->ro, sh->cf[CF_BODY], key, 8, &e);
@@ -1038,6 +1047,9 @@ store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
         bodies[i] = NULL;
         todo |= (uint64_t)1 << store_shard_of(ids[i], s->nshards);
     }
+    if (s->fault.read_fail)
+        return fail(err, errcap, "read bodies: %s",
+                    "IO error: Input/output error (injected read failure)");
     for (int k = 0; k < s->nshards; k++)
         if (((todo >> k) & 1) &&
             get_bodies_shard(s, &s->shard[k], ids, n, bodies, lens, err,
