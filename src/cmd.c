@@ -29,15 +29,25 @@ set_worker(Conn *c)
     }
 }
 
+/* Discards the announced body (and its CRLF) of a put that cannot be
+ * taken, then replies msg: a client's data is never run as commands. */
+static void
+skip_body(Conn *c, const Cmd *cmd, const char *msg)
+{
+    c->skip_left = (uint64_t)cmd->body_size + 2;
+    c->skip_reply = msg;
+    c->in_state = IN_SKIP;
+}
+
 /* put: JOB_TOO_BIG is decided before trailing garbage, and its body is
- * discarded; a put that gets this far uses up an id, as in 1.12. */
+ * discarded, as is the body of a put with no memory for it (1.12 skips
+ * it too); a put that gets this far uses up an id, as in 1.12. */
 static void
 cmd_put(Conn *c, const Cmd *cmd)
 {
     Server *s = c->srv;
     if (cmd->body_size > s->cfg.max_job_size) {
-        c->skip_left = (uint64_t)cmd->body_size + 2;
-        c->in_state = IN_SKIP;
+        skip_body(c, cmd, "JOB_TOO_BIG\r\n");
         return;
     }
     if (cmd->put_garbage) {
@@ -47,7 +57,7 @@ cmd_put(Conn *c, const Cmd *cmd)
     set_producer(c);
     c->in_body = malloc((size_t)cmd->body_size + 2);
     if (!c->in_body) {
-        REPLY(c, "OUT_OF_MEMORY\r\n");
+        skip_body(c, cmd, "OUT_OF_MEMORY\r\n");
         return;
     }
     c->put = *cmd;
@@ -152,6 +162,10 @@ cmd_reserve_job(Conn *c, const Cmd *cmd)
         return;
     }
     set_worker(c);
+    if (queue_load_or_bury(c->srv, j) < 0) {
+        REPLY(c, "INTERNAL_ERROR\r\n");
+        return;
+    }
     queue_detach(c->srv, j, NULL);
     queue_reserve(c->srv, c, j);
 }
@@ -189,7 +203,7 @@ cmd_release(Conn *c, const Cmd *cmd)
         REPLY(c, "NOT_FOUND\r\n");
         return;
     }
-    int changed = cmd->delay || j->pri != cmd->pri;
+    int changed = j->pri != cmd->pri;
     queue_detach(s, j, c);
     j->pri = cmd->pri;
     j->delay = cmd->delay;
@@ -198,8 +212,7 @@ cmd_release(Conn *c, const Cmd *cmd)
         queue_make_delayed(s, j, mono_ns() + (int64_t)cmd->delay * NS_PER_SEC);
         queue_persist_update(s, j);
     } else {
-        if (changed) queue_persist_update(s, j);
-        queue_make_ready(s, j);
+        queue_requeue(s, j, changed);
     }
     REPLY(c, "RELEASED\r\n");
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -67,7 +68,7 @@ release_state(Server *s, Conn *c)
     while (c->reserved.len) {
         Job *j = heap_peek(&c->reserved);
         queue_detach(s, j, c);
-        queue_make_ready(s, j);
+        queue_requeue(s, j, 0);
     }
     heap_free(&c->reserved);
     for (size_t i = 0; i < c->watch.len; i++) {
@@ -127,9 +128,11 @@ void
 conn_update_read(Conn *c)
 {
     Server *s = c->srv;
-    int want = !c->closed && !c->eof && !out_parked(c) &&
-               !(s->throttled && c->producer) &&
-               !(c->iend - c->ibeg >= IBUF_MAX);
+    int want = c->lingering
+                   ? !c->closed
+                   : !c->closed && !c->eof && !s->stopping && !out_parked(c) &&
+                         !(s->throttled && c->producer) &&
+                         !(c->iend - c->ibeg >= IBUF_MAX);
     if (want && !c->reading)
         ev_io_start(s->loop, &c->read_w);
     else if (!want && c->reading)
@@ -408,7 +411,7 @@ in_step(Conn *c)
         c->skip_left -= n;
         if (c->skip_left) return 0;
         c->in_state = IN_CMD;
-        conn_reply(c, "JOB_TOO_BIG\r\n", 13);
+        conn_reply(c, c->skip_reply, strlen(c->skip_reply));
         return 1;
     }
     return 0; /* IN_WAIT */
@@ -419,6 +422,7 @@ in_step(Conn *c)
 static void
 conn_process(Conn *c)
 {
+    if (c->srv->stopping) return; /* shutting down: no new commands */
     for (;;) {
         while (!c->closed && !c->closing && !out_parked(c) && in_step(c))
             ;
@@ -471,6 +475,30 @@ read_target(Conn *c, size_t *room)
     return *room ? c->ibuf + c->iend : NULL;
 }
 
+void
+conn_linger(Conn *c)
+{
+    if (c->closed || c->lingering) return;
+    c->lingering = 1;
+    shutdown(c->fd, SHUT_WR);
+    conn_update_read(c);
+}
+
+/* Reads and discards a lingering connection's input; closes it at EOF. */
+static void
+linger_read(Conn *c)
+{
+    char buf[16384];
+    for (;;) {
+        ssize_t n = read(c->fd, buf, sizeof buf);
+        if (n > 0) continue;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        conn_close(c);
+        return;
+    }
+}
+
 static void
 read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -478,6 +506,10 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
     size_t room;
     (void)loop;
     (void)revents;
+    if (c->lingering) {
+        linger_read(c);
+        return;
+    }
     char *dst = read_target(c, &room);
     if (!dst) {
         conn_update_read(c);

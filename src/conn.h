@@ -22,7 +22,8 @@ enum {
     IN_CMD = 0, /* expecting a command line */
     IN_ENDLINE, /* discarding an over-long line up to its CRLF */
     IN_BODY,    /* reading a put body into in_body */
-    IN_SKIP,    /* discarding skip_left bytes (JOB_TOO_BIG) */
+    IN_SKIP,    /* discarding skip_left bytes, then replying skip_reply
+                   (JOB_TOO_BIG, or OUT_OF_MEMORY when a body had no room) */
     IN_WAIT,    /* blocked in reserve: input stays buffered */
 };
 
@@ -46,6 +47,7 @@ typedef struct Conn {
     uint8_t closing;          /* close once output is written */
     uint8_t producer, worker; /* for current-producers/-workers */
     uint8_t in_state;
+    uint8_t lingering; /* shutting down: FIN sent, input discarded */
 
     /* input */
     char *ibuf;
@@ -55,6 +57,7 @@ typedef struct Conn {
     char *in_body; /* body_size + 2 bytes */
     size_t in_read;
     uint64_t skip_left;
+    const char *skip_reply; /* static string, CRLF included */
 
     /* output */
     /* Output positions count bytes since the connection opened: obuf[0]
@@ -113,6 +116,12 @@ void conn_schedule(Conn *c);
 void conn_run_all(Server *s);
 void conn_flush_all(Server *s);
 void conn_reap(Server *s);
+
+/* Clean shutdown, once c's replies are all written: sends FIN
+ * (shutdown(2) SHUT_WR) and from then on reads and discards c's input until
+ * the peer closes, then closes c. Closing with unread input would send a
+ * reset, which can destroy replies the peer has not read yet. */
+void conn_linger(Conn *c);
 
 /* Re-evaluates whether c's socket is read (backpressure, buffer space). */
 void conn_update_read(Conn *c);

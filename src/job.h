@@ -19,6 +19,9 @@ enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
 /* Job.flags: the body reader thread has been asked for the body
  * (prefetch.h); cleared when its result is taken. */
 #define JOB_F_FETCHING 0x04
+/* Job.flags: the job's stored state is delayed or buried, so making it
+ * ready again (a release, a lease's end) must be stored. */
+#define JOB_F_AT_REST_WAITING 0x08
 
 /* 88 bytes on x86-64: with its heap slot and its share of the id table a
  * job costs about 120 resident bytes (issue: at most 128), its body aside.

@@ -1,6 +1,7 @@
-/* log.h - levelled log lines on stderr for the top layer (main.c and
- * server.c): "rockstalkd: message". Level 0 always prints; higher levels
- * print with that many -V flags. */
+/* log.h - levelled log lines on stderr: "rockstalkd: message". Level 0
+ * always prints; higher levels print with that many -V flags. Used by the
+ * top layer (main.c, server.c), and by queue.c for a job whose body cannot
+ * be read (the operator must know). */
 #ifndef ROCKSTALK_LOG_H
 #define ROCKSTALK_LOG_H
 

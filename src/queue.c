@@ -1,10 +1,12 @@
 /* queue.c - see queue.h. */
 #include "queue.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "log.h"
 #include "prefetch.h"
 
 static int
@@ -195,6 +197,10 @@ serve(Server *s, Tube *t)
         Job *j = heap_peek(&t->ready);
         Conn *c = ptrset_take(&t->waiting);
         queue_unwait(s, c);
+        if (queue_load_or_bury(s, j) < 0) {
+            conn_reply(c, "INTERNAL_ERROR\r\n", 16);
+            continue;
+        }
         queue_detach(s, j, NULL);
         queue_reserve(s, c, j);
     }
@@ -212,6 +218,14 @@ queue_make_ready(Server *s, Job *j)
         t->urgent_ct++;
     }
     if (t->waiting.len) serve(s, t);
+}
+
+void
+queue_requeue(Server *s, Job *j, int changed)
+{
+    if (changed || (j->flags & JOB_F_AT_REST_WAITING))
+        queue_persist_update(s, j); /* before any reserver sees it */
+    queue_make_ready(s, j);
 }
 
 void
@@ -388,29 +402,40 @@ wait_heap_set(Server *s, Conn *c, int64_t now)
     if (c->wake_at) must(heap_insert(&s->wait_heap, c));
 }
 
-void
-queue_wait(Server *s, Conn *c, int32_t timeout)
+/* The watched tube of c, not paused at now, whose best ready job comes
+ * first, or NULL if none has one. */
+static Tube *
+best_ready(const Conn *c, int64_t now)
 {
-    int64_t now = mono_ns();
     Tube *best = NULL;
-
-    c->waiting = 1;
-    c->timeout = timeout;
-    s->waiting_ct++;
     for (size_t i = 0; i < c->watch.len; i++) {
         Tube *t = c->watch.items[i];
-        must(ptrset_append(&t->waiting, c));
         if (t->ready.len && !queue_tube_paused(t, now) &&
             (!best ||
              job_pri_less(heap_peek(&t->ready), heap_peek(&best->ready))))
             best = t;
     }
+    return best;
+}
+
+void
+queue_wait(Server *s, Conn *c, int32_t timeout)
+{
+    int64_t now = mono_ns();
+    Tube *best;
+
+    c->waiting = 1;
+    c->timeout = timeout;
+    s->waiting_ct++;
+    for (size_t i = 0; i < c->watch.len; i++)
+        must(ptrset_append(&((Tube *)c->watch.items[i])->waiting, c));
     c->in_state = IN_WAIT;
-    if (best) {
-        serve(s, best); /* c is best's only waiter: no tube had both */
-        return;
-    }
-    wait_heap_set(s, c, now);
+    /* A tube whose pause has just ended (its tick not run yet) can have
+     * older waiters, which serve() serves first; each round below either
+     * serves c or empties that tube's ready jobs, so it ends. */
+    while (c->waiting && (best = best_ready(c, now)))
+        serve(s, best);
+    if (c->waiting) wait_heap_set(s, c, now);
 }
 
 void
@@ -464,7 +489,7 @@ tick_leases(Server *s, int64_t now)
         queue_detach(s, j, c);
         j->timeouts++;
         s->timeout_ct++;
-        queue_make_ready(s, j);
+        queue_requeue(s, j, 0);
         if (c->waiting) wait_heap_set(s, c, now);
     }
 }
@@ -512,6 +537,16 @@ queue_next_deadline(const Server *s)
     return at;
 }
 
+/* Records in j whether the state just stored for it is ready. */
+static void
+note_stored(Job *j, const StoreJob *o)
+{
+    if (o->state == STORE_READY)
+        j->flags &= (uint8_t)~JOB_F_AT_REST_WAITING;
+    else
+        j->flags |= JOB_F_AT_REST_WAITING;
+}
+
 static void
 to_store(const Job *j, StoreJob *o)
 {
@@ -546,6 +581,7 @@ queue_persist_put(Server *s, Job *j)
     to_store(j, &o);
     store_add_put(s->store, ++s->applied_seq, &o, j->body);
     j->seq = (uint32_t)s->applied_seq;
+    note_stored(j, &o);
 }
 
 void
@@ -557,6 +593,7 @@ queue_persist_update(Server *s, Job *j)
     to_store(j, &o);
     store_add_update(s->store, ++s->applied_seq, &o);
     j->seq = (uint32_t)s->applied_seq;
+    note_stored(j, &o);
 }
 
 void
@@ -619,16 +656,24 @@ queue_drop_acked(Server *s)
     }
 }
 
-int
-queue_load_body(Server *s, Job *j)
+/* queue_load_body, with the reason for a failure in err. */
+static int
+load_body(Server *s, Job *j, char *err, size_t errcap)
 {
-    char err[256], *body;
+    char *body;
     size_t len;
     if (j->body) return 0;
-    if (!s->store ||
-        store_get_body(s->store, j->id, &body, &len, err, sizeof err) != 1 ||
-        len != j->body_size)
+    if (!s->store) {
+        snprintf(err, errcap, "no store");
         return -1;
+    }
+    int r = store_get_body(s->store, j->id, &body, &len, err, errcap);
+    if (r == 0) snprintf(err, errcap, "not found");
+    if (r == 1 && len != j->body_size) {
+        snprintf(err, errcap, "%zu bytes, not %u", len, j->body_size);
+        free(body);
+    }
+    if (r != 1 || len != j->body_size) return -1;
     j->body = realloc(body, len + 2);
     if (!j->body) {
         free(body);
@@ -639,6 +684,30 @@ queue_load_body(Server *s, Job *j)
     s->cache_misses++;
     j->flags |= JOB_F_STORED;
     return 0;
+}
+
+int
+queue_load_body(Server *s, Job *j)
+{
+    char err[256];
+    return load_body(s, j, err, sizeof err);
+}
+
+int
+queue_load_or_bury(Server *s, Job *j)
+{
+    char err[256];
+    if (load_body(s, j, err, sizeof err) == 0) return 0;
+    log_msg(0, "cannot read the body of job %llu: %s%s",
+            (unsigned long long)j->id, err,
+            j->state == JOB_READY ? "; burying it" : "");
+    if (j->state == JOB_READY) {
+        queue_detach(s, j, NULL);
+        j->buries++;
+        queue_make_buried(s, j);
+        queue_persist_update(s, j);
+    }
+    return -1;
 }
 
 int
@@ -658,6 +727,7 @@ queue_recover_job(void *ctx, const StoreJob *sj)
     j->buries = sj->buries;
     j->kicks = sj->kicks;
     if (sj->flags & STORE_F_REWRITTEN) j->flags |= JOB_F_REWRITTEN;
+    if (sj->state != STORE_READY) j->flags |= JOB_F_AT_REST_WAITING;
     int64_t wait = sj->ready_at_ns - wall_ns();
     if (sj->state == STORE_BURIED)
         queue_make_buried(s, j);

@@ -43,6 +43,12 @@ void queue_touch(Server *s, Conn *c, Job *j);
  * reservers. */
 void queue_make_ready(Server *s, Job *j);
 
+/* Puts a detached j that was reserved back in its tube's ready heap (a
+ * release without delay, a lease's end, its holder gone), storing the
+ * change first if its stored state differs: changed says its priority
+ * changed, or it is stored as delayed or buried. */
+void queue_requeue(Server *s, Job *j, int changed);
+
 /* Puts a detached j in its tube's delay heap, due at monotonic ns due. */
 void queue_make_delayed(Server *s, Job *j, int64_t due);
 
@@ -101,6 +107,12 @@ void queue_drop_acked(Server *s);
 /* Makes sure j->body is in memory, reading it from the store if it was left
  * on disk (recovery). Returns 0, or -1 if it could not be read. */
 int queue_load_body(Server *s, Job *j);
+
+/* Before j is reserved: makes sure its body is in memory. If it cannot be
+ * read, logs why and, if j is ready, buries it (stored), so that it neither
+ * stays reserved by nobody nor blocks its tube; returns -1 then (the caller
+ * replies INTERNAL_ERROR), else 0. */
+int queue_load_or_bury(Server *s, Job *j);
 
 /* Loop thread, once per iteration: keeps the bodies the reader thread
  * (prefetch.h) has read whose jobs still exist without one, and frees the

@@ -87,6 +87,27 @@ maybe_trim(Server *s)
     }
 }
 
+/* A stopping server first waits until the store has acknowledged
+ * everything applied and every connection has written all its replies;
+ * then it sends FIN on every connection and lingers (discarding input)
+ * until the peers have closed, so no reset destroys a reply in flight. */
+static void
+stop_step(Server *s)
+{
+    if (s->pending || (s->store && s->acked_seq < s->applied_seq)) return;
+    if (!s->conns) {
+        ev_break(s->loop, EVBREAK_ALL);
+        return;
+    }
+    if (s->stopping > 1) return;
+    s->stopping = 2;
+    for (Conn *c = s->conns; c; c = c->next)
+        conn_linger(c);
+    ev_timer_stop(s->loop, &s->stop_w);
+    ev_timer_set(&s->stop_w, SHUTDOWN_LINGER_S, 0.);
+    ev_timer_start(s->loop, &s->stop_w);
+}
+
 /* Once per loop iteration, just before it blocks: run scheduled input, hand
  * the iteration's mutations to the store as one unit, write what the store
  * has acknowledged, apply backpressure, arm the timer. */
@@ -117,6 +138,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     arm_tick(s);
     conn_reap(s);
     maybe_trim(s);
+    if (s->stopping) stop_step(s);
 }
 
 static void
@@ -176,7 +198,28 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
         log_msg(0, "SIGUSR1: drain mode, new jobs are refused");
         return;
     }
+    if (s->stopping) {
+        log_msg(0, "signal %d again: stopping now", w->signum);
+        ev_break(loop, EVBREAK_ALL);
+        return;
+    }
     log_msg(0, "signal %d: shutting down", w->signum);
+    s->stopping = 1;
+    ev_io_stop(loop, &s->accept_w);
+    ev_timer_stop(loop, &s->accept_pause_w);
+    for (Conn *c = s->conns; c; c = c->next)
+        conn_update_read(c); /* stopping: nothing more is read */
+    ev_timer_start(loop, &s->stop_w);
+}
+
+static void
+stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    Server *s = w->data;
+    (void)revents;
+    if (s->stopping == 1)
+        log_msg(0, "shutdown: replies still unwritten after %.0f s; closing",
+                SHUTDOWN_GRACE_S);
     ev_break(loop, EVBREAK_ALL);
 }
 
@@ -240,8 +283,9 @@ init_watchers(Server *s)
     ev_signal_init(&s->sigterm_w, signal_cb, SIGTERM);
     ev_signal_init(&s->sigint_w, signal_cb, SIGINT);
     ev_signal_init(&s->sigusr1_w, signal_cb, SIGUSR1);
+    ev_timer_init(&s->stop_w, stop_cb, SHUTDOWN_GRACE_S, 0.);
     s->accept_w.data = s->accept_pause_w.data = s->prepare_w.data = s;
-    s->tick_w.data = s->store_w.data = s;
+    s->tick_w.data = s->store_w.data = s->stop_w.data = s;
     s->sigterm_w.data = s->sigint_w.data = s->sigusr1_w.data = s;
     ev_prepare_start(s->loop, &s->prepare_w);
     ev_async_start(s->loop, &s->store_w);
@@ -270,12 +314,14 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     }
     queue_init(s);
     init_watchers(s);
-    if (!cfg->memory_only && open_store(s, err, errcap) < 0) return -1;
-    if (open_metrics(s, err, errcap) < 0) return -1;
+    /* Listen before the (possibly long) recovery, so a taken port is
+     * reported at once; connections wait in the backlog until accepted. */
     s->listen_fd = net_inherited();
     if (s->listen_fd < 0)
         s->listen_fd = net_listen(cfg->listen_addr, cfg->port, err, errcap);
     if (s->listen_fd < 0) return -1;
+    if (!cfg->memory_only && open_store(s, err, errcap) < 0) return -1;
+    if (open_metrics(s, err, errcap) < 0) return -1;
     ev_io_set(&s->accept_w, s->listen_fd, EV_READ);
     ev_io_start(s->loop, &s->accept_w);
     return 0;

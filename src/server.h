@@ -49,6 +49,10 @@ typedef struct Server {
                                 INT64_MAX when it is stopped */
     ev_async store_w;        /* the store's "acked sequence moved" wake-up */
     ev_signal sigterm_w, sigint_w, sigusr1_w;
+    ev_timer stop_w;         /* bounds the shutdown's wait for replies */
+    int stopping;            /* 1: SIGTERM/SIGINT taken, no new commands;
+                                2: every reply written, lingering until the
+                                clients close (see server_run) */
     ev_timer metrics_w;      /* publishes the metrics text each second */
     struct Metrics *metrics; /* NULL unless --metrics */
 
@@ -102,13 +106,26 @@ typedef struct Server {
     int exit_code;
 } Server;
 
-/* Initialises s for cfg (listening socket opened, store opened and
- * recovered, watchers created but the loop not yet run). Returns 0, or -1
- * with a message in err. */
+/* Initialises s for cfg: opens the listening socket first (a taken port
+ * fails at once), then opens and recovers the store; watchers are created
+ * but the loop not yet run, so connections wait in the listen backlog until
+ * recovery is over. Returns 0, or -1 with a message in err. */
 int server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap);
 
-/* Runs the event loop until SIGTERM/SIGINT or a fatal storage error; returns
- * the process exit status (0 clean, 2 storage failure). */
+/* How long a clean shutdown waits for the store to acknowledge what was
+ * applied and for clients to take their replies (seconds). */
+#define SHUTDOWN_GRACE_S 10.0
+/* Then how long it waits for clients to close after its FIN (seconds). */
+#define SHUTDOWN_LINGER_S 2.0
+
+/* Runs the event loop until a clean shutdown or a fatal storage error;
+ * returns the process exit status (0 clean, 2 storage failure). On SIGTERM
+ * or SIGINT the server stops accepting and running commands, then goes on
+ * until every reply already made has been acknowledged by the store and
+ * written (at most SHUTDOWN_GRACE_S seconds), then sends FIN and discards
+ * input until every client closed (at most SHUTDOWN_LINGER_S seconds); a
+ * second signal ends it at once. So a client is told of every change that
+ * will survive. */
 int server_run(Server *s);
 
 /* Releases everything server_init made (closes the store). */
