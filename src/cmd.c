@@ -107,7 +107,7 @@ static void
 reply_found(Conn *c, Job *j)
 {
     if (j)
-        conn_reply_job(c, "FOUND", j);
+        conn_reply_job(c, 0, j);
     else
         REPLY(c, "NOT_FOUND\r\n");
 }
@@ -162,10 +162,6 @@ cmd_reserve_job(Conn *c, const Cmd *cmd)
         return;
     }
     set_worker(c);
-    if (queue_load_or_bury(c->srv, j) < 0) {
-        REPLY(c, "INTERNAL_ERROR\r\n");
-        return;
-    }
     queue_detach(c->srv, j, NULL);
     queue_reserve(c->srv, c, j);
 }

@@ -91,6 +91,7 @@ conn_close(Conn *c)
     ev_io_stop(s->loop, &c->read_w);
     ev_io_stop(s->loop, &c->write_w);
     close(c->fd);
+    if (c->in_state == IN_FETCH) ptrset_remove(&s->fetching, c);
     release_state(s, c);
     if (c->producer) s->cur_producers--;
     if (c->worker) s->cur_workers--;
@@ -241,15 +242,29 @@ conn_replyf(Conn *c, const char *fmt, ...)
         conn_reply(c, buf, (size_t)n);
 }
 
+/* Makes c wait (IN_FETCH) for job j's body, which is only on disk. */
+static void
+fetch_start(Conn *c, int reserve, Job *j)
+{
+    Server *s = c->srv;
+    c->in_state = IN_FETCH;
+    c->fetch_id = j->id;
+    c->fetch_reserve = (uint8_t)reserve;
+    if (ptrset_append(&s->fetching, c) < 0) abort(); /* out of memory */
+    s->cache_misses++;
+    queue_fetch_body(s, j); /* if refused, conn_fetch_done asks again */
+}
+
 void
-conn_reply_job(Conn *c, const char *word, Job *j)
+conn_reply_job(Conn *c, int reserve, Job *j)
 {
     char head[64];
-    int n = snprintf(head, sizeof head, "%s %llu %u\r\n", word,
-                     (unsigned long long)j->id, j->body_size);
+    int n = snprintf(head, sizeof head, "%s %llu %u\r\n",
+                     reserve ? "RESERVED" : "FOUND", (unsigned long long)j->id,
+                     j->body_size);
     if (c->closed) return;
-    if (queue_load_body(c->srv, j) < 0) {
-        conn_reply(c, "INTERNAL_ERROR\r\n", 16);
+    if (!j->body) {
+        fetch_start(c, reserve, j);
         return;
     }
     out_append(c, head, (size_t)n);
@@ -267,6 +282,55 @@ conn_reply_ok(Conn *c, const char *body, size_t len)
     out_append(c, head, (size_t)n);
     out_append(c, body, len);
     out_mark(c, server_reply_seq(c->srv));
+}
+
+/* Ends c's wait for a body; it runs its buffered commands again. */
+static void
+fetch_end(Conn *c)
+{
+    ptrset_remove(&c->srv->fetching, c);
+    c->in_state = IN_CMD;
+    conn_schedule(c);
+}
+
+/* Completes c's waiting reply if it can: 1 if it did, 0 if not yet. */
+static int
+fetch_step(Conn *c)
+{
+    Server *s = c->srv;
+    Job *j = jobtable_find(&s->jobs, c->fetch_id);
+    if (c->fetch_reserve && j && !queue_holds(c, j))
+        j = NULL; /* its lease ended meanwhile; c never got it */
+    if (!j) {
+        fetch_end(c);
+        if (c->fetch_reserve)
+            conn_reply(c, "INTERNAL_ERROR\r\n", 16);
+        else
+            conn_reply(c, "NOT_FOUND\r\n", 11);
+        return 1;
+    }
+    if (j->body) {
+        fetch_end(c);
+        if (c->fetch_reserve) queue_touch(s, c, j); /* TTR from the reply */
+        conn_reply_job(c, c->fetch_reserve, j);
+        return 1;
+    }
+    if (j->flags & JOB_F_UNREADABLE) {
+        fetch_end(c);
+        queue_body_unreadable(s, c->fetch_reserve ? c : NULL, j);
+        conn_reply(c, "INTERNAL_ERROR\r\n", 16);
+        return 1;
+    }
+    if (!(j->flags & JOB_F_FETCHING)) queue_fetch_body(s, j);
+    return 0;
+}
+
+void
+conn_fetch_done(Server *s)
+{
+    size_t i = 0;
+    while (i < s->fetching.len) /* fetch_end moves the last into slot i */
+        if (!fetch_step(s->fetching.items[i])) i++;
 }
 
 /* Moves acknowledged replies into the writable range. */
@@ -414,7 +478,7 @@ in_step(Conn *c)
         conn_reply(c, c->skip_reply, strlen(c->skip_reply));
         return 1;
     }
-    return 0; /* IN_WAIT */
+    return 0; /* IN_WAIT, IN_FETCH */
 }
 
 /* Runs c's buffered input until it blocks, needs bytes or must wait for
@@ -427,6 +491,7 @@ conn_process(Conn *c)
         while (!c->closed && !c->closing && !out_parked(c) && in_step(c))
             ;
         if (c->closed || c->closing || out_parked(c) || !c->eof) break;
+        if (c->in_state == IN_FETCH) break; /* its reply comes first */
         if (c->in_state != IN_WAIT) {
             conn_close_after_replies(c); /* the client is done */
             break;

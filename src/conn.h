@@ -25,6 +25,8 @@ enum {
     IN_SKIP,    /* discarding skip_left bytes, then replying skip_reply
                    (JOB_TOO_BIG, or OUT_OF_MEMORY when a body had no room) */
     IN_WAIT,    /* blocked in reserve: input stays buffered */
+    IN_FETCH,   /* a RESERVED/FOUND reply waits for its body from disk
+                   (read by the reader thread): input stays buffered */
 };
 
 /* A reply waiting for the store: bytes of obuf up to end may leave once
@@ -58,6 +60,8 @@ typedef struct Conn {
     size_t in_read;
     uint64_t skip_left;
     const char *skip_reply; /* static string, CRLF included */
+    uint64_t fetch_id;      /* IN_FETCH: the job whose body is awaited */
+    uint8_t fetch_reserve;  /* IN_FETCH: 1 for RESERVED, 0 for FOUND */
 
     /* output */
     /* Output positions count bytes since the connection opened: obuf[0]
@@ -96,8 +100,19 @@ void conn_reply(Conn *c, const char *msg, size_t n);
 void conn_replyf(Conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Appends "<word> <id> <bytes>\r\n" and the job's body with its CRLF. */
-void conn_reply_job(Conn *c, const char *word, Job *j);
+/* Appends "<word> <id> <bytes>\r\n" and the job's body with its CRLF.
+ * reserve says the reply is RESERVED (else FOUND). A body only on disk is
+ * never read here: c waits (IN_FETCH) for the reader thread to read it,
+ * running no further command, and conn_fetch_done completes the reply. */
+void conn_reply_job(Conn *c, int reserve, Job *j);
+
+/* Loop thread, once per iteration after queue_take_prefetched: completes
+ * the replies of connections waiting for a body (conn_reply_job) whose
+ * body has arrived, whose job is gone (FOUND: NOT_FOUND), or whose body
+ * could not be read (INTERNAL_ERROR; a job reserved by the waiter is
+ * buried, see queue_body_unreadable), and asks the reader again for
+ * bodies it could not take. */
+void conn_fetch_done(Server *s);
 
 /* Appends "OK <len-2>\r\n" and body (len bytes, ending in CRLF). */
 void conn_reply_ok(Conn *c, const char *body, size_t len);

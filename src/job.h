@@ -22,6 +22,12 @@ enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
 /* Job.flags: the job's stored state is delayed or buried, so making it
  * ready again (a release, a lease's end) must be stored. */
 #define JOB_F_AT_REST_WAITING 0x08
+/* Job.flags: a connection's reply waits for this body from the reader
+ * thread (conn.h IN_FETCH); its read is a cache miss, not a prefetch. */
+#define JOB_F_NEEDED 0x10
+/* Job.flags: the reader thread could not read the body (set when its
+ * result comes back; cleared when a reply asks for the body again). */
+#define JOB_F_UNREADABLE 0x20
 
 /* 88 bytes on x86-64: with its heap slot and its share of the id table a
  * job costs about 120 resident bytes (issue: at most 128), its body aside.

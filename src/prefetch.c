@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Reads per trip of the reader thread: requests are taken in batches so a
  * burst costs one wake-up, and results go back in batches for the same
@@ -14,6 +16,7 @@
 
 struct Prefetch {
     Store *st;
+    char *hold_path; /* ROCKSTALKD_FAULT_READ_HOLD, or NULL */
     void (*notify)(void *);
     void *arg;
     pthread_t thread;
@@ -47,17 +50,21 @@ by_id(const void *a, const void *b)
  * a FIFO backlog is read by stepping an iterator; a failed read leaves
  * body NULL. */
 static void
-read_batch(Store *st, PrefetchResult *res, size_t n)
+read_batch(Prefetch *p, PrefetchResult *res, size_t n)
 {
     uint64_t ids[BATCH];
     char *bodies[BATCH];
     size_t lens[BATCH];
     char err[256];
+    const struct timespec ms = {0, 1000000};
+
+    while (p->hold_path && access(p->hold_path, F_OK) == 0)
+        nanosleep(&ms, NULL); /* fault seam: a slow disk */
 
     qsort(res, n, sizeof *res, by_id);
     for (size_t i = 0; i < n; i++)
         ids[i] = res[i].id;
-    store_get_bodies(st, ids, n, bodies, lens, err, sizeof err);
+    store_get_bodies(p->st, ids, n, bodies, lens, err, sizeof err);
     for (size_t i = 0; i < n; i++) {
         res[i].body = bodies[i];
         res[i].len = bodies[i] ? lens[i] : 0;
@@ -82,7 +89,7 @@ reader_main(void *arg)
             p->rhead = (p->rhead + 1) % PREFETCH_MAX;
         }
         pthread_mutex_unlock(&p->mu);
-        read_batch(p->st, res, n);
+        read_batch(p, res, n);
         pthread_mutex_lock(&p->mu);
         int was_empty = p->dlen == 0;
         /* outstanding bounds requests plus results, so this fits */
@@ -110,6 +117,8 @@ prefetch_start(Store *st, void (*notify)(void *), void *arg, Prefetch **out,
         return -1;
     }
     p->st = st;
+    const char *hold = getenv("ROCKSTALKD_FAULT_READ_HOLD");
+    if (hold && *hold) p->hold_path = strdup(hold);
     p->notify = notify;
     p->arg = arg;
     pthread_mutex_init(&p->mu, NULL);
@@ -121,6 +130,7 @@ prefetch_start(Store *st, void (*notify)(void *), void *arg, Prefetch **out,
         pthread_mutex_destroy(&p->mu);
         free(p->done);
         free(p->taken);
+        free(p->hold_path);
         free(p);
         return -1;
     }
@@ -179,5 +189,6 @@ prefetch_stop(Prefetch *p)
     pthread_mutex_destroy(&p->mu);
     free(p->done);
     free(p->taken);
+    free(p->hold_path);
     free(p);
 }

@@ -7,9 +7,13 @@
  * thread reads them with store_get_body (RocksDB Get is safe next to the
  * mutation thread's writes) and hands them back; the loop takes them in its
  * prepare watcher (prefetch_take) and keeps those whose job still waits.
- * Nothing is shared but the two queues, under one mutex. A body that is
- * needed before it arrived is still read on the loop thread (queue.c), so
- * prefetching is only ever a speed-up, never a condition for a reply.
+ * Nothing is shared but the two queues, under one mutex. A reply that
+ * needs a body not yet in memory asks this thread for it too and waits
+ * (conn.h, IN_FETCH): the loop thread never reads the disk.
+ *
+ * Fault seam (tests only): with ROCKSTALKD_FAULT_READ_HOLD=PATH, the thread
+ * waits before each batch of reads while the file PATH exists (checked every
+ * 1 ms), as a disk that does not answer would; read at prefetch_start.
  *
  * Errors: prefetch_start returns -1 with a message in err (errcap bytes).
  * A failed or empty read comes back as a result with body NULL. Nothing

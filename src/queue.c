@@ -197,10 +197,6 @@ serve(Server *s, Tube *t)
         Job *j = heap_peek(&t->ready);
         Conn *c = ptrset_take(&t->waiting);
         queue_unwait(s, c);
-        if (queue_load_or_bury(s, j) < 0) {
-            conn_reply(c, "INTERNAL_ERROR\r\n", 16);
-            continue;
-        }
         queue_detach(s, j, NULL);
         queue_reserve(s, c, j);
     }
@@ -301,19 +297,21 @@ queue_take_prefetched(Server *s)
     for (size_t i = 0; i < n; i++) {
         Job *j = jobtable_find(&s->jobs, r[i].id);
         s->prefetch_bytes -= r[i].cost;
-        if (j) j->flags &= (uint8_t)~JOB_F_FETCHING;
+        int needed = j && (j->flags & JOB_F_NEEDED);
+        if (j) j->flags &= (uint8_t) ~(JOB_F_FETCHING | JOB_F_NEEDED);
         char *b = NULL;
         if (j && !j->body && r[i].body && r[i].len == j->body_size)
             b = realloc(r[i].body, r[i].len + 2);
         if (!b) {
             free(r[i].body);
+            if (j && !j->body && needed) j->flags |= JOB_F_UNREADABLE;
             continue;
         }
         memcpy(b + r[i].len, "\r\n", 2);
         j->body = b;
         j->flags |= JOB_F_STORED;
         s->cache_bytes += r[i].len + 2;
-        s->prefetched++;
+        if (!needed) s->prefetched++;
     }
 }
 
@@ -329,7 +327,7 @@ queue_reserve(Server *s, Conn *c, Job *j)
     lease_update(s, c);
     s->reserved_ct++;
     j->tube->reserved_ct++;
-    conn_reply_job(c, "RESERVED", j);
+    conn_reply_job(c, 1, j);
     if (cold) prefetch_next(s, j->tube);
 }
 
@@ -656,58 +654,32 @@ queue_drop_acked(Server *s)
     }
 }
 
-/* queue_load_body, with the reason for a failure in err. */
-static int
-load_body(Server *s, Job *j, char *err, size_t errcap)
+int
+queue_fetch_body(Server *s, Job *j)
 {
-    char *body;
-    size_t len;
-    if (j->body) return 0;
-    if (!s->store) {
-        snprintf(err, errcap, "no store");
+    uint64_t id = j->id;
+    size_t cost = (size_t)j->body_size + 2;
+    j->flags = (uint8_t)((j->flags | JOB_F_NEEDED) & ~JOB_F_UNREADABLE);
+    if (j->flags & JOB_F_FETCHING) return 0;
+    if (!s->prefetch || prefetch_request(s->prefetch, &id, &cost, 1) != 1)
         return -1;
-    }
-    int r = store_get_body(s->store, j->id, &body, &len, err, errcap);
-    if (r == 0) snprintf(err, errcap, "not found");
-    if (r == 1 && len != j->body_size) {
-        snprintf(err, errcap, "%zu bytes, not %u", len, j->body_size);
-        free(body);
-    }
-    if (r != 1 || len != j->body_size) return -1;
-    j->body = realloc(body, len + 2);
-    if (!j->body) {
-        free(body);
-        return -1;
-    }
-    memcpy(j->body + len, "\r\n", 2);
-    s->cache_bytes += len + 2;
-    s->cache_misses++;
-    j->flags |= JOB_F_STORED;
+    j->flags |= JOB_F_FETCHING;
+    s->prefetch_bytes += cost;
     return 0;
 }
 
-int
-queue_load_body(Server *s, Job *j)
+void
+queue_body_unreadable(Server *s, Conn *c, Job *j)
 {
-    char err[256];
-    return load_body(s, j, err, sizeof err);
-}
-
-int
-queue_load_or_bury(Server *s, Job *j)
-{
-    char err[256];
-    if (load_body(s, j, err, sizeof err) == 0) return 0;
-    log_msg(0, "cannot read the body of job %llu: %s%s",
-            (unsigned long long)j->id, err,
-            j->state == JOB_READY ? "; burying it" : "");
-    if (j->state == JOB_READY) {
-        queue_detach(s, j, NULL);
-        j->buries++;
-        queue_make_buried(s, j);
-        queue_persist_update(s, j);
-    }
-    return -1;
+    int held = c && queue_holds(c, j);
+    log_msg(0, "cannot read the body of job %llu%s", (unsigned long long)j->id,
+            held ? "; burying it" : "");
+    j->flags &= (uint8_t)~JOB_F_UNREADABLE;
+    if (!held) return;
+    queue_detach(s, j, c);
+    j->buries++;
+    queue_make_buried(s, j);
+    queue_persist_update(s, j);
 }
 
 int

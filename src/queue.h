@@ -104,15 +104,18 @@ void queue_body_added(Server *s, Job *j);
 void queue_body_used(Server *s, Job *j);
 void queue_drop_acked(Server *s);
 
-/* Makes sure j->body is in memory, reading it from the store if it was left
- * on disk (recovery). Returns 0, or -1 if it could not be read. */
-int queue_load_body(Server *s, Job *j);
+/* Asks the reader thread (prefetch.h) for j's body, which a reply needs
+ * now: marks j JOB_F_NEEDED (its read counts as a cache miss, not a
+ * prefetch) and clears JOB_F_UNREADABLE. Returns 0 if the read is asked
+ * for or already in flight, -1 if the reader takes no more requests now
+ * (call again in a later iteration). */
+int queue_fetch_body(Server *s, Job *j);
 
-/* Before j is reserved: makes sure its body is in memory. If it cannot be
- * read, logs why and, if j is ready, buries it (stored), so that it neither
- * stays reserved by nobody nor blocks its tube; returns -1 then (the caller
- * replies INTERNAL_ERROR), else 0. */
-int queue_load_or_bury(Server *s, Job *j);
+/* The reader thread could not read j's body for a reply to c: logs it and,
+ * if c holds j (a reserve), buries j (stored), so that it neither stays
+ * reserved by a client that never got it nor blocks its tube. The caller
+ * replies INTERNAL_ERROR. */
+void queue_body_unreadable(Server *s, Conn *c, Job *j);
 
 /* Loop thread, once per iteration: keeps the bodies the reader thread
  * (prefetch.h) has read whose jobs still exist without one, and frees the

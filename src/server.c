@@ -94,7 +94,9 @@ maybe_trim(Server *s)
 static void
 stop_step(Server *s)
 {
-    if (s->pending || (s->store && s->acked_seq < s->applied_seq)) return;
+    if (s->pending || s->fetching.len ||
+        (s->store && s->acked_seq < s->applied_seq))
+        return;
     if (!s->conns) {
         ev_break(s->loop, EVBREAK_ALL);
         return;
@@ -123,6 +125,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     queue_drop_acked(s);
     s->iter++;
     queue_take_prefetched(s);
+    conn_fetch_done(s);
     do {
         conn_run_all(s);
         if (s->store) store_flush(s->store);
@@ -370,6 +373,7 @@ server_free(Server *s)
     heap_free(&s->delay_tubes);
     heap_free(&s->pause_heap);
     heap_free(&s->wait_heap);
+    ptrset_free(&s->fetching);
     free(s->drops);
     if (s->listen_fd >= 0) close(s->listen_fd);
     ev_loop_destroy(s->loop);

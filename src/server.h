@@ -12,6 +12,7 @@
 #include "heap.h"
 #include "job.h"
 #include "proto.h"
+#include "ptrset.h"
 #include "store.h"
 #include "tube.h"
 
@@ -72,6 +73,7 @@ typedef struct Server {
     struct Conn *pending; /* connections with output not yet written */
     struct Conn *runq;    /* connections with buffered input to process */
     struct Conn *dead;    /* closed connections not yet freed */
+    PtrSet fetching;      /* Conn* in IN_FETCH: a reply waits for a body */
     int throttled;        /* backpressure: producers are not read */
 
     /* durability */
@@ -86,7 +88,7 @@ typedef struct Server {
         uint64_t seq, id;
     } * drops; /* ring of bodies to drop once acked */
     size_t dhead, dlen, dcap;
-    uint64_t cache_misses;     /* bodies read back on the loop thread */
+    uint64_t cache_misses;     /* replies that waited for a body from disk */
     struct Prefetch *prefetch; /* body reader thread; NULL with --memory */
     size_t prefetch_bytes;     /* bodies asked of it, not yet taken */
     uint64_t prefetched;       /* bodies it read that were kept */

@@ -279,10 +279,10 @@ def test_body_cache_bound(rockstalkd):
 
 
 def test_bodies_read_ahead(rockstalkd):
-    """After a restart every body is on disk: the first reserve reads its
-    body on the loop thread, and the body reader thread reads the next
-    ones ahead (up to 128 a tube), so later reserves find theirs in memory,
-    and every body is intact."""
+    """After a restart every body is on disk: the first reserve waits for
+    the body reader thread to read its body (a cache miss), and the reader
+    reads the next ones ahead (up to 128 a tube), so later reserves find
+    theirs in memory, and every body is intact."""
     s = rockstalkd("-m", "2000")
     c = Client(s)
     bodies = [bytes([97 + i % 26]) * (100 + i) + b"\r\n" for i in range(60)]

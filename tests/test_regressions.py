@@ -318,3 +318,55 @@ def test_ready_again_is_stored(tmp_path):
     found = _restart_peek(tmp_path, datadir, ids.values())
     for (how, src), jid in ids.items():
         assert found[jid][0] == "ready", (how, src, found[jid])
+
+
+# ---- 7. the loop never waits for a body read ----
+
+def test_body_read_does_not_block_loop(tmp_path):
+    """After a restart the bodies are on disk. With the reader's disk held
+    (ROCKSTALKD_FAULT_READ_HOLD), a reserve and a peek that need a body wait
+    for it, with the commands pipelined behind them, while other clients
+    are served at once. Before the fix a body the read-ahead had missed was
+    read with a synchronous RocksDB Get on the loop thread."""
+    datadir, logpath = tmp_path / "data", tmp_path / "server.log"
+    hold = tmp_path / "hold"
+    proc, port = _start([], {}, datadir, logpath)
+    try:
+        c = Client(port)
+        ids = [c.put(1, 0, 60, b"body-%d" % i) for i in range(3)]
+        c.close()
+    finally:
+        assert _stop(proc) == 0
+    proc, port = _start([], {"ROCKSTALKD_FAULT_READ_HOLD": str(hold)},
+                        datadir, logpath)
+    try:
+        hold.touch()
+        w = Client(port)
+        w.sock.settimeout(0.5)
+        w.send(b"reserve\r\nlist-tube-used\r\npeek %d\r\nstats-job %d\r\n"
+               % (ids[1], ids[1]))
+        with pytest.raises(Hang):
+            w.line()
+        o = Client(port)
+        o.sock.settimeout(2)
+        t0 = time.monotonic()
+        jid = o.put(1, 0, 60, b"fresh")     # served while the read waits
+        o.send(b"peek %d\r\n" % jid)         # in memory: no wait
+        assert o._read_found() == (jid, b"fresh")
+        assert o.stats_job(ids[0])["state"] == "reserved"
+        assert time.monotonic() - t0 < 1.5
+        hold.unlink()
+        w.sock.settimeout(10)
+        assert w.line() == b"RESERVED %d 6" % ids[0]
+        assert w.data(6) == b"body-0"
+        assert w.line() == b"USING default"
+        assert w._read_found() == (ids[1], b"body-1")
+        assert w._read_stats_job()["id"] == ids[1]
+        st = o.stats()
+        assert st["rockstalk-body-cache-misses"] >= 1, st
+        o.close()
+        w.close()
+    finally:
+        if hold.exists():
+            hold.unlink()
+        assert _stop(proc) == 0
