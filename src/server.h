@@ -94,6 +94,8 @@ typedef struct Server {
     uint64_t prefetched;       /* bodies it read that were kept */
     uint32_t iter;             /* loop iterations (prepare callbacks) */
     size_t jobs_peak;          /* job count high-water since the last trim */
+    ev_timer trim_w;           /* each second: malloc_trim when idle */
+    uint64_t trim_ops;         /* commands run, as of trim_w's last call */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];
