@@ -1,6 +1,7 @@
 /* cmd.c - see cmd.h. One handler per command, in protocol order. */
 #include "cmd.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,7 +84,7 @@ cmd_put_body(Conn *c)
         REPLY(c, "DRAINING\r\n");
         return;
     }
-    Job *j = queue_job_new(s, c->use, c->put_id, p->pri, p->delay, p->ttr,
+    Job *j = queue_job_new(s, c->se.use, c->put_id, p->pri, p->delay, p->ttr,
                            p->body_size, body);
     if (!j) {
         free(body);
@@ -103,11 +104,104 @@ cmd_put_body(Conn *c)
     conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
 }
 
+/* ---- replies that show a job (RESERVED, FOUND) ---- */
+
+/* The sequence a reply showing j must wait for: j's latest change, if the
+ * store has not acknowledged it yet (else 0, nothing). */
+static uint64_t
+job_reply_seq(const Server *s, const Job *j)
+{
+    return queue_job_reply_seq(s, j);
+}
+
+/* Makes c wait (input paused) for job j's body, which is only on disk; the
+ * reader thread reads it and cmd_fetch_done completes the reply. */
+static void
+fetch_start(Conn *c, int reserve, Job *j)
+{
+    Server *s = c->srv;
+    conn_pause(c);
+    c->se.fetch_id = j->id;
+    c->se.fetch_reserve = (uint8_t)reserve;
+    if (ptrset_append(&s->fetching, c) < 0) abort(); /* out of memory */
+    s->cache_misses++;
+    queue_fetch_body(s, j); /* if refused, cmd_fetch_done asks again */
+}
+
+/* Appends "RESERVED|FOUND <id> <bytes>\r\n<body>\r\n", or waits for the
+ * body (fetch_start) when it is only on disk. */
+static void
+reply_job(Conn *c, int reserve, Job *j)
+{
+    char head[64];
+    int n = snprintf(head, sizeof head, "%s %llu %u\r\n",
+                     reserve ? "RESERVED" : "FOUND", (unsigned long long)j->id,
+                     j->body_size);
+    if (c->closed) return;
+    if (!j->body) {
+        fetch_start(c, reserve, j);
+        return;
+    }
+    conn_reply_at(c, head, (size_t)n, j->body, (size_t)j->body_size + 2,
+                  job_reply_seq(c->srv, j));
+    queue_body_used(c->srv, j);
+}
+
+/* Ends c's wait for a body; it runs its buffered commands again. */
+static void
+fetch_end(Conn *c)
+{
+    ptrset_remove(&c->srv->fetching, c);
+    c->se.fetch_id = 0;
+    conn_resume(c);
+}
+
+/* Completes c's waiting reply if it can: 1 if it did, 0 if not yet. */
+static int
+fetch_step(Conn *c)
+{
+    Server *s = c->srv;
+    int reserve = c->se.fetch_reserve;
+    Job *j = jobtable_find(&s->jobs, c->se.fetch_id);
+    if (reserve && j && !queue_holds(&c->se, j))
+        j = NULL; /* its lease ended meanwhile; c never got it */
+    if (!j) {
+        fetch_end(c);
+        if (reserve)
+            REPLY(c, "INTERNAL_ERROR\r\n");
+        else
+            REPLY(c, "NOT_FOUND\r\n");
+        return 1;
+    }
+    if (j->body) {
+        fetch_end(c);
+        if (reserve) queue_touch(s, &c->se, j); /* TTR from the reply */
+        reply_job(c, reserve, j);
+        return 1;
+    }
+    if (j->flags & JOB_F_UNREADABLE) {
+        fetch_end(c);
+        queue_body_unreadable(s, reserve ? &c->se : NULL, j);
+        REPLY(c, "INTERNAL_ERROR\r\n");
+        return 1;
+    }
+    if (!(j->flags & JOB_F_FETCHING)) queue_fetch_body(s, j);
+    return 0;
+}
+
+void
+cmd_fetch_done(Server *s)
+{
+    size_t i = 0;
+    while (i < s->fetching.len) /* fetch_end moves the last into slot i */
+        if (!fetch_step(s->fetching.items[i])) i++;
+}
+
 static void
 reply_found(Conn *c, Job *j)
 {
     if (j)
-        conn_reply_job(c, 0, j);
+        reply_job(c, 0, j);
     else
         REPLY(c, "NOT_FOUND\r\n");
 }
@@ -115,7 +209,7 @@ reply_found(Conn *c, Job *j)
 static void
 cmd_peek(Conn *c, const Cmd *cmd)
 {
-    Tube *t = c->use;
+    Tube *t = c->se.use;
     switch (cmd->op) {
     case OP_PEEK:
         reply_found(c, jobtable_find(&c->srv->jobs, cmd->id));
@@ -137,8 +231,8 @@ cmd_peek(Conn *c, const Cmd *cmd)
 static int
 any_ready(const Conn *c)
 {
-    for (size_t i = 0; i < c->watch.len; i++)
-        if (((Tube *)c->watch.items[i])->ready.len) return 1;
+    for (size_t i = 0; i < c->se.watch.len; i++)
+        if (((Tube *)c->se.watch.items[i])->ready.len) return 1;
     return 0;
 }
 
@@ -146,11 +240,12 @@ static void
 cmd_reserve(Conn *c, const Cmd *cmd)
 {
     set_worker(c);
-    if (queue_deadline_soon(c, mono_ns()) && !any_ready(c)) {
+    if (queue_deadline_soon(&c->se, mono_ns()) && !any_ready(c)) {
         REPLY(c, "DEADLINE_SOON\r\n");
         return;
     }
-    queue_wait(c->srv, c, cmd->op == OP_RESERVE ? -1 : cmd->timeout);
+    queue_wait(c->srv, &c->se, cmd->op == OP_RESERVE ? -1 : cmd->timeout);
+    if (c->se.waiting) conn_pause(c); /* until a job or its timer comes */
 }
 
 static void
@@ -163,7 +258,7 @@ cmd_reserve_job(Conn *c, const Cmd *cmd)
     }
     set_worker(c);
     queue_detach(c->srv, j, NULL);
-    queue_reserve(c->srv, c, j);
+    queue_reserve(c->srv, &c->se, j);
 }
 
 /* The job id if c may act on it as its reserver, else NULL. */
@@ -171,7 +266,7 @@ static Job *
 reserved_by(Conn *c, uint64_t id)
 {
     Job *j = jobtable_find(&c->srv->jobs, id);
-    return j && queue_holds(c, j) ? j : NULL;
+    return j && queue_holds(&c->se, j) ? j : NULL;
 }
 
 static void
@@ -179,11 +274,11 @@ cmd_delete(Conn *c, const Cmd *cmd)
 {
     Server *s = c->srv;
     Job *j = jobtable_find(&s->jobs, cmd->id);
-    if (!j || (j->state == JOB_RESERVED && !queue_holds(c, j))) {
+    if (!j || (j->state == JOB_RESERVED && !queue_holds(&c->se, j))) {
         REPLY(c, "NOT_FOUND\r\n");
         return;
     }
-    queue_detach(s, j, c);
+    queue_detach(s, j, &c->se);
     j->tube->delete_ct++;
     queue_persist_delete(s, j);
     queue_job_free(s, j);
@@ -200,7 +295,7 @@ cmd_release(Conn *c, const Cmd *cmd)
         return;
     }
     int changed = j->pri != cmd->pri;
-    queue_detach(s, j, c);
+    queue_detach(s, j, &c->se);
     j->pri = cmd->pri;
     j->delay = cmd->delay;
     j->releases++;
@@ -221,7 +316,7 @@ cmd_bury(Conn *c, const Cmd *cmd)
         REPLY(c, "NOT_FOUND\r\n");
         return;
     }
-    queue_detach(c->srv, j, c);
+    queue_detach(c->srv, j, &c->se);
     j->pri = cmd->pri;
     j->buries++;
     queue_make_buried(c->srv, j);
@@ -241,7 +336,7 @@ kick_one(Server *s, Job *j)
 static void
 cmd_kick(Conn *c, const Cmd *cmd)
 {
-    Tube *t = c->use;
+    Tube *t = c->se.use;
     uint32_t n = 0;
     Heap *from = t->buried.len ? &t->buried : &t->delay;
     for (; n < cmd->count; n++) {
@@ -272,7 +367,7 @@ cmd_touch(Conn *c, const Cmd *cmd)
         REPLY(c, "NOT_FOUND\r\n");
         return;
     }
-    queue_touch(c->srv, c, j);
+    queue_touch(c->srv, &c->se, j);
     REPLY(c, "TOUCHED\r\n");
 }
 
@@ -285,9 +380,9 @@ cmd_use(Conn *c, const Cmd *cmd)
         REPLY(c, "OUT_OF_MEMORY\r\n");
         return;
     }
-    c->use->using_ct--;
-    queue_tube_unref(s, c->use);
-    c->use = t;
+    c->se.use->using_ct--;
+    queue_tube_unref(s, c->se.use);
+    c->se.use = t;
     t->using_ct++;
     conn_replyf(c, "USING %s\r\n", t->name);
 }
@@ -301,33 +396,33 @@ cmd_watch(Conn *c, const Cmd *cmd)
         REPLY(c, "OUT_OF_MEMORY\r\n");
         return;
     }
-    if (ptrset_find(&c->watch, t) >= 0) {
+    if (ptrset_find(&c->se.watch, t) >= 0) {
         queue_tube_unref(s, t);
-    } else if (ptrset_append(&c->watch, t) < 0) {
+    } else if (ptrset_append(&c->se.watch, t) < 0) {
         queue_tube_unref(s, t);
         REPLY(c, "OUT_OF_MEMORY\r\n");
         return;
     } else {
         t->watching_ct++;
     }
-    conn_replyf(c, "WATCHING %zu\r\n", c->watch.len);
+    conn_replyf(c, "WATCHING %zu\r\n", c->se.watch.len);
 }
 
 static void
 cmd_ignore(Conn *c, const Cmd *cmd)
 {
     Tube *t = tubes_find(&c->srv->tubes, cmd->name, cmd->name_len);
-    long i = t ? ptrset_find(&c->watch, t) : -1;
-    if (i >= 0 && c->watch.len < 2) {
+    long i = t ? ptrset_find(&c->se.watch, t) : -1;
+    if (i >= 0 && c->se.watch.len < 2) {
         REPLY(c, "NOT_IGNORED\r\n");
         return;
     }
     if (i >= 0) {
-        ptrset_delete(&c->watch, (size_t)i);
+        ptrset_delete(&c->se.watch, (size_t)i);
         t->watching_ct--;
         queue_tube_unref(c->srv, t);
     }
-    conn_replyf(c, "WATCHING %zu\r\n", c->watch.len);
+    conn_replyf(c, "WATCHING %zu\r\n", c->se.watch.len);
 }
 
 static void
@@ -364,7 +459,8 @@ cmd_stats(Conn *c, const Cmd *cmd)
         }
         stats_tube(t, &b);
     } else {
-        stats_list(cmd->op == OP_LIST_TUBES ? &s->tubes.list : &c->watch, &b);
+        stats_list(cmd->op == OP_LIST_TUBES ? &s->tubes.list : &c->se.watch,
+                   &b);
     }
     conn_reply_ok(c, b.buf, b.len);
     stats_buf_free(&b);
@@ -407,7 +503,7 @@ cmd_run(Conn *c, const Cmd *cmd)
     case OP_PAUSE_TUBE:
         return cmd_pause(c, cmd);
     case OP_LIST_TUBE_USED:
-        return conn_replyf(c, "USING %s\r\n", c->use->name);
+        return conn_replyf(c, "USING %s\r\n", c->se.use->name);
     case OP_QUIT:
         return conn_close_after_replies(c);
     default: /* stats, stats-job, stats-tube, list-tubes(-watched) */
@@ -428,3 +524,73 @@ cmd_dispatch(Conn *c, const char *line, size_t len)
     else
         cmd_run(c, &cmd);
 }
+
+/* ---- the connection handler and the queue's events ---- */
+
+static int
+on_opened(Conn *c)
+{
+    return queue_session_open(c->srv, &c->se);
+}
+
+static void
+on_bad_line(Conn *c)
+{
+    REPLY(c, "BAD_FORMAT\r\n");
+}
+
+/* The client sent FIN while its input is paused: a blocked reserve ends
+ * with TIMED_OUT (as in 1.12); a reply waiting for a body comes first. */
+static void
+on_hangup(Conn *c)
+{
+    if (!c->se.waiting) return;
+    queue_unwait(c->srv, &c->se);
+    REPLY(c, "TIMED_OUT\r\n");
+}
+
+static void
+on_closed(Conn *c)
+{
+    if (c->se.fetch_id) ptrset_remove(&c->srv->fetching, c);
+    queue_session_close(c->srv, &c->se);
+}
+
+const ConnHandler cmd_handler = {
+    .opened = on_opened,
+    .line = cmd_dispatch,
+    .bad_line = on_bad_line,
+    .body = cmd_put_body,
+    .hangup = on_hangup,
+    .closed = on_closed,
+};
+
+static void
+on_reserved(Server *s, Session *se, Job *j)
+{
+    (void)s;
+    reply_job(conn_of(se), 1, j);
+}
+
+static void
+on_wait_over(Server *s, Session *se, int soon)
+{
+    (void)s;
+    if (soon)
+        REPLY(conn_of(se), "DEADLINE_SOON\r\n");
+    else
+        REPLY(conn_of(se), "TIMED_OUT\r\n");
+}
+
+static void
+on_resume(Server *s, Session *se)
+{
+    (void)s;
+    conn_resume(conn_of(se));
+}
+
+const QueueEvents cmd_events = {
+    .reserved = on_reserved,
+    .wait_over = on_wait_over,
+    .resume = on_resume,
+};

@@ -1,12 +1,19 @@
 /* cmd.h - the protocol commands: one handler per command, run on a parsed
  * line (proto.h) for a connection, changing queue state (queue.h) and
- * appending the reply (conn.h). Loop thread only. */
+ * appending the reply (conn.h). The only module that formats replies: it
+ * is the connections' handler (ConnHandler) and hears the queue's events
+ * (QueueEvents), so the layers below it never call up. Loop thread only. */
 #ifndef ROCKSTALK_CMD_H
 #define ROCKSTALK_CMD_H
 
 #include <stddef.h>
 
 #include "conn.h"
+#include "queue.h"
+
+/* What the server plugs into Server.handler and Server.events. */
+extern const ConnHandler cmd_handler;
+extern const QueueEvents cmd_events;
 
 /* Runs one command line (len bytes, CRLF excluded). A put leaves the
  * connection reading the body (or discarding it); quit marks it closing. */
@@ -14,5 +21,13 @@ void cmd_dispatch(Conn *c, const char *line, size_t len);
 
 /* Completes the put whose body (c->in_body) has been read in full. */
 void cmd_put_body(Conn *c);
+
+/* Loop thread, once per iteration after queue_take_prefetched: completes
+ * the replies of connections waiting for a body from disk whose body has
+ * arrived, whose job is gone (FOUND: NOT_FOUND), or whose body could not be
+ * read (INTERNAL_ERROR; a job reserved by the waiter is buried, see
+ * queue_body_unreadable), and asks the reader again for bodies it could not
+ * take yet. */
+void cmd_fetch_done(Server *s);
 
 #endif

@@ -9,9 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cmd.h"
 #include "common.h"
-#include "queue.h"
 
 /* Input buffer: starts small (many idle connections stay cheap) and
  * doubles up to IBUF_MAX while a client pipelines. */
@@ -31,8 +29,7 @@ Conn *
 conn_new(Server *s, int fd)
 {
     Conn *c = calloc(1, sizeof *c);
-    if (!c || !(c->ibuf = malloc(IBUF_MIN)) ||
-        ptrset_append(&c->watch, s->default_tube) < 0) {
+    if (!c || !(c->ibuf = malloc(IBUF_MIN))) {
         if (c) free(c->ibuf);
         free(c);
         close(fd);
@@ -41,14 +38,12 @@ conn_new(Server *s, int fd)
     c->srv = s;
     c->fd = fd;
     c->icap = IBUF_MIN;
-    c->wait_pos = c->lease_pos = SIZE_MAX;
-    c->timeout = -1;
-    heap_init(&c->reserved, job_deadline_less, job_setpos);
-    c->use = s->default_tube;
-    tube_ref(c->use);
-    c->use->using_ct++;
-    tube_ref(s->default_tube);
-    s->default_tube->watching_ct++;
+    if (s->handler->opened(c) < 0) {
+        free(c->ibuf);
+        free(c);
+        close(fd);
+        return NULL;
+    }
     ev_io_init(&c->read_w, read_cb, fd, EV_READ);
     ev_io_init(&c->write_w, write_cb, fd, EV_WRITE);
     c->read_w.data = c->write_w.data = c;
@@ -61,27 +56,6 @@ conn_new(Server *s, int fd)
     return c;
 }
 
-static void
-release_state(Server *s, Conn *c)
-{
-    queue_unwait(s, c);
-    while (c->reserved.len) {
-        Job *j = heap_peek(&c->reserved);
-        queue_detach(s, j, c);
-        queue_requeue(s, j, 0);
-    }
-    heap_free(&c->reserved);
-    for (size_t i = 0; i < c->watch.len; i++) {
-        Tube *t = c->watch.items[i];
-        t->watching_ct--;
-        queue_tube_unref(s, t);
-    }
-    ptrset_free(&c->watch);
-    c->use->using_ct--;
-    queue_tube_unref(s, c->use);
-    c->use = NULL;
-}
-
 void
 conn_close(Conn *c)
 {
@@ -91,8 +65,7 @@ conn_close(Conn *c)
     ev_io_stop(s->loop, &c->read_w);
     ev_io_stop(s->loop, &c->write_w);
     close(c->fd);
-    if (c->in_state == IN_FETCH) ptrset_remove(&s->fetching, c);
-    release_state(s, c);
+    s->handler->closed(c);
     if (c->producer) s->cur_producers--;
     if (c->worker) s->cur_workers--;
     s->cur_conns--;
@@ -225,7 +198,7 @@ conn_reply(Conn *c, const char *msg, size_t n)
 {
     if (c->closed) return;
     out_append(c, msg, n);
-    out_mark(c, server_reply_seq(c->srv));
+    out_mark(c, state_reply_seq(c->srv));
 }
 
 void
@@ -242,35 +215,27 @@ conn_replyf(Conn *c, const char *fmt, ...)
         conn_reply(c, buf, (size_t)n);
 }
 
-/* Makes c wait (IN_FETCH) for job j's body, which is only on disk. */
-static void
-fetch_start(Conn *c, int reserve, Job *j)
+void
+conn_reply_at(Conn *c, const char *head, size_t hn, const char *body, size_t bn,
+              uint64_t need)
 {
-    Server *s = c->srv;
-    c->in_state = IN_FETCH;
-    c->fetch_id = j->id;
-    c->fetch_reserve = (uint8_t)reserve;
-    if (ptrset_append(&s->fetching, c) < 0) abort(); /* out of memory */
-    s->cache_misses++;
-    queue_fetch_body(s, j); /* if refused, conn_fetch_done asks again */
+    if (c->closed) return;
+    out_append(c, head, hn);
+    if (bn) out_append(c, body, bn);
+    out_mark(c, need);
 }
 
 void
-conn_reply_job(Conn *c, int reserve, Job *j)
+conn_pause(Conn *c)
 {
-    char head[64];
-    int n = snprintf(head, sizeof head, "%s %llu %u\r\n",
-                     reserve ? "RESERVED" : "FOUND", (unsigned long long)j->id,
-                     j->body_size);
-    if (c->closed) return;
-    if (!j->body) {
-        fetch_start(c, reserve, j);
-        return;
-    }
-    out_append(c, head, (size_t)n);
-    out_append(c, j->body, (size_t)j->body_size + 2);
-    out_mark(c, queue_job_reply_seq(c->srv, j));
-    queue_body_used(c->srv, j);
+    c->in_state = IN_PAUSED;
+}
+
+void
+conn_resume(Conn *c)
+{
+    if (c->in_state == IN_PAUSED) c->in_state = IN_CMD;
+    conn_schedule(c);
 }
 
 void
@@ -281,56 +246,7 @@ conn_reply_ok(Conn *c, const char *body, size_t len)
     if (c->closed) return;
     out_append(c, head, (size_t)n);
     out_append(c, body, len);
-    out_mark(c, server_reply_seq(c->srv));
-}
-
-/* Ends c's wait for a body; it runs its buffered commands again. */
-static void
-fetch_end(Conn *c)
-{
-    ptrset_remove(&c->srv->fetching, c);
-    c->in_state = IN_CMD;
-    conn_schedule(c);
-}
-
-/* Completes c's waiting reply if it can: 1 if it did, 0 if not yet. */
-static int
-fetch_step(Conn *c)
-{
-    Server *s = c->srv;
-    Job *j = jobtable_find(&s->jobs, c->fetch_id);
-    if (c->fetch_reserve && j && !queue_holds(c, j))
-        j = NULL; /* its lease ended meanwhile; c never got it */
-    if (!j) {
-        fetch_end(c);
-        if (c->fetch_reserve)
-            conn_reply(c, "INTERNAL_ERROR\r\n", 16);
-        else
-            conn_reply(c, "NOT_FOUND\r\n", 11);
-        return 1;
-    }
-    if (j->body) {
-        fetch_end(c);
-        if (c->fetch_reserve) queue_touch(s, c, j); /* TTR from the reply */
-        conn_reply_job(c, c->fetch_reserve, j);
-        return 1;
-    }
-    if (j->flags & JOB_F_UNREADABLE) {
-        fetch_end(c);
-        queue_body_unreadable(s, c->fetch_reserve ? c : NULL, j);
-        conn_reply(c, "INTERNAL_ERROR\r\n", 16);
-        return 1;
-    }
-    if (!(j->flags & JOB_F_FETCHING)) queue_fetch_body(s, j);
-    return 0;
-}
-
-void
-conn_fetch_done(Server *s)
-{
-    size_t i = 0;
-    while (i < s->fetching.len) /* fetch_end moves the last into slot i */
-        if (!fetch_step(s->fetching.items[i])) i++;
+    out_mark(c, state_reply_seq(c->srv));
 }
 
 /* Moves acknowledged replies into the writable range. */
@@ -448,10 +364,10 @@ in_step(Conn *c)
         if ((len = line_end(p, avail)) >= 0) {
             c->ibeg += (size_t)len + 2;
             if (c->in_state == IN_CMD) {
-                cmd_dispatch(c, p, (size_t)len);
+                c->srv->handler->line(c, p, (size_t)len);
             } else {
                 c->in_state = IN_CMD;
-                conn_reply(c, "BAD_FORMAT\r\n", 12);
+                c->srv->handler->bad_line(c);
             }
             return 1;
         }
@@ -467,7 +383,7 @@ in_step(Conn *c)
         c->ibeg += n;
         if (c->in_read < (size_t)c->put.body_size + 2) return 0;
         c->in_state = IN_CMD;
-        cmd_put_body(c);
+        c->srv->handler->body(c);
         return 1;
     case IN_SKIP:
         n = avail < c->skip_left ? avail : (size_t)c->skip_left;
@@ -478,7 +394,7 @@ in_step(Conn *c)
         conn_reply(c, c->skip_reply, strlen(c->skip_reply));
         return 1;
     }
-    return 0; /* IN_WAIT, IN_FETCH */
+    return 0; /* IN_PAUSED */
 }
 
 /* Runs c's buffered input until it blocks, needs bytes or must wait for
@@ -491,13 +407,12 @@ conn_process(Conn *c)
         while (!c->closed && !c->closing && !out_parked(c) && in_step(c))
             ;
         if (c->closed || c->closing || out_parked(c) || !c->eof) break;
-        if (c->in_state == IN_FETCH) break; /* its reply comes first */
-        if (c->in_state != IN_WAIT) {
+        if (c->in_state != IN_PAUSED) {
             conn_close_after_replies(c); /* the client is done */
             break;
         }
-        queue_unwait(c->srv, c); /* hung up while blocked: 1.12 answers */
-        conn_reply(c, "TIMED_OUT\r\n", 11);
+        c->srv->handler->hangup(c); /* may resume the input */
+        if (c->in_state == IN_PAUSED) break;
     }
     if (c->ibeg == c->iend) c->ibeg = c->iend = 0;
     if (!c->closed) conn_update_read(c);
@@ -592,7 +507,7 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
         c->iend += (size_t)n;
     else if ((c->in_read += (size_t)n) == (size_t)c->put.body_size + 2) {
         c->in_state = IN_CMD;
-        cmd_put_body(c);
+        c->srv->handler->body(c);
     }
     conn_process(c);
 }

@@ -1,9 +1,10 @@
-/* conn.h - one client connection: its socket and watchers, the input state
- * machine (command lines with beanstalkd's 224-byte line rules, put bodies,
- * discarded bodies), the per-connection protocol state (used tube, watch
- * list, reserved jobs, blocked reserve) and the output buffer whose replies
- * leave in command order, each only once the store has acknowledged the
- * state it shows. Loop thread only. */
+/* conn.h - one client connection as transport: its socket and watchers,
+ * the input framing (command lines with beanstalkd's 224-byte line rules,
+ * put bodies, discarded bodies), and the output buffer whose replies leave
+ * in command order, each only once the store has acknowledged the sequence
+ * it waits for. What the input means belongs to the handler (ConnHandler in
+ * Server.handler, implemented by cmd.c); the connection embeds the client's
+ * protocol state (session.h) but never acts on it. Loop thread only. */
 #ifndef ROCKSTALK_CONN_H
 #define ROCKSTALK_CONN_H
 
@@ -11,11 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "heap.h"
-#include "job.h"
-#include "ptrset.h"
-#include "server.h"
-#include "tube.h"
+#include "proto.h"
+#include "session.h"
+#include "state.h"
 
 /* Input states. */
 enum {
@@ -24,9 +23,8 @@ enum {
     IN_BODY,    /* reading a put body into in_body */
     IN_SKIP,    /* discarding skip_left bytes, then replying skip_reply
                    (JOB_TOO_BIG, or OUT_OF_MEMORY when a body had no room) */
-    IN_WAIT,    /* blocked in reserve: input stays buffered */
-    IN_FETCH,   /* a RESERVED/FOUND reply waits for its body from disk
-                   (read by the reader thread): input stays buffered */
+    IN_PAUSED,  /* the handler paused input (a blocked reserve, a reply
+                   waiting for a body): input stays buffered */
 };
 
 /* A reply waiting for the store: bytes of obuf up to end may leave once
@@ -60,8 +58,6 @@ typedef struct Conn {
     size_t in_read;
     uint64_t skip_left;
     const char *skip_reply; /* static string, CRLF included */
-    uint64_t fetch_id;      /* IN_FETCH: the job whose body is awaited */
-    uint8_t fetch_reserve;  /* IN_FETCH: 1 for RESERVED, 0 for FOUND */
 
     /* output */
     /* Output positions count bytes since the connection opened: obuf[0]
@@ -73,24 +69,47 @@ typedef struct Conn {
     OutMark *marks;
     size_t mhead, mlen, mcap;
 
-    /* protocol state */
-    Tube *use;
-    PtrSet watch;     /* Tube*, holds a watching reference each */
-    Heap reserved;    /* Job* this conn holds, by TTR deadline */
-    size_t lease_pos; /* in Server.lease_heap, or SIZE_MAX */
-    int waiting;      /* blocked in reserve, in its tubes' waiting sets */
-    int32_t timeout;  /* of the blocked reserve; < 0: none */
-    int64_t wake_at;  /* monotonic ns: timeout or DEADLINE_SOON, 0 = none */
-    size_t wait_pos;  /* in Server.wait_heap, or SIZE_MAX */
+    Session se; /* protocol state: the handler's and the queue's */
 } Conn;
 
-/* Accepts fd (non-blocking, owned from now on) as a new connection using
- * and watching the default tube. Returns the conn, or NULL (fd closed). */
+/* What a connection's input means (implemented by cmd.c). None may free
+ * the connection (conn_close marks it for conn_reap). */
+typedef struct ConnHandler {
+    int (*opened)(Conn *c); /* new connection: set up c->se; 0, or -1 to
+                               refuse it (out of memory) */
+    void (*line)(Conn *c, const char *line, size_t len); /* a command line,
+                                                            CRLF excluded */
+    void (*bad_line)(Conn *c); /* an over-long line has ended */
+    void (*body)(Conn *c);     /* c->in_body (put.body_size + 2) is read */
+    void (*hangup)(Conn *c);   /* the peer sent FIN while input is paused */
+    void (*closed)(Conn *c);   /* closing: release c->se's state */
+} ConnHandler;
+
+/* The connection whose Session is se. */
+static inline Conn *
+conn_of(Session *se)
+{
+    return (Conn *)(void *)((char *)se - offsetof(Conn, se));
+}
+
+/* Accepts fd (non-blocking, owned from now on) as a new connection and
+ * calls the handler's opened. Returns the conn, or NULL (fd closed). */
 Conn *conn_new(Server *s, int fd);
 
-/* Closes the connection now: releases its reserved jobs, stops its blocked
- * reserve, drops its tube references and frees it. */
+/* Closes the connection now (the handler's closed releases its protocol
+ * state first); conn_reap frees it. */
 void conn_close(Conn *c);
+
+/* Appends a reply made of head (hn bytes) then body (bn bytes, may be 0);
+ * it leaves after every earlier reply, once the store has acknowledged
+ * sequence need (0: nothing to wait for). */
+void conn_reply_at(Conn *c, const char *head, size_t hn, const char *body,
+                   size_t bn, uint64_t need);
+
+/* Pauses c's input (IN_PAUSED): buffered commands wait until conn_resume,
+ * which also schedules c to run them. */
+void conn_pause(Conn *c);
+void conn_resume(Conn *c);
 
 /* Appends a reply (n bytes); it leaves after every earlier reply, once the
  * store has acknowledged the current sequence. */
@@ -99,20 +118,6 @@ void conn_reply(Conn *c, const char *msg, size_t n);
 /* Appends a printf-formatted reply line. */
 void conn_replyf(Conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-
-/* Appends "<word> <id> <bytes>\r\n" and the job's body with its CRLF.
- * reserve says the reply is RESERVED (else FOUND). A body only on disk is
- * never read here: c waits (IN_FETCH) for the reader thread to read it,
- * running no further command, and conn_fetch_done completes the reply. */
-void conn_reply_job(Conn *c, int reserve, Job *j);
-
-/* Loop thread, once per iteration after queue_take_prefetched: completes
- * the replies of connections waiting for a body (conn_reply_job) whose
- * body has arrived, whose job is gone (FOUND: NOT_FOUND), or whose body
- * could not be read (INTERNAL_ERROR; a job reserved by the waiter is
- * buried, see queue_body_unreadable), and asks the reader again for
- * bodies it could not take. */
-void conn_fetch_done(Server *s);
 
 /* Appends "OK <len-2>\r\n" and body (len bytes, ending in CRLF). */
 void conn_reply_ok(Conn *c, const char *body, size_t len);

@@ -35,37 +35,74 @@ tube_pause_setpos(void *x, size_t i)
 }
 
 static int
-conn_lease_less(const void *a, const void *b)
+session_lease_less(const void *a, const void *b)
 {
-    const Conn *x = a, *y = b;
+    const Session *x = a, *y = b;
     return job_deadline_less(heap_peek(&x->reserved), heap_peek(&y->reserved));
 }
 
 static void
-conn_lease_setpos(void *x, size_t i)
+session_lease_setpos(void *x, size_t i)
 {
-    ((Conn *)x)->lease_pos = i;
+    ((Session *)x)->lease_pos = i;
 }
 
 static int
-conn_wake_less(const void *a, const void *b)
+session_wake_less(const void *a, const void *b)
 {
-    return ((const Conn *)a)->wake_at < ((const Conn *)b)->wake_at;
+    return ((const Session *)a)->wake_at < ((const Session *)b)->wake_at;
 }
 
 static void
-conn_wake_setpos(void *x, size_t i)
+session_wake_setpos(void *x, size_t i)
 {
-    ((Conn *)x)->wait_pos = i;
+    ((Session *)x)->wait_pos = i;
 }
 
 void
 queue_init(Server *s)
 {
-    heap_init(&s->lease_heap, conn_lease_less, conn_lease_setpos);
+    heap_init(&s->lease_heap, session_lease_less, session_lease_setpos);
     heap_init(&s->delay_tubes, tube_delay_less, tube_delay_setpos);
     heap_init(&s->pause_heap, tube_pause_less, tube_pause_setpos);
-    heap_init(&s->wait_heap, conn_wake_less, conn_wake_setpos);
+    heap_init(&s->wait_heap, session_wake_less, session_wake_setpos);
+}
+
+int
+queue_session_open(Server *s, Session *se)
+{
+    memset(se, 0, sizeof *se);
+    if (ptrset_append(&se->watch, s->default_tube) < 0) return -1;
+    se->wait_pos = se->lease_pos = SIZE_MAX;
+    se->timeout = -1;
+    heap_init(&se->reserved, job_deadline_less, job_setpos);
+    se->use = s->default_tube;
+    tube_ref(se->use);
+    se->use->using_ct++;
+    tube_ref(s->default_tube);
+    s->default_tube->watching_ct++;
+    return 0;
+}
+
+void
+queue_session_close(Server *s, Session *se)
+{
+    queue_unwait(s, se);
+    while (se->reserved.len) {
+        Job *j = heap_peek(&se->reserved);
+        queue_detach(s, j, se);
+        queue_requeue(s, j, 0);
+    }
+    heap_free(&se->reserved);
+    for (size_t i = 0; i < se->watch.len; i++) {
+        Tube *t = se->watch.items[i];
+        t->watching_ct--;
+        queue_tube_unref(s, t);
+    }
+    ptrset_free(&se->watch);
+    se->use->using_ct--;
+    queue_tube_unref(s, se->use);
+    se->use = NULL;
 }
 
 /* Keeps t's place in the delayed-tube heap in step with its delay heap. */
@@ -84,17 +121,18 @@ delay_tube_update(Server *s, Tube *t)
     }
 }
 
-/* Keeps c's place in the lease heap in step with its reserved jobs. */
+/* Keeps se's place in the lease heap in step with its reserved jobs. */
 static void
-lease_update(Server *s, Conn *c)
+lease_update(Server *s, Session *se)
 {
-    if (c->reserved.len == 0) {
-        if (c->lease_pos != SIZE_MAX) heap_remove(&s->lease_heap, c->lease_pos);
-        c->lease_pos = SIZE_MAX;
-    } else if (c->lease_pos == SIZE_MAX) {
-        if (heap_insert(&s->lease_heap, c) < 0) abort();
+    if (se->reserved.len == 0) {
+        if (se->lease_pos != SIZE_MAX)
+            heap_remove(&s->lease_heap, se->lease_pos);
+        se->lease_pos = SIZE_MAX;
+    } else if (se->lease_pos == SIZE_MAX) {
+        if (heap_insert(&s->lease_heap, se) < 0) abort();
     } else {
-        heap_fix(&s->lease_heap, c->lease_pos);
+        heap_fix(&s->lease_heap, se->lease_pos);
     }
 }
 
@@ -128,7 +166,7 @@ queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri, uint32_t delay,
 }
 
 void
-queue_detach(Server *s, Job *j, Conn *holder)
+queue_detach(Server *s, Job *j, Session *holder)
 {
     Tube *t = j->tube;
     switch (j->state) {
@@ -173,18 +211,18 @@ queue_job_reply_seq(const Server *s, const Job *j)
 }
 
 int
-queue_holds(const Conn *c, const Job *j)
+queue_holds(const Session *se, const Job *j)
 {
-    return j->state == JOB_RESERVED && j->heap_index < c->reserved.len &&
-           c->reserved.data[j->heap_index] == j;
+    return j->state == JOB_RESERVED && j->heap_index < se->reserved.len &&
+           se->reserved.data[j->heap_index] == j;
 }
 
 void
-queue_touch(Server *s, Conn *c, Job *j)
+queue_touch(Server *s, Session *se, Job *j)
 {
     j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
-    heap_fix(&c->reserved, j->heap_index);
-    lease_update(s, c);
+    heap_fix(&se->reserved, j->heap_index);
+    lease_update(s, se);
 }
 
 /* Gives t's ready jobs to t's blocked reservers, best job first, reservers
@@ -195,10 +233,10 @@ serve(Server *s, Tube *t)
     int64_t now = t->pause_ns ? mono_ns() : 0;
     while (t->ready.len && t->waiting.len && !queue_tube_paused(t, now)) {
         Job *j = heap_peek(&t->ready);
-        Conn *c = ptrset_take(&t->waiting);
-        queue_unwait(s, c);
+        Session *se = ptrset_take(&t->waiting);
+        queue_unwait(s, se);
         queue_detach(s, j, NULL);
-        queue_reserve(s, c, j);
+        queue_reserve(s, se, j);
     }
 }
 
@@ -316,18 +354,18 @@ queue_take_prefetched(Server *s)
 }
 
 void
-queue_reserve(Server *s, Conn *c, Job *j)
+queue_reserve(Server *s, Session *se, Job *j)
 {
     /* a body that came from disk hints that the next ones are there too */
     int cold = s->prefetch && (!j->body || (j->flags & JOB_F_STORED));
     j->state = JOB_RESERVED;
     j->reserves++;
     j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
-    must(heap_insert(&c->reserved, j));
-    lease_update(s, c);
+    must(heap_insert(&se->reserved, j));
+    lease_update(s, se);
     s->reserved_ct++;
     j->tube->reserved_ct++;
-    conn_reply_job(c, 1, j);
+    s->events->reserved(s, se, j);
     if (cold) prefetch_next(s, j->tube);
 }
 
@@ -370,44 +408,44 @@ queue_pause(Server *s, Tube *t, uint32_t secs)
 }
 
 int
-queue_deadline_soon(const Conn *c, int64_t now)
+queue_deadline_soon(const Session *se, int64_t now)
 {
-    const Job *j = heap_peek(&c->reserved);
+    const Job *j = heap_peek(&se->reserved);
     return j && now >= j->deadline - DEADLINE_SOON_NS;
 }
 
-/* When c's blocked reserve must end by itself: its timeout, or the
+/* When se's blocked reserve must end by itself: its timeout, or the
  * DEADLINE_SOON margin of its soonest reserved job (0 if neither). */
 static int64_t
-wake_time(const Conn *c, int64_t now)
+wake_time(const Session *se, int64_t now)
 {
     int64_t at = INT64_MAX;
-    const Job *j = heap_peek(&c->reserved);
+    const Job *j = heap_peek(&se->reserved);
     if (j) at = j->deadline - DEADLINE_SOON_NS;
-    if (c->timeout >= 0 && now + (int64_t)c->timeout * NS_PER_SEC < at)
-        at = now + (int64_t)c->timeout * NS_PER_SEC;
+    if (se->timeout >= 0 && now + (int64_t)se->timeout * NS_PER_SEC < at)
+        at = now + (int64_t)se->timeout * NS_PER_SEC;
     return at == INT64_MAX ? 0 : at;
 }
 
 static void
-wait_heap_set(Server *s, Conn *c, int64_t now)
+wait_heap_set(Server *s, Session *se, int64_t now)
 {
-    if (c->wait_pos != SIZE_MAX) {
-        heap_remove(&s->wait_heap, c->wait_pos);
-        c->wait_pos = SIZE_MAX;
+    if (se->wait_pos != SIZE_MAX) {
+        heap_remove(&s->wait_heap, se->wait_pos);
+        se->wait_pos = SIZE_MAX;
     }
-    c->wake_at = wake_time(c, now);
-    if (c->wake_at) must(heap_insert(&s->wait_heap, c));
+    se->wake_at = wake_time(se, now);
+    if (se->wake_at) must(heap_insert(&s->wait_heap, se));
 }
 
-/* The watched tube of c, not paused at now, whose best ready job comes
+/* The watched tube of se, not paused at now, whose best ready job comes
  * first, or NULL if none has one. */
 static Tube *
-best_ready(const Conn *c, int64_t now)
+best_ready(const Session *se, int64_t now)
 {
     Tube *best = NULL;
-    for (size_t i = 0; i < c->watch.len; i++) {
-        Tube *t = c->watch.items[i];
+    for (size_t i = 0; i < se->watch.len; i++) {
+        Tube *t = se->watch.items[i];
         if (t->ready.len && !queue_tube_paused(t, now) &&
             (!best ||
              job_pri_less(heap_peek(&t->ready), heap_peek(&best->ready))))
@@ -417,40 +455,38 @@ best_ready(const Conn *c, int64_t now)
 }
 
 void
-queue_wait(Server *s, Conn *c, int32_t timeout)
+queue_wait(Server *s, Session *se, int32_t timeout)
 {
     int64_t now = mono_ns();
     Tube *best;
 
-    c->waiting = 1;
-    c->timeout = timeout;
+    se->waiting = 1;
+    se->timeout = timeout;
     s->waiting_ct++;
-    for (size_t i = 0; i < c->watch.len; i++)
-        must(ptrset_append(&((Tube *)c->watch.items[i])->waiting, c));
-    c->in_state = IN_WAIT;
+    for (size_t i = 0; i < se->watch.len; i++)
+        must(ptrset_append(&((Tube *)se->watch.items[i])->waiting, se));
     /* A tube whose pause has just ended (its tick not run yet) can have
      * older waiters, which serve() serves first; each round below either
-     * serves c or empties that tube's ready jobs, so it ends. */
-    while (c->waiting && (best = best_ready(c, now)))
+     * serves se or empties that tube's ready jobs, so it ends. */
+    while (se->waiting && (best = best_ready(se, now)))
         serve(s, best);
-    if (c->waiting) wait_heap_set(s, c, now);
+    if (se->waiting) wait_heap_set(s, se, now);
 }
 
 void
-queue_unwait(Server *s, Conn *c)
+queue_unwait(Server *s, Session *se)
 {
-    if (!c->waiting) return;
-    c->waiting = 0;
+    if (!se->waiting) return;
+    se->waiting = 0;
     s->waiting_ct--;
-    for (size_t i = 0; i < c->watch.len; i++)
-        ptrset_remove(&((Tube *)c->watch.items[i])->waiting, c);
-    if (c->wait_pos != SIZE_MAX) {
-        heap_remove(&s->wait_heap, c->wait_pos);
-        c->wait_pos = SIZE_MAX;
+    for (size_t i = 0; i < se->watch.len; i++)
+        ptrset_remove(&((Tube *)se->watch.items[i])->waiting, se);
+    if (se->wait_pos != SIZE_MAX) {
+        heap_remove(&s->wait_heap, se->wait_pos);
+        se->wait_pos = SIZE_MAX;
     }
-    c->wake_at = 0;
-    c->in_state = IN_CMD;
-    conn_schedule(c);
+    se->wake_at = 0;
+    s->events->resume(s, se);
 }
 
 static void
@@ -480,29 +516,26 @@ tick_pauses(Server *s, int64_t now)
 static void
 tick_leases(Server *s, int64_t now)
 {
-    Conn *c;
-    while ((c = heap_peek(&s->lease_heap))) {
-        Job *j = heap_peek(&c->reserved);
+    Session *se;
+    while ((se = heap_peek(&s->lease_heap))) {
+        Job *j = heap_peek(&se->reserved);
         if (j->deadline > now) break;
-        queue_detach(s, j, c);
+        queue_detach(s, j, se);
         j->timeouts++;
         s->timeout_ct++;
         queue_requeue(s, j, 0);
-        if (c->waiting) wait_heap_set(s, c, now);
+        if (se->waiting) wait_heap_set(s, se, now);
     }
 }
 
 static void
 tick_waiters(Server *s, int64_t now)
 {
-    Conn *c;
-    while ((c = heap_peek(&s->wait_heap)) && c->wake_at <= now) {
-        int soon = queue_deadline_soon(c, now);
-        queue_unwait(s, c);
-        if (soon)
-            conn_reply(c, "DEADLINE_SOON\r\n", 15);
-        else
-            conn_reply(c, "TIMED_OUT\r\n", 11);
+    Session *se;
+    while ((se = heap_peek(&s->wait_heap)) && se->wake_at <= now) {
+        int soon = queue_deadline_soon(se, now);
+        queue_unwait(s, se);
+        s->events->wait_over(s, se, soon);
     }
 }
 
@@ -528,10 +561,10 @@ queue_next_deadline(const Server *s)
     const Tube *t = heap_peek(&s->delay_tubes);
     if (t) at = ((const Job *)heap_peek(&t->delay))->deadline;
     if ((t = heap_peek(&s->pause_heap))) at = min64(at, t->unpause_at);
-    const Conn *h = heap_peek(&s->lease_heap);
+    const Session *h = heap_peek(&s->lease_heap);
     if (h) at = min64(at, ((const Job *)heap_peek(&h->reserved))->deadline);
-    const Conn *c = heap_peek(&s->wait_heap);
-    if (c) at = min64(at, c->wake_at);
+    const Session *se = heap_peek(&s->wait_heap);
+    if (se) at = min64(at, se->wake_at);
     return at;
 }
 
@@ -669,14 +702,14 @@ queue_fetch_body(Server *s, Job *j)
 }
 
 void
-queue_body_unreadable(Server *s, Conn *c, Job *j)
+queue_body_unreadable(Server *s, Session *se, Job *j)
 {
-    int held = c && queue_holds(c, j);
+    int held = se && queue_holds(se, j);
     log_msg(0, "cannot read the body of job %llu%s", (unsigned long long)j->id,
             held ? "; burying it" : "");
     j->flags &= (uint8_t)~JOB_F_UNREADABLE;
     if (!held) return;
-    queue_detach(s, j, c);
+    queue_detach(s, j, se);
     j->buries++;
     queue_make_buried(s, j);
     queue_persist_update(s, j);

@@ -2,19 +2,45 @@
  * reserved and buried with every counter kept right, serving blocked
  * reservers, the timer-driven transitions (delay due, TTR lease expiry,
  * pause end, reserve timeout, DEADLINE_SOON), and the mutation records each
- * persistent change hands to the store. Loop thread only. */
+ * persistent change hands to the store. It acts on Sessions, never on
+ * connections, formats no reply, and reports what a client must be told
+ * through QueueEvents. Loop thread only. */
 #ifndef ROCKSTALK_QUEUE_H
 #define ROCKSTALK_QUEUE_H
 
 #include <stdint.h>
 
-#include "conn.h"
 #include "job.h"
-#include "server.h"
+#include "session.h"
+#include "state.h"
 #include "tube.h"
+
+/* What the state machine tells the layer above (cmd.c implements it; the
+ * table is Server.events). Each is called synchronously from inside the
+ * queue call that caused it, with the queue's state already consistent. */
+typedef struct QueueEvents {
+    /* se, blocked in reserve or reserving now, was given job j, which it
+     * now holds: the caller owes it a RESERVED reply. */
+    void (*reserved)(Server *s, Session *se, Job *j);
+    /* se's blocked reserve was ended by its timer: a DEADLINE_SOON reply
+     * if soon, else TIMED_OUT. */
+    void (*wait_over)(Server *s, Session *se, int soon);
+    /* se's blocked reserve ended (served, timed out, or cancelled): its
+     * buffered commands may run again. */
+    void (*resume)(Server *s, Session *se);
+} QueueEvents;
 
 /* Sets up the server's timer heaps. */
 void queue_init(Server *s);
+
+/* A new client: se uses and watches the default tube. Returns 0, or -1 out
+ * of memory (se then holds nothing). */
+int queue_session_open(Server *s, Session *se);
+
+/* A client is gone: ends its blocked reserve (no event for it), returns
+ * the jobs it holds to ready (stored if they must be, see queue_requeue),
+ * and drops its tube references. */
+void queue_session_close(Server *s, Session *se);
 
 /* Creates job id in tube t (takes a tube reference) with an owned body
  * (body_size + 2 bytes incl. CRLF, or NULL if it stays on disk). The job is
@@ -25,7 +51,7 @@ Job *queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri,
 
 /* Takes j out of whichever heap holds it, fixing counters; holder is the
  * connection holding j if it is reserved (else unused). */
-void queue_detach(Server *s, Job *j, Conn *holder);
+void queue_detach(Server *s, Job *j, Session *holder);
 
 /* The sequence a reply showing job j (RESERVED, FOUND) must wait for: 0
  * when the store has acknowledged j's latest change, else the sequence of
@@ -33,11 +59,11 @@ void queue_detach(Server *s, Job *j, Conn *holder);
  * does not wait for other jobs' pending changes. */
 uint64_t queue_job_reply_seq(const Server *s, const Job *j);
 
-/* Nonzero if c holds j (reserved by c). O(1). */
-int queue_holds(const Conn *c, const Job *j);
+/* Nonzero if se holds j (reserved by se). O(1). */
+int queue_holds(const Session *se, const Job *j);
 
-/* Restarts the TTR of j, held by c (touch). */
-void queue_touch(Server *s, Conn *c, Job *j);
+/* Restarts the TTR of j, held by se (touch). */
+void queue_touch(Server *s, Session *se, Job *j);
 
 /* Puts a detached j in its tube's ready heap and serves blocked
  * reservers. */
@@ -55,8 +81,8 @@ void queue_make_delayed(Server *s, Job *j, int64_t due);
 /* Buries a detached j (after every job buried before it). */
 void queue_make_buried(Server *s, Job *j);
 
-/* Makes a detached j reserved by c and replies RESERVED to c. */
-void queue_reserve(Server *s, Conn *c, Job *j);
+/* Makes a detached j reserved by se and replies RESERVED to se. */
+void queue_reserve(Server *s, Session *se, Job *j);
 
 /* Frees a detached j: out of the job table, tube reference dropped. */
 void queue_job_free(Server *s, Job *j);
@@ -71,15 +97,15 @@ int queue_tube_paused(const Tube *t, int64_t now);
 /* Pauses t for secs seconds from now (0 means one nanosecond, as 1.12). */
 void queue_pause(Server *s, Tube *t, uint32_t secs);
 
-/* Blocks c in reserve on its watched tubes (timeout seconds, < 0 forever)
+/* Blocks se in reserve on its watched tubes (timeout seconds, < 0 forever)
  * and serves it at once if a job is ready. */
-void queue_wait(Server *s, Conn *c, int32_t timeout);
+void queue_wait(Server *s, Session *se, int32_t timeout);
 
-/* Ends c's blocked reserve without a reply. */
-void queue_unwait(Server *s, Conn *c);
+/* Ends se's blocked reserve without a reply. */
+void queue_unwait(Server *s, Session *se);
 
-/* Nonzero if c holds a job whose TTR ends within the DEADLINE_SOON margin. */
-int queue_deadline_soon(const Conn *c, int64_t now);
+/* Nonzero if se holds a job whose TTR ends within the DEADLINE_SOON margin. */
+int queue_deadline_soon(const Session *se, int64_t now);
 
 /* Runs every timer transition due at monotonic time now. */
 void queue_tick(Server *s, int64_t now);
@@ -111,11 +137,11 @@ void queue_drop_acked(Server *s);
  * (call again in a later iteration). */
 int queue_fetch_body(Server *s, Job *j);
 
-/* The reader thread could not read j's body for a reply to c: logs it and,
- * if c holds j (a reserve), buries j (stored), so that it neither stays
+/* The reader thread could not read j's body for a reply to se: logs it and,
+ * if se holds j (a reserve), buries j (stored), so that it neither stays
  * reserved by a client that never got it nor blocks its tube. The caller
  * replies INTERNAL_ERROR. */
-void queue_body_unreadable(Server *s, Conn *c, Job *j);
+void queue_body_unreadable(Server *s, Session *se, Job *j);
 
 /* Loop thread, once per iteration: keeps the bodies the reader thread
  * (prefetch.h) has read whose jobs still exist without one, and frees the

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cmd.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
@@ -153,7 +154,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     queue_drop_acked(s);
     s->iter++;
     queue_take_prefetched(s);
-    conn_fetch_done(s);
+    cmd_fetch_done(s);
     do {
         conn_run_all(s);
         if (s->store) store_flush(s->store);
@@ -346,6 +347,8 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
         return -1;
     }
     queue_init(s);
+    s->handler = &cmd_handler;
+    s->events = &cmd_events;
     init_watchers(s);
     /* Listen before the (possibly long) recovery, so a taken port is
      * reported at once; connections wait in the backlog until accepted. */

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "conn.h"
 
 static void __attribute__((format(printf, 2, 3)))
 put(StatsBuf *b, const char *fmt, ...)

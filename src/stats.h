@@ -8,7 +8,7 @@
 
 #include "job.h"
 #include "ptrset.h"
-#include "server.h"
+#include "state.h"
 #include "tube.h"
 
 /* A growable text buffer; the caller frees it with stats_buf_free. */

@@ -1,0 +1,128 @@
+/* state.h - the server's state: every piece of state the event-loop thread
+ * owns (listening socket, connections, jobs, tubes, timer heaps, counters,
+ * the store's loop side), in one struct. Data only: the modules that act on
+ * it (queue, bodycache, conn, cmd, stats, server) each include this header,
+ * and none of them needs another's to see the state. One Server per
+ * process; it is the only mutable state outside the store's own struct.
+ * Loop thread only. */
+#ifndef ROCKSTALK_STATE_H
+#define ROCKSTALK_STATE_H
+
+#include <ev.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "heap.h"
+#include "job.h"
+#include "proto.h"
+#include "ptrset.h"
+#include "store.h"
+#include "tube.h"
+
+struct Conn;
+struct ConnHandler;
+struct QueueEvents;
+
+/* How the daemon was asked to run (command line, see rockstalkd.1). */
+typedef struct ServerConfig {
+    const char *listen_addr; /* "0.0.0.0", an IP, or "unix:PATH" */
+    int port;                /* TCP port, default 11300 */
+    const char *dir;         /* data directory; NULL with memory_only */
+    int memory_only;         /* --memory: no store at all */
+    StoreSyncMode sync_mode;
+    int sync_ms;              /* -f MS, for STORE_SYNC_INTERVAL */
+    int nshards;              /* -S, 0 = recorded or default */
+    uint32_t max_job_size;    /* -z, bytes */
+    size_t cache_max;         /* -m: bytes of bodies kept in memory (store) */
+    long binlog_size;         /* -s, reported as binlog-max-size only */
+    const char *user;         /* -u */
+    const char *metrics_addr; /* --metrics HOST:PORT, NULL = off */
+    uint32_t max_conns;       /* --max-connections, 0 = no limit */
+    int verbose;              /* -V count */
+} ServerConfig;
+
+typedef struct Server {
+    struct ev_loop *loop;
+    ServerConfig cfg;
+
+    int listen_fd;
+    ev_io accept_w;
+    ev_timer accept_pause_w; /* resumes accepting after EMFILE */
+    ev_prepare prepare_w;    /* hands mutations to the store, releases replies,
+                                arms the tick */
+    ev_timer tick_w;         /* the one timer, at the earliest deadline */
+    int64_t tick_at;         /* monotonic ns tick_w is armed for, or
+                                INT64_MAX when it is stopped */
+    ev_async store_w;        /* the store's "acked sequence moved" wake-up */
+    ev_signal sigterm_w, sigint_w, sigusr1_w;
+    ev_timer stop_w;         /* bounds the shutdown's wait for replies */
+    int stopping;            /* 1: SIGTERM/SIGINT taken, no new commands;
+                                2: every reply written, lingering until the
+                                clients close (see server_run) */
+    ev_timer metrics_w;      /* publishes the metrics text each second */
+    struct Metrics *metrics; /* NULL unless --metrics */
+
+    /* queue state */
+    JobTable jobs;
+    TubeRegistry tubes;
+    Tube *default_tube;
+    uint64_t next_id;
+    Heap lease_heap;   /* Conn* holding jobs, by their soonest TTR deadline */
+    uint64_t bury_seq; /* orders buried jobs (kept in Job.deadline) */
+    Heap delay_tubes;  /* Tube* with delayed jobs, by their earliest due time */
+    Heap pause_heap;   /* paused Tube*, by unpause_at */
+    Heap wait_heap;    /* Conn* blocked in reserve with a wake time */
+
+    /* connections */
+    struct Conn *conns;   /* every connection (doubly linked) */
+    struct Conn *pending; /* connections with output not yet written */
+    struct Conn *runq;    /* connections with buffered input to process */
+    struct Conn *dead;    /* closed connections not yet freed */
+    const struct ConnHandler *handler; /* runs a connection's input (cmd.c) */
+    const struct QueueEvents *events;  /* hears the queue's events (cmd.c) */
+    PtrSet fetching; /* Conn* in IN_FETCH: a reply waits for a body */
+    int throttled;   /* backpressure: producers are not read */
+
+    /* durability */
+    Store *store;         /* NULL with --memory */
+    uint64_t applied_seq; /* seq of the latest mutation handed to the store */
+    uint64_t acked_seq;   /* latest acknowledged seq seen by the loop */
+
+    /* body cache: bodies resident in memory (bytes, CRLF included); puts
+     * beyond cache_max keep theirs only until the store acknowledges them */
+    size_t cache_bytes;
+    struct BodyDrop {
+        uint64_t seq, id;
+    } * drops; /* ring of bodies to drop once acked */
+    size_t dhead, dlen, dcap;
+    uint64_t cache_misses;     /* replies that waited for a body from disk */
+    struct Prefetch *prefetch; /* body reader thread; NULL with --memory */
+    size_t prefetch_bytes;     /* bodies asked of it, not yet taken */
+    uint64_t prefetched;       /* bodies it read that were kept */
+    uint32_t iter;             /* loop iterations (prepare callbacks) */
+    size_t jobs_peak;          /* job count high-water since the last trim */
+    ev_timer trim_w;           /* each second: malloc_trim when idle */
+    uint64_t trim_ops;         /* commands run, as of trim_w's last call */
+
+    /* counters for stats */
+    uint64_t op_ct[OP_COUNT];
+    uint64_t ready_ct, urgent_ct, reserved_ct, delayed_ct, buried_ct;
+    uint64_t total_jobs, timeout_ct, waiting_ct;
+    uint32_t cur_conns, cur_producers, cur_workers, total_conns;
+    uint64_t rejected_conns; /* closed at once: --max-connections */
+    int draining;
+    int64_t started_at; /* monotonic ns */
+    char instance_id[17];
+
+    int exit_code;
+} Server;
+
+/* The loop's sequence stamp for a reply made now: replies leave only once
+ * the store has acknowledged this sequence. */
+static inline uint64_t
+state_reply_seq(const Server *s)
+{
+    return s->store ? s->applied_seq : 0;
+}
+
+#endif
