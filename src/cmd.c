@@ -100,7 +100,8 @@ cmd_put_body(Conn *c)
         queue_persist_put(s, j); /* before any reserver sees it */
         queue_make_ready(s, j);
     }
-    queue_body_added(s, j); /* after the put's seq: drop once it is acked */
+    /* after the put's seq: a body past the budget goes once that is acked */
+    bodycache_added(&s->bodies, j, s->applied_seq, s->store != NULL);
     conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
 }
 
@@ -124,8 +125,7 @@ fetch_start(Conn *c, int reserve, Job *j)
     c->se.fetch_id = j->id;
     c->se.fetch_reserve = (uint8_t)reserve;
     if (ptrset_append(&s->fetching, c) < 0) abort(); /* out of memory */
-    s->cache_misses++;
-    queue_fetch_body(s, j); /* if refused, cmd_fetch_done asks again */
+    bodycache_fetch(&s->bodies, j, 1); /* if refused: cmd_fetch_done */
 }
 
 /* Appends "RESERVED|FOUND <id> <bytes>\r\n<body>\r\n", or waits for the
@@ -144,7 +144,7 @@ reply_job(Conn *c, int reserve, Job *j)
     }
     conn_reply_at(c, head, (size_t)n, j->body, (size_t)j->body_size + 2,
                   job_reply_seq(c->srv, j));
-    queue_body_used(c->srv, j);
+    bodycache_used(&c->srv->bodies, j);
 }
 
 /* Ends c's wait for a body; it runs its buffered commands again. */
@@ -185,7 +185,7 @@ fetch_step(Conn *c)
         REPLY(c, "INTERNAL_ERROR\r\n");
         return 1;
     }
-    if (!(j->flags & JOB_F_FETCHING)) queue_fetch_body(s, j);
+    if (!(j->flags & JOB_F_FETCHING)) bodycache_fetch(&s->bodies, j, 0);
     return 0;
 }
 

@@ -7,7 +7,6 @@
 
 #include "common.h"
 #include "log.h"
-#include "prefetch.h"
 
 static int
 tube_delay_less(const void *a, const void *b)
@@ -282,82 +281,11 @@ queue_make_buried(Server *s, Job *j)
     j->tube->buried_ct++;
 }
 
-/* How many of the jobs a tube hands out next have their bodies read
- * ahead: a few loop iterations' worth of reserves of 50 workers. */
-#define PREFETCH_AHEAD 128
-
-/* What prefetched bodies may add to the cache beyond its budget. */
-static size_t
-prefetch_slack(const Server *s)
-{
-    size_t slack = s->cfg.cache_max / 8;
-    return slack > ((size_t)1 << 20) ? slack : (size_t)1 << 20;
-}
-
-/* Asks the reader thread for the bodies left on disk among the jobs that
- * tube t will hand out next (in order), within the cache budget plus the
- * slack. At most once per loop iteration and tube. */
-static void
-prefetch_next(Server *s, Tube *t)
-{
-    void *next[PREFETCH_AHEAD]; /* then, from 0: the ones to ask for */
-    uint64_t ids[PREFETCH_AHEAD];
-    size_t costs[PREFETCH_AHEAD], m = 0;
-    size_t room = s->cfg.cache_max + prefetch_slack(s);
-    size_t bytes = s->cache_bytes + s->prefetch_bytes;
-
-    if (t->prefetch_iter == s->iter) return;
-    t->prefetch_iter = s->iter;
-    size_t n = heap_first(&t->ready, next, PREFETCH_AHEAD);
-    for (size_t i = 0; i < n; i++) {
-        Job *j = next[i];
-        if (j->body || (j->flags & JOB_F_FETCHING)) continue;
-        size_t cost = (size_t)j->body_size + 2;
-        if (bytes + cost > room) break;
-        bytes += cost;
-        next[m] = j;
-        ids[m] = j->id;
-        costs[m++] = cost;
-    }
-    m = prefetch_request(s->prefetch, ids, costs, m);
-    for (size_t i = 0; i < m; i++) {
-        ((Job *)next[i])->flags |= JOB_F_FETCHING;
-        s->prefetch_bytes += costs[i];
-    }
-}
-
-void
-queue_take_prefetched(Server *s)
-{
-    PrefetchResult *r;
-    size_t n = s->prefetch ? prefetch_take(s->prefetch, &r) : 0;
-
-    for (size_t i = 0; i < n; i++) {
-        Job *j = jobtable_find(&s->jobs, r[i].id);
-        s->prefetch_bytes -= r[i].cost;
-        int needed = j && (j->flags & JOB_F_NEEDED);
-        if (j) j->flags &= (uint8_t) ~(JOB_F_FETCHING | JOB_F_NEEDED);
-        char *b = NULL;
-        if (j && !j->body && r[i].body && r[i].len == j->body_size)
-            b = realloc(r[i].body, r[i].len + 2);
-        if (!b) {
-            free(r[i].body);
-            if (j && !j->body && needed) j->flags |= JOB_F_UNREADABLE;
-            continue;
-        }
-        memcpy(b + r[i].len, "\r\n", 2);
-        j->body = b;
-        j->flags |= JOB_F_STORED;
-        s->cache_bytes += r[i].len + 2;
-        if (!needed) s->prefetched++;
-    }
-}
-
 void
 queue_reserve(Server *s, Session *se, Job *j)
 {
     /* a body that came from disk hints that the next ones are there too */
-    int cold = s->prefetch && (!j->body || (j->flags & JOB_F_STORED));
+    int cold = !j->body || (j->flags & JOB_F_STORED);
     j->state = JOB_RESERVED;
     j->reserves++;
     j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
@@ -366,7 +294,7 @@ queue_reserve(Server *s, Session *se, Job *j)
     s->reserved_ct++;
     j->tube->reserved_ct++;
     s->events->reserved(s, se, j);
-    if (cold) prefetch_next(s, j->tube);
+    if (cold) bodycache_read_ahead(&s->bodies, j->tube, s->iter);
 }
 
 void
@@ -374,7 +302,7 @@ queue_job_free(Server *s, Job *j)
 {
     jobtable_remove(&s->jobs, j);
     queue_tube_unref(s, j->tube);
-    if (j->body) s->cache_bytes -= (size_t)j->body_size + 2;
+    bodycache_forget(&s->bodies, j);
     free(j->body);
     free(j);
 }
@@ -633,72 +561,6 @@ queue_persist_delete(Server *s, Job *j)
     if (!s->store) return;
     store_add_delete(s->store, ++s->applied_seq, j->id,
                      (j->flags & JOB_F_REWRITTEN) != 0);
-}
-
-static void
-body_drop(Server *s, Job *j)
-{
-    s->cache_bytes -= (size_t)j->body_size + 2;
-    free(j->body);
-    j->body = NULL;
-}
-
-void
-queue_body_added(Server *s, Job *j)
-{
-    s->cache_bytes += (size_t)j->body_size + 2;
-    if (!s->store || s->cache_bytes <= s->cfg.cache_max) return;
-    if (s->dlen == s->dcap) {
-        size_t ncap = s->dcap ? s->dcap * 2 : 1024;
-        struct BodyDrop *d = malloc(ncap * sizeof *d);
-        if (!d) return; /* keep the body: over budget, never wrong */
-        for (size_t i = 0; i < s->dlen; i++)
-            d[i] = s->drops[(s->dhead + i) % s->dcap];
-        free(s->drops);
-        s->drops = d;
-        s->dcap = ncap;
-        s->dhead = 0;
-    }
-    s->drops[(s->dhead + s->dlen++) % s->dcap] =
-        (struct BodyDrop){.seq = s->applied_seq, .id = j->id};
-}
-
-void
-queue_body_used(Server *s, Job *j)
-{
-    if (j->body && (j->flags & JOB_F_STORED) &&
-        s->cache_bytes > s->cfg.cache_max)
-        body_drop(s, j);
-}
-
-void
-queue_drop_acked(Server *s)
-{
-    while (s->dlen && s->drops[s->dhead].seq <= s->acked_seq) {
-        Job *j = jobtable_find(&s->jobs, s->drops[s->dhead].id);
-        if (j && j->body) body_drop(s, j);
-        s->dhead = (s->dhead + 1) % s->dcap;
-        s->dlen--;
-    }
-    if (s->dlen == 0 && s->dcap > 1024) {
-        free(s->drops);
-        s->drops = NULL;
-        s->dcap = s->dhead = 0;
-    }
-}
-
-int
-queue_fetch_body(Server *s, Job *j)
-{
-    uint64_t id = j->id;
-    size_t cost = (size_t)j->body_size + 2;
-    j->flags = (uint8_t)((j->flags | JOB_F_NEEDED) & ~JOB_F_UNREADABLE);
-    if (j->flags & JOB_F_FETCHING) return 0;
-    if (!s->prefetch || prefetch_request(s->prefetch, &id, &cost, 1) != 1)
-        return -1;
-    j->flags |= JOB_F_FETCHING;
-    s->prefetch_bytes += cost;
-    return 0;
 }
 
 void

@@ -120,33 +120,11 @@ void queue_persist_put(Server *s, Job *j);
 void queue_persist_update(Server *s, Job *j);
 void queue_persist_delete(Server *s, Job *j);
 
-/* Body cache. queue_body_added accounts a body made resident and, past
- * the budget, schedules it to be dropped once the store has it (it must
- * stay until then: the store cannot serve it before). queue_body_used is
- * called after a body was copied into a reply: past the budget it is
- * dropped at once. queue_drop_acked drops the scheduled bodies the store
- * has acknowledged (once per loop iteration). */
-void queue_body_added(Server *s, Job *j);
-void queue_body_used(Server *s, Job *j);
-void queue_drop_acked(Server *s);
-
-/* Asks the reader thread (prefetch.h) for j's body, which a reply needs
- * now: marks j JOB_F_NEEDED (its read counts as a cache miss, not a
- * prefetch) and clears JOB_F_UNREADABLE. Returns 0 if the read is asked
- * for or already in flight, -1 if the reader takes no more requests now
- * (call again in a later iteration). */
-int queue_fetch_body(Server *s, Job *j);
-
 /* The reader thread could not read j's body for a reply to se: logs it and,
  * if se holds j (a reserve), buries j (stored), so that it neither stays
  * reserved by a client that never got it nor blocks its tube. The caller
  * replies INTERNAL_ERROR. */
 void queue_body_unreadable(Server *s, Session *se, Job *j);
-
-/* Loop thread, once per iteration: keeps the bodies the reader thread
- * (prefetch.h) has read whose jobs still exist without one, and frees the
- * rest. */
-void queue_take_prefetched(Server *s);
 
 /* Recreates one job read back from the store at start-up (store_recover
  * callback; ctx is the Server). Returns 0 or -1 out of memory. */

@@ -141,7 +141,18 @@ stop_step(Server *s)
 
 /* Once per loop iteration, just before it blocks: run scheduled input, hand
  * the iteration's mutations to the store as one unit, write what the store
- * has acknowledged, apply backpressure, arm the timer. */
+ * has acknowledged, apply backpressure, arm the timer.
+ *
+ * Invariants the loop below rests on:
+ *   - Every connection with input to run is on Server.runq: the only ways
+ *     onto it are conn_schedule (through conn_resume, or when output that
+ *     parked the input drains) and the read watcher, which runs the input
+ *     itself. So when runq is empty, no input is left to run before the
+ *     next event.
+ *   - No mutation is left unhanded when the loop blocks: writing output
+ *     can close a connection (a failed write), and closing returns its
+ *     jobs to ready, which may store a change; the loop goes round again
+ *     until writing made no new mutation. */
 static void
 prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
@@ -151,15 +162,17 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         fail_stop(s);
         s->acked_seq = store_acked_seq(s->store);
     }
-    queue_drop_acked(s);
+    bodycache_drop_acked(&s->bodies, &s->jobs, s->acked_seq);
     s->iter++;
-    queue_take_prefetched(s);
+    bodycache_take(&s->bodies, &s->jobs);
     cmd_fetch_done(s);
+    uint64_t handed;
     do {
         conn_run_all(s);
         if (s->store) store_flush(s->store);
+        handed = s->applied_seq;
         conn_flush_all(s);
-    } while (s->runq);
+    } while (s->runq || s->applied_seq != handed);
     if (s->store) {
         size_t backlog = store_backlog_bytes(s->store);
         if (!s->throttled && backlog > BACKLOG_HIGH)
@@ -300,7 +313,8 @@ open_store(Server *s, char *err, size_t errcap)
             s->jobs.len, s->cfg.dir, (double)(mono_ns() - t0) / 1e9,
             (unsigned long long)next_id);
     if (store_start(s->store, err, errcap) < 0) return -1;
-    return prefetch_start(s->store, store_notify, s, &s->prefetch, err, errcap);
+    return prefetch_start(s->store, store_notify, s, &s->bodies.reader, err,
+                          errcap);
 }
 
 static void
@@ -334,6 +348,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     unsigned char rnd[8];
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
+    s->bodies.max = cfg->cache_max;
     s->listen_fd = -1;
     s->next_id = 1;
     s->started_at = mono_ns();
@@ -386,8 +401,8 @@ server_free(Server *s)
         metrics_stop(s->metrics);
         s->metrics = NULL;
     }
-    prefetch_stop(s->prefetch); /* it reads from the store */
-    s->prefetch = NULL;
+    prefetch_stop(s->bodies.reader); /* it reads from the store */
+    s->bodies.reader = NULL;
     if (s->store) {
         store_flush(s->store);
         if (store_close(s->store, err, sizeof err) < 0) {
@@ -407,7 +422,7 @@ server_free(Server *s)
     heap_free(&s->pause_heap);
     heap_free(&s->wait_heap);
     ptrset_free(&s->fetching);
-    free(s->drops);
+    bodycache_free(&s->bodies);
     if (s->listen_fd >= 0) close(s->listen_fd);
     ev_loop_destroy(s->loop);
 }

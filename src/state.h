@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bodycache.h"
 #include "heap.h"
 #include "job.h"
 #include "proto.h"
@@ -88,21 +89,11 @@ typedef struct Server {
     uint64_t applied_seq; /* seq of the latest mutation handed to the store */
     uint64_t acked_seq;   /* latest acknowledged seq seen by the loop */
 
-    /* body cache: bodies resident in memory (bytes, CRLF included); puts
-     * beyond cache_max keep theirs only until the store acknowledges them */
-    size_t cache_bytes;
-    struct BodyDrop {
-        uint64_t seq, id;
-    } * drops; /* ring of bodies to drop once acked */
-    size_t dhead, dlen, dcap;
-    uint64_t cache_misses;     /* replies that waited for a body from disk */
-    struct Prefetch *prefetch; /* body reader thread; NULL with --memory */
-    size_t prefetch_bytes;     /* bodies asked of it, not yet taken */
-    uint64_t prefetched;       /* bodies it read that were kept */
-    uint32_t iter;             /* loop iterations (prepare callbacks) */
-    size_t jobs_peak;          /* job count high-water since the last trim */
-    ev_timer trim_w;           /* each second: malloc_trim when idle */
-    uint64_t trim_ops;         /* commands run, as of trim_w's last call */
+    BodyCache bodies;  /* resident bodies, reader thread */
+    uint32_t iter;     /* loop iterations (prepare callbacks) */
+    size_t jobs_peak;  /* job count high-water since the last trim */
+    ev_timer trim_w;   /* each second: malloc_trim when idle */
+    uint64_t trim_ops; /* commands run, as of trim_w's last call */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];

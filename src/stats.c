@@ -129,9 +129,9 @@ stats_server(Server *s, StatsBuf *b)
     put(b, "rockstalk-syncs: %" PRIu64 "\n", st.syncs);
     put(b, "rockstalk-sync-latency-us: %.1f\n",
         st.syncs ? (double)st.sync_ns / (double)st.syncs / 1000.0 : 0.0);
-    put(b, "rockstalk-body-cache-bytes: %zu\n", s->cache_bytes);
-    put(b, "rockstalk-body-cache-misses: %" PRIu64 "\n", s->cache_misses);
-    put(b, "rockstalk-body-prefetched: %" PRIu64 "\n", s->prefetched);
+    put(b, "rockstalk-body-cache-bytes: %zu\n", s->bodies.bytes);
+    put(b, "rockstalk-body-cache-misses: %" PRIu64 "\n", s->bodies.misses);
+    put(b, "rockstalk-body-prefetched: %" PRIu64 "\n", s->bodies.prefetched);
     put(b, "\r\n");
 }
 
@@ -280,8 +280,8 @@ stats_prometheus(Server *s, StatsBuf *b)
         "rockstalk_body_prefetched_total %" PRIu64 "\n"
         "# TYPE rockstalk_uptime_seconds gauge\n"
         "rockstalk_uptime_seconds %" PRId64 "\n",
-        s->tubes.list.len, s->draining, s->cache_bytes, s->cache_misses,
-        s->prefetched, (mono_ns() - s->started_at) / NS_PER_SEC);
+        s->tubes.list.len, s->draining, s->bodies.bytes, s->bodies.misses,
+        s->bodies.prefetched, (mono_ns() - s->started_at) / NS_PER_SEC);
     prom_store(s, b);
     prom_tubes(s, b);
 }
