@@ -1,4 +1,5 @@
-# rockstalk - plain GNU make. `make` builds ./rockstalkd; `make test` installs
+# rockstalk - plain GNU make. `make` builds ./rockstalkd and the client
+# ./rockstalk; `make test` installs
 # what is missing (scripts/deps.sh), builds and runs every test; `make run`
 # does the same for the daemon and starts it on 127.0.0.1:11300.
 
@@ -22,15 +23,34 @@ endif
 
 LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJ := $(LIB_SRC:src/%.c=$(BUILD)/%.o)
+# The client (src/cli/): protocol framing, REPL (libedit) and top
+# (ncurses); it shares only common.h with the daemon, none of its state.
+CLI_SRC := $(wildcard src/cli/*.c)
+CLI_OBJ := $(CLI_SRC:src/cli/%.c=$(BUILD)/cli/%.o)
+CLI_CFLAGS := $(shell pkg-config --cflags libedit ncursesw 2>/dev/null)
+CLI_LDLIBS := $(shell pkg-config --libs libedit ncursesw 2>/dev/null \
+                || echo -ledit -lncursesw -ltinfo)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
 
 .PHONY: all deps run test unit ptest asan clean install uninstall fmt \
         fmt-check bench
-all: rockstalkd
+all: rockstalkd rockstalk
 
 rockstalkd: $(BUILD)/rockstalkd
 	cp $< $@.tmp && mv -f $@.tmp $@
+
+rockstalk: $(BUILD)/rockstalk
+	cp $< $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/rockstalk: $(CLI_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LDLIBS)
+
+$(BUILD)/cli/%.o: src/cli/%.c | $(BUILD)/cli
+	$(CC) $(CFLAGS) $(CLI_CFLAGS) -Isrc -c -o $@ $<
+
+$(BUILD)/cli:
+	mkdir -p $@
 
 $(BUILD)/rockstalkd: $(BUILD)/main.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -54,10 +74,13 @@ unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; ./$$t; done
 
 # Protocol, differential, crash and client tests (pytest) against
-# $(ROCKSTALKD), default ./rockstalkd.
+# $(ROCKSTALKD), default ./rockstalkd; the rockstalk client's tests run
+# $(ROCKSTALK_CLI), default ./rockstalk.
 ROCKSTALKD ?= rockstalkd
-ptest: $(ROCKSTALKD)
-	ROCKSTALKD=$(ROCKSTALKD) $(PYTHON) -m pytest -q tests $(PYTEST_ARGS)
+ROCKSTALK_CLI ?= rockstalk
+ptest: $(ROCKSTALKD) $(ROCKSTALK_CLI)
+	ROCKSTALKD=$(ROCKSTALKD) ROCKSTALK_CLI=$(ROCKSTALK_CLI) \
+	    $(PYTHON) -m pytest -q tests $(PYTEST_ARGS)
 
 test: deps
 	$(MAKE) all unit
@@ -65,21 +88,27 @@ test: deps
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: deps
-	$(MAKE) BUILD=build-asan SAN=1 build-asan/rockstalkd unit
+	$(MAKE) BUILD=build-asan SAN=1 build-asan/rockstalkd \
+	    build-asan/rockstalk unit
 	ASAN_OPTIONS=detect_leaks=1 $(MAKE) BUILD=build-asan SAN=1 \
-	    ROCKSTALKD=build-asan/rockstalkd \
+	    ROCKSTALKD=build-asan/rockstalkd ROCKSTALK_CLI=build-asan/rockstalk \
 	    PYTEST_ARGS="--ignore=tests/test_fuzz.py $(PYTEST_ARGS)" ptest
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 rockstalkd $(DESTDIR)$(PREFIX)/bin/rockstalkd
-	install -m 644 man/rockstalkd.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 755 rockstalk $(DESTDIR)$(PREFIX)/bin/rockstalk
+	install -m 644 man/rockstalkd.1 man/rockstalk.1 \
+	    $(DESTDIR)$(PREFIX)/share/man/man1/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/rockstalkd \
-	      $(DESTDIR)$(PREFIX)/share/man/man1/rockstalkd.1
+	      $(DESTDIR)$(PREFIX)/bin/rockstalk \
+	      $(DESTDIR)$(PREFIX)/share/man/man1/rockstalkd.1 \
+	      $(DESTDIR)$(PREFIX)/share/man/man1/rockstalk.1
 
-FMT_FILES = src/*.c src/*.h tests/unit/*.c tests/fuzz/*.c scripts/bench/*.c
+FMT_FILES = src/*.c src/*.h src/cli/*.c src/cli/*.h tests/unit/*.c \
+            tests/fuzz/*.c scripts/bench/*.c
 fmt:
 	clang-format -i $(FMT_FILES)
 
@@ -91,9 +120,9 @@ bench: all
 	scripts/bench/run.sh
 
 clean:
-	rm -rf build build-asan rockstalkd
+	rm -rf build build-asan rockstalkd rockstalk
 
--include $(wildcard $(BUILD)/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/cli/*.d)
 
 # --- fuzzing ---
 # libFuzzer targets in tests/fuzz/ (the command-line parser and the on-disk

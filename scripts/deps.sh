@@ -3,7 +3,8 @@
 set -e
 PKGS="build-essential pkg-config libev-dev librocksdb-dev libmicrohttpd-dev libcmocka-dev \
 beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc clang libclang-rt-14-dev \
-ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs"
+ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs \
+libedit-dev libncurses-dev python3-pexpect python3-pyte"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
