@@ -7,6 +7,8 @@
 
 #include "common.h"
 #include "proto.h"
+#include "ext.h"
+#include "jobreply.h"
 #include "queue.h"
 #include "stats.h"
 
@@ -105,103 +107,11 @@ cmd_put_body(Conn *c)
     conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
 }
 
-/* ---- replies that show a job (RESERVED, FOUND) ---- */
-
-/* The sequence a reply showing j must wait for: j's latest change, if the
- * store has not acknowledged it yet (else 0, nothing). */
-static uint64_t
-job_reply_seq(const Server *s, const Job *j)
-{
-    return queue_job_reply_seq(s, j);
-}
-
-/* Makes c wait (input paused) for job j's body, which is only on disk; the
- * reader thread reads it and cmd_fetch_done completes the reply. */
-static void
-fetch_start(Conn *c, int reserve, Job *j)
-{
-    Server *s = c->srv;
-    conn_pause(c);
-    c->se.fetch_id = j->id;
-    c->se.fetch_reserve = (uint8_t)reserve;
-    if (ptrset_append(&s->fetching, c) < 0) abort(); /* out of memory */
-    bodycache_fetch(&s->bodies, j, 1); /* if refused: cmd_fetch_done */
-}
-
-/* Appends "RESERVED|FOUND <id> <bytes>\r\n<body>\r\n", or waits for the
- * body (fetch_start) when it is only on disk. */
-static void
-reply_job(Conn *c, int reserve, Job *j)
-{
-    char head[64];
-    int n = snprintf(head, sizeof head, "%s %llu %u\r\n",
-                     reserve ? "RESERVED" : "FOUND", (unsigned long long)j->id,
-                     j->body_size);
-    if (c->closed) return;
-    if (!j->body) {
-        fetch_start(c, reserve, j);
-        return;
-    }
-    conn_reply_at(c, head, (size_t)n, j->body, (size_t)j->body_size + 2,
-                  job_reply_seq(c->srv, j));
-    bodycache_used(&c->srv->bodies, j);
-}
-
-/* Ends c's wait for a body; it runs its buffered commands again. */
-static void
-fetch_end(Conn *c)
-{
-    ptrset_remove(&c->srv->fetching, c);
-    c->se.fetch_id = 0;
-    conn_resume(c);
-}
-
-/* Completes c's waiting reply if it can: 1 if it did, 0 if not yet. */
-static int
-fetch_step(Conn *c)
-{
-    Server *s = c->srv;
-    int reserve = c->se.fetch_reserve;
-    Job *j = jobtable_find(&s->jobs, c->se.fetch_id);
-    if (reserve && j && !queue_holds(&c->se, j))
-        j = NULL; /* its lease ended meanwhile; c never got it */
-    if (!j) {
-        fetch_end(c);
-        if (reserve)
-            REPLY(c, "INTERNAL_ERROR\r\n");
-        else
-            REPLY(c, "NOT_FOUND\r\n");
-        return 1;
-    }
-    if (j->body) {
-        fetch_end(c);
-        if (reserve) queue_touch(s, &c->se, j); /* TTR from the reply */
-        reply_job(c, reserve, j);
-        return 1;
-    }
-    if (j->flags & JOB_F_UNREADABLE) {
-        fetch_end(c);
-        queue_body_unreadable(s, reserve ? &c->se : NULL, j);
-        REPLY(c, "INTERNAL_ERROR\r\n");
-        return 1;
-    }
-    if (!(j->flags & JOB_F_FETCHING)) bodycache_fetch(&s->bodies, j, 0);
-    return 0;
-}
-
-void
-cmd_fetch_done(Server *s)
-{
-    size_t i = 0;
-    while (i < s->fetching.len) /* fetch_end moves the last into slot i */
-        if (!fetch_step(s->fetching.items[i])) i++;
-}
-
 static void
 reply_found(Conn *c, Job *j)
 {
     if (j)
-        reply_job(c, 0, j);
+        jobreply_send(c, JR_FOUND, &j, 1);
     else
         REPLY(c, "NOT_FOUND\r\n");
 }
@@ -244,6 +154,7 @@ cmd_reserve(Conn *c, const Cmd *cmd)
         REPLY(c, "DEADLINE_SOON\r\n");
         return;
     }
+    c->se.batch = cmd->op == OP_RESERVE_BATCH ? cmd->count : 0;
     queue_wait(c->srv, &c->se, cmd->op == OP_RESERVE ? -1 : cmd->timeout);
     if (c->se.waiting) conn_pause(c); /* until a job or its timer comes */
 }
@@ -479,7 +390,12 @@ cmd_run(Conn *c, const Cmd *cmd)
         return cmd_peek(c, cmd);
     case OP_RESERVE:
     case OP_RESERVE_TIMEOUT:
+    case OP_RESERVE_BATCH:
         return cmd_reserve(c, cmd);
+    case OP_LIST_JOBS:
+        return ext_list_jobs(c, cmd);
+    case OP_CLEAR_TUBE:
+        return ext_clear_tube(c, cmd);
     case OP_RESERVE_JOB:
         return cmd_reserve_job(c, cmd);
     case OP_DELETE:
@@ -545,6 +461,7 @@ static void
 on_hangup(Conn *c)
 {
     if (!c->se.waiting) return;
+    c->se.batch = 0;
     queue_unwait(c->srv, &c->se);
     REPLY(c, "TIMED_OUT\r\n");
 }
@@ -552,7 +469,8 @@ on_hangup(Conn *c)
 static void
 on_closed(Conn *c)
 {
-    if (c->se.fetch_id) ptrset_remove(&c->srv->fetching, c);
+    jobreply_cancel(c);
+    ext_clear_cancel(c);
     queue_session_close(c->srv, &c->se);
 }
 
@@ -565,17 +483,30 @@ const ConnHandler cmd_handler = {
     .closed = on_closed,
 };
 
+/* se got job j: RESERVED, or for a reserve-batch, j and as many more
+ * ready jobs as it asked for, in the order reserve would take them. */
 static void
 on_reserved(Server *s, Session *se, Job *j)
 {
-    (void)s;
-    reply_job(conn_of(se), 1, j);
+    Job *jobs[PROTO_BATCH_MAX];
+    size_t n = 0;
+    if (!se->batch) {
+        jobreply_send(conn_of(se), JR_RESERVED, &j, 1);
+        return;
+    }
+    jobs[n++] = j;
+    for (Job *next; n < se->batch && (next = queue_take_next(s, se));)
+        jobs[n++] = next;
+    se->batch = 0;
+    s->batch_jobs += n;
+    jobreply_send(conn_of(se), JR_BATCH, jobs, n);
 }
 
 static void
 on_wait_over(Server *s, Session *se, int soon)
 {
     (void)s;
+    se->batch = 0;
     if (soon)
         REPLY(conn_of(se), "DEADLINE_SOON\r\n");
     else

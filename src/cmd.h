@@ -22,12 +22,4 @@ void cmd_dispatch(Conn *c, const char *line, size_t len);
 /* Completes the put whose body (c->in_body) has been read in full. */
 void cmd_put_body(Conn *c);
 
-/* Loop thread, once per iteration after queue_take_prefetched: completes
- * the replies of connections waiting for a body from disk whose body has
- * arrived, whose job is gone (FOUND: NOT_FOUND), or whose body could not be
- * read (INTERNAL_ERROR; a job reserved by the waiter is buried, see
- * queue_body_unreadable), and asks the reader again for bodies it could not
- * take yet. */
-void cmd_fetch_done(Server *s);
-
 #endif

@@ -36,7 +36,7 @@ void *heap_remove(Heap *h, size_t i);
 void heap_fix(Heap *h, size_t i);
 
 /* Most elements heap_first returns at once. */
-#define HEAP_FIRST_MAX 256
+#define HEAP_FIRST_MAX 1024
 
 /* Writes the min(k, len, HEAP_FIRST_MAX) least elements into out, least
  * first, without changing the heap (best-first walk from the root, O(k log

@@ -53,6 +53,8 @@ usage(FILE *f)
             "ignored\n"
             "     --max-connections N  close new connections beyond N "
             "(default: no limit)\n"
+            "     --max-timeouts N   bury a job whose TTR ran out N times "
+            "(default 0: never)\n"
             "     --metrics HOST:PORT  serve Prometheus metrics at "
             "http://HOST:PORT/metrics\n"
             " -V, --verbose          more log output (repeatable)\n"
@@ -86,6 +88,7 @@ static const struct option longopts[] = {
     {"max-job-size", required_argument, NULL, 'z'},
     {"cache-bytes", required_argument, NULL, 'm'},
     {"max-connections", required_argument, NULL, 'C'},
+    {"max-timeouts", required_argument, NULL, 'T'},
     {"metrics", required_argument, NULL, 'P'},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
@@ -127,6 +130,9 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 'C':
         cfg->max_conns = (uint32_t)num("--max-connections", arg, 0, 1 << 30);
+        break;
+    case 'T':
+        cfg->max_timeouts = (uint32_t)num("--max-timeouts", arg, 0, UINT32_MAX);
         break;
     case 'P':
         cfg->metrics_addr = arg;

@@ -26,6 +26,7 @@ static const Verb verbs[] = {
     V("peek-buried", OP_PEEK_BURIED),
     V("reserve-with-timeout ", OP_RESERVE_TIMEOUT),
     V("reserve-job ", OP_RESERVE_JOB),
+    V("reserve-batch ", OP_RESERVE_BATCH), /* extension */
     V("reserve", OP_RESERVE),
     V("delete ", OP_DELETE),
     V("release ", OP_RELEASE),
@@ -44,6 +45,8 @@ static const Verb verbs[] = {
     V("list-tubes", OP_LIST_TUBES),
     V("quit", OP_QUIT),
     V("pause-tube", OP_PAUSE_TUBE),
+    V("list-jobs ", OP_LIST_JOBS),   /* extension */
+    V("clear-tube ", OP_CLEAR_TUBE), /* extension */
 };
 
 static const char *const op_names[OP_COUNT] = {
@@ -73,6 +76,9 @@ static const char *const op_names[OP_COUNT] = {
     [OP_LIST_TUBES_WATCHED] = "list-tubes-watched",
     [OP_PAUSE_TUBE] = "pause-tube",
     [OP_QUIT] = "quit",
+    [OP_RESERVE_BATCH] = "reserve-batch",
+    [OP_LIST_JOBS] = "list-jobs",
+    [OP_CLEAR_TUBE] = "clear-tube",
 };
 
 const char *
@@ -243,6 +249,52 @@ parse_bury(Cmd *cmd, Cur c)
     return ok(cmd);
 }
 
+/* reserve-batch <count> <timeout>: count 1..1000; the timeout as in
+ * reserve-with-timeout. */
+static ParseStatus
+parse_batch(Cmd *cmd, Cur c)
+{
+    if (read_u32(&c, 0, &cmd->count) < 0 || cmd->count < 1 ||
+        cmd->count > PROTO_BATCH_MAX || c.p == c.end || *c.p != ' ')
+        return PARSE_BAD_FORMAT;
+    return parse_timeout(cmd, c);
+}
+
+/* A tube name ending at the next space (list-jobs). */
+static int
+read_name(Cur *c, Cmd *cmd)
+{
+    const char *name = c->p, *p = c->p;
+    while (p < c->end && *p != ' ')
+        p++;
+    if (!tube_name_valid(name, (size_t)(p - name))) return -1;
+    cmd->name = name;
+    cmd->name_len = (size_t)(p - name);
+    c->p = p;
+    return 0;
+}
+
+/* list-jobs <tube> <state> <count> */
+static ParseStatus
+parse_list(Cmd *cmd, Cur c)
+{
+    static const char *const states[] = {"ready ", "delayed ", "buried ",
+                                         "reserved "};
+    if (read_name(&c, cmd) < 0 || c.p == c.end) return PARSE_BAD_FORMAT;
+    c.p++;
+    for (int i = 0; i < 4 && !cmd->state; i++) {
+        size_t n = strlen(states[i]);
+        if ((size_t)(c.end - c.p) >= n && memcmp(c.p, states[i], n) == 0) {
+            cmd->state = LIST_READY + i;
+            c.p += n;
+        }
+    }
+    if (!cmd->state || read_u32(&c, 1, &cmd->count) < 0 || cmd->count < 1 ||
+        cmd->count > PROTO_BATCH_MAX)
+        return PARSE_BAD_FORMAT;
+    return ok(cmd);
+}
+
 /* bare: the line is exactly the verb. */
 static ParseStatus
 parse_args(Cmd *cmd, Cur c, int bare)
@@ -258,7 +310,12 @@ parse_args(Cmd *cmd, Cur c, int bare)
     case OP_WATCH:
     case OP_IGNORE:
     case OP_STATS_TUBE:
+    case OP_CLEAR_TUBE:
         return parse_name(cmd, c);
+    case OP_RESERVE_BATCH:
+        return parse_batch(cmd, c);
+    case OP_LIST_JOBS:
+        return parse_list(cmd, c);
     case OP_PAUSE_TUBE:
         return parse_pause(cmd, c);
     case OP_RELEASE:

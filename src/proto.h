@@ -38,8 +38,18 @@ typedef enum Op {
     OP_LIST_TUBES_WATCHED,
     OP_PAUSE_TUBE,
     OP_QUIT,
+    /* rockstalk extensions (protocol/PROTOCOL.md, "Extensions") */
+    OP_RESERVE_BATCH,
+    OP_LIST_JOBS,
+    OP_CLEAR_TUBE,
     OP_COUNT
 } Op;
+
+/* Largest count of reserve-batch and list-jobs. */
+#define PROTO_BATCH_MAX 1000
+
+/* list-jobs states (Cmd.state). */
+enum { LIST_READY = 1, LIST_DELAYED, LIST_BURIED, LIST_RESERVED };
 
 /* Parse outcome: the command is valid, or the error reply it gets. */
 typedef enum ParseStatus {
@@ -62,9 +72,10 @@ typedef struct Cmd {
     uint64_t id;        /* peek, reserve-job, delete, release, bury,
                            kick-job, touch, stats-job */
     int32_t timeout;    /* reserve-with-timeout: seconds; < 0 waits forever */
-    uint32_t count;     /* kick */
-    const char *name;   /* use, watch, ignore, stats-tube, pause-tube: points
-                           into the line */
+    uint32_t count;     /* kick; reserve-batch, list-jobs: 1..1000 */
+    int state;          /* list-jobs: LIST_* */
+    const char *name;   /* use, watch, ignore, stats-tube, pause-tube,
+                           list-jobs, clear-tube: points into the line */
     size_t name_len;
 } Cmd;
 

@@ -135,6 +135,8 @@ lease_update(Server *s, Session *se)
     }
 }
 
+static Tube *best_ready(const Session *se, int64_t now);
+
 static void
 must(int r)
 {
@@ -281,11 +283,10 @@ queue_make_buried(Server *s, Job *j)
     j->tube->buried_ct++;
 }
 
-void
-queue_reserve(Server *s, Session *se, Job *j)
+/* Makes a detached j reserved by se (its TTR starts now). */
+static void
+take(Server *s, Session *se, Job *j)
 {
-    /* a body that came from disk hints that the next ones are there too */
-    int cold = !j->body || (j->flags & JOB_F_STORED);
     j->state = JOB_RESERVED;
     j->reserves++;
     j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
@@ -293,8 +294,58 @@ queue_reserve(Server *s, Session *se, Job *j)
     lease_update(s, se);
     s->reserved_ct++;
     j->tube->reserved_ct++;
+}
+
+void
+queue_reserve(Server *s, Session *se, Job *j)
+{
+    /* a body that came from disk hints that the next ones are there too */
+    int cold = !j->body || (j->flags & JOB_F_STORED);
+    take(s, se, j);
     s->events->reserved(s, se, j);
     if (cold) bodycache_read_ahead(&s->bodies, j->tube, s->iter);
+}
+
+Job *
+queue_take_next(Server *s, Session *se)
+{
+    Tube *t = best_ready(se, mono_ns());
+    if (!t) return NULL;
+    Job *j = heap_peek(&t->ready);
+    int cold = !j->body || (j->flags & JOB_F_STORED);
+    queue_detach(s, j, NULL);
+    take(s, se, j);
+    if (cold) bodycache_read_ahead(&s->bodies, t, s->iter);
+    return j;
+}
+
+size_t
+queue_reserved_of(const Server *s, const Tube *t, Job **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->lease_heap.len; i++) {
+        const Session *se = s->lease_heap.data[i];
+        for (size_t k = 0; k < se->reserved.len; k++) {
+            Job *j = se->reserved.data[k];
+            if (j->tube != t) continue;
+            if (n < max) {
+                out[n++] = j;
+            } else { /* keep the max soonest: replace the latest */
+                size_t w = 0;
+                for (size_t m = 1; m < n; m++)
+                    if (job_deadline_less(out[w], out[m])) w = m;
+                if (job_deadline_less(j, out[w])) out[w] = j;
+            }
+        }
+    }
+    for (size_t i = 1; i < n; i++) /* insertion sort: soonest first */
+        for (size_t m = i; m > 0 && job_deadline_less(out[m], out[m - 1]);
+             m--) {
+            Job *x = out[m];
+            out[m] = out[m - 1];
+            out[m - 1] = x;
+        }
+    return n;
 }
 
 void
@@ -451,7 +502,14 @@ tick_leases(Server *s, int64_t now)
         queue_detach(s, j, se);
         j->timeouts++;
         s->timeout_ct++;
-        queue_requeue(s, j, 0);
+        if (s->cfg.max_timeouts && j->timeouts >= s->cfg.max_timeouts) {
+            j->buries++; /* a poison job: --max-timeouts */
+            s->poison_ct++;
+            queue_make_buried(s, j);
+            queue_persist_update(s, j);
+        } else {
+            queue_requeue(s, j, 0);
+        }
         if (se->waiting) wait_heap_set(s, se, now);
     }
 }

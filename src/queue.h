@@ -84,6 +84,16 @@ void queue_make_buried(Server *s, Job *j);
 /* Makes a detached j reserved by se and replies RESERVED to se. */
 void queue_reserve(Server *s, Session *se, Job *j);
 
+/* reserve-batch: reserves for se the job a reserve would get now (best
+ * priority among its watched, unpaused tubes), without an event; returns
+ * it, or NULL if none is ready. */
+Job *queue_take_next(Server *s, Session *se);
+
+/* list-jobs reserved: up to max jobs of tube t that are reserved, soonest
+ * TTR deadline first, into out; returns how many. Walks every lease (the
+ * reserved jobs of all clients), not the tube's other jobs. */
+size_t queue_reserved_of(const Server *s, const Tube *t, Job **out, size_t max);
+
 /* Frees a detached j: out of the job table, tube reference dropped. */
 void queue_job_free(Server *s, Job *j);
 

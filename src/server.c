@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "ext.h"
+#include "jobreply.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
@@ -165,7 +167,8 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     bodycache_drop_acked(&s->bodies, &s->jobs, s->acked_seq);
     s->iter++;
     bodycache_take(&s->bodies, &s->jobs);
-    cmd_fetch_done(s);
+    jobreply_done(s);
+    ext_clear_step(s);
     uint64_t handed;
     do {
         conn_run_all(s);
@@ -364,6 +367,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     queue_init(s);
     s->handler = &cmd_handler;
     s->events = &cmd_events;
+    ext_init(s);
     init_watchers(s);
     /* Listen before the (possibly long) recovery, so a taken port is
      * reported at once; connections wait in the backlog until accepted. */
@@ -422,6 +426,7 @@ server_free(Server *s)
     heap_free(&s->pause_heap);
     heap_free(&s->wait_heap);
     ptrset_free(&s->fetching);
+    ptrset_free(&s->clearing);
     bodycache_free(&s->bodies);
     if (s->listen_fd >= 0) close(s->listen_fd);
     ev_loop_destroy(s->loop);

@@ -23,9 +23,16 @@ typedef struct Session {
     int32_t timeout;  /* of the blocked reserve, seconds; < 0: none */
     int64_t wake_at;  /* monotonic ns: timeout or DEADLINE_SOON, 0 = none */
     size_t wait_pos;  /* in Server.wait_heap, or SIZE_MAX */
-    /* a RESERVED or FOUND reply waiting for a body from disk (cmd.c) */
-    uint64_t fetch_id;     /* its job, 0 = none */
-    uint8_t fetch_reserve; /* 1: RESERVED, 0: FOUND */
+    /* a reply showing jobs that waits for bodies from disk (jobreply.h) */
+    uint64_t *fetch_ids; /* its jobs (fetch_n), NULL = none */
+    uint64_t fetch_one;  /* fetch_ids' storage for one job */
+    uint32_t fetch_n;
+    uint8_t fetch_kind;  /* JR_FOUND, JR_RESERVED or JR_BATCH */
+    uint32_t batch;      /* a blocked reserve-batch: its count, else 0 */
+    Tube *clearing;      /* a clear-tube under way (holds a reference) */
+    uint64_t clear_left; /* most jobs it may still delete */
+    uint64_t cleared;    /* jobs it deleted */
+    uint64_t clear_seq;  /* applied sequence after its latest step */
 } Session;
 
 #endif

@@ -39,6 +39,8 @@ typedef struct ServerConfig {
     const char *user;         /* -u */
     const char *metrics_addr; /* --metrics HOST:PORT, NULL = off */
     uint32_t max_conns;       /* --max-connections, 0 = no limit */
+    uint32_t max_timeouts;    /* --max-timeouts: bury a job whose TTR ran
+                                 out this many times; 0 = never */
     int verbose;              /* -V count */
 } ServerConfig;
 
@@ -101,6 +103,11 @@ typedef struct Server {
     uint64_t total_jobs, timeout_ct, waiting_ct;
     uint32_t cur_conns, cur_producers, cur_workers, total_conns;
     uint64_t rejected_conns; /* closed at once: --max-connections */
+    uint64_t poison_ct;      /* jobs buried by --max-timeouts */
+    uint64_t cleared_ct;     /* jobs deleted by clear-tube */
+    uint64_t batch_jobs;     /* jobs handed out by reserve-batch */
+    PtrSet clearing;         /* Conn* with a clear-tube under way */
+    ev_idle clear_w;         /* keeps the loop turning while they work */
     int draining;
     int64_t started_at; /* monotonic ns */
     char instance_id[17];

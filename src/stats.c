@@ -132,6 +132,13 @@ stats_server(Server *s, StatsBuf *b)
     put(b, "rockstalk-body-cache-bytes: %zu\n", s->bodies.bytes);
     put(b, "rockstalk-body-cache-misses: %" PRIu64 "\n", s->bodies.misses);
     put(b, "rockstalk-body-prefetched: %" PRIu64 "\n", s->bodies.prefetched);
+    put(b, "rockstalk-cmd-reserve-batch: %" PRIu64 "\n",
+        s->op_ct[OP_RESERVE_BATCH]);
+    put(b, "rockstalk-batch-jobs: %" PRIu64 "\n", s->batch_jobs);
+    put(b, "rockstalk-cmd-list-jobs: %" PRIu64 "\n", s->op_ct[OP_LIST_JOBS]);
+    put(b, "rockstalk-cmd-clear-tube: %" PRIu64 "\n", s->op_ct[OP_CLEAR_TUBE]);
+    put(b, "rockstalk-jobs-cleared: %" PRIu64 "\n", s->cleared_ct);
+    put(b, "rockstalk-timeout-buries: %" PRIu64 "\n", s->poison_ct);
     put(b, "\r\n");
 }
 
@@ -282,6 +289,14 @@ stats_prometheus(Server *s, StatsBuf *b)
         "rockstalk_uptime_seconds %" PRId64 "\n",
         s->tubes.list.len, s->draining, s->bodies.bytes, s->bodies.misses,
         s->bodies.prefetched, (mono_ns() - s->started_at) / NS_PER_SEC);
+    put(b,
+        "# TYPE rockstalk_batch_jobs_total counter\n"
+        "rockstalk_batch_jobs_total %" PRIu64 "\n"
+        "# TYPE rockstalk_jobs_cleared_total counter\n"
+        "rockstalk_jobs_cleared_total %" PRIu64 "\n"
+        "# TYPE rockstalk_timeout_buries_total counter\n"
+        "rockstalk_timeout_buries_total %" PRIu64 "\n",
+        s->batch_jobs, s->cleared_ct, s->poison_ct);
     prom_store(s, b);
     prom_tubes(s, b);
 }

@@ -35,8 +35,12 @@ static int
 takes_name(Op op)
 {
     return op == OP_USE || op == OP_WATCH || op == OP_IGNORE ||
-           op == OP_STATS_TUBE || op == OP_PAUSE_TUBE;
+           op == OP_STATS_TUBE || op == OP_PAUSE_TUBE || op == OP_LIST_JOBS ||
+           op == OP_CLEAR_TUBE;
 }
+
+static const char *const list_states[] = {"", "ready", "delayed", "buried",
+                                          "reserved"};
 
 /* Writes cmd back as the canonical line for its op; returns its length. */
 static size_t
@@ -61,7 +65,15 @@ canonical(const Cmd *c, char *buf, size_t cap)
     case OP_WATCH:
     case OP_IGNORE:
     case OP_STATS_TUBE:
+    case OP_CLEAR_TUBE:
         n = snprintf(buf, cap, "%s %.*s", verb, nl, c->name);
+        break;
+    case OP_RESERVE_BATCH:
+        n = snprintf(buf, cap, "reserve-batch %u %d", c->count, c->timeout);
+        break;
+    case OP_LIST_JOBS:
+        n = snprintf(buf, cap, "list-jobs %.*s %s %u", nl, c->name,
+                     list_states[c->state], c->count);
         break;
     case OP_PAUSE_TUBE:
         n = snprintf(buf, cap, "pause-tube %.*s %u", nl, c->name, c->delay);
@@ -116,8 +128,15 @@ check_cmd(const char *line, size_t len, ParseStatus st, const Cmd *c)
     if (st == PARSE_OK) CHECK(takes_name(c->op) == (c->name != NULL));
     if (c->put_garbage) CHECK(c->op == OP_PUT && st == PARSE_OK);
     if (c->op != OP_PUT) CHECK(!c->body_size && !c->ttr);
-    if (c->op != OP_RESERVE_TIMEOUT) CHECK(c->timeout == 0);
-    if (c->op != OP_KICK) CHECK(c->count == 0);
+    if (c->op != OP_RESERVE_TIMEOUT && c->op != OP_RESERVE_BATCH)
+        CHECK(c->timeout == 0);
+    if (c->op != OP_KICK && c->op != OP_RESERVE_BATCH && c->op != OP_LIST_JOBS)
+        CHECK(c->count == 0);
+    if (st == PARSE_OK && (c->op == OP_RESERVE_BATCH || c->op == OP_LIST_JOBS))
+        CHECK(c->count >= 1 && c->count <= PROTO_BATCH_MAX);
+    if (c->op != OP_LIST_JOBS) CHECK(c->state == 0);
+    if (st == PARSE_OK && c->op == OP_LIST_JOBS)
+        CHECK(c->state >= LIST_READY && c->state <= LIST_RESERVED);
 }
 
 int
@@ -145,6 +164,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(d.pri == c.pri && d.delay == c.delay && d.ttr == c.ttr);
         CHECK(d.body_size == c.body_size && d.id == c.id);
         CHECK(d.timeout == c.timeout && d.count == c.count);
+        CHECK(d.state == c.state);
         CHECK(d.name_len == c.name_len);
         if (c.name) CHECK(memcmp(d.name, c.name, c.name_len) == 0);
         free(again);
