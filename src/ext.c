@@ -66,7 +66,7 @@ ext_clear_tube(Conn *c, const Cmd *cmd)
     c->se.cleared = 0;
     c->se.clear_seq = 0;
     conn_pause(c);
-    ev_idle_start(s->loop, &s->clear_w);
+    ev_idle_start(s->loop, &s->clear_w); /* the first step, this pass */
 }
 
 /* Deletes up to CLEAR_PER_PASS of c's tube's jobs; 1 once it is done. */
@@ -112,6 +112,9 @@ void
 ext_clear_step(Server *s)
 {
     size_t i = 0;
+    /* With a store, the acknowledgement a step waits for wakes the loop;
+     * without one (--memory) the idle watcher keeps it turning. */
+    if (s->store) ev_idle_stop(s->loop, &s->clear_w);
     while (i < s->clearing.len) {
         Conn *c = s->clearing.items[i];
         if (!clear_some(c)) {

@@ -284,3 +284,20 @@ def test_max_timeouts_off_by_default(rockstalkd):
         wait_for(lambda: c.stats_job(jid)["state"] != "reserved", 5,
                  "the TTR to run out")
     assert c.stats_job(jid)["state"] == "ready"
+
+
+def test_clear_tube_memory_mode(tmp_path):
+    """Without a store no acknowledgement wakes the loop: the steps go on
+    by themselves."""
+    from test_crash import _start, _stop
+    proc, port = _start(["--memory"], {}, tmp_path / "d", tmp_path / "l")
+    try:
+        c = Client(port)
+        c.use("m")
+        c.send(b"put 0 0 60 1\r\nx\r\n" * 5000)
+        for _ in range(5000):
+            c.line()
+        assert reply(c, b"clear-tube m\r\n") == b"CLEARED 5000"
+        assert c.stats()["current-jobs-ready"] == 0
+    finally:
+        _stop(proc)
