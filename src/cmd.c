@@ -64,9 +64,41 @@ cmd_put(Conn *c, const Cmd *cmd)
         return;
     }
     c->put = *cmd;
+    c->put.name = NULL; /* points into the input, which moves */
+    c->put_key_len = (uint8_t)(cmd->op == OP_PUT_UNIQUE ? cmd->name_len : 0);
+    memcpy(c->put_key, cmd->name, c->put_key_len);
     c->put_id = s->next_id++;
     c->in_read = 0;
     c->in_state = IN_BODY;
+}
+
+/* put-unique: if the used tube has seen c's key within its window, replies
+ * INSERTED with the job that key created (as the first put-unique was
+ * answered) and returns 1. */
+static int
+put_seen(Conn *c)
+{
+    Server *s = c->srv;
+    Tube *t = c->se.use;
+    DedupKey *k =
+        dedup_find(&s->dedup, t->name, t->name_len, c->put_key, c->put_key_len);
+    if (!k) return 0;
+    s->dedup_hits++;
+    conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)k->id);
+    return 1;
+}
+
+/* Remembers c's put-unique key for new job j; -1 out of memory. */
+static int
+remember_key(Conn *c, Job *j)
+{
+    Server *s = c->srv;
+    int64_t until = wall_ns() + (int64_t)s->cfg.dedup_window * NS_PER_SEC;
+    if (!dedup_add(&s->dedup, j->tube->name, j->tube->name_len, c->put_key,
+                   c->put_key_len, j->id, until))
+        return -1;
+    j->flags |= JOB_F_UNIQUE;
+    return 0;
 }
 
 void
@@ -81,6 +113,10 @@ cmd_put_body(Conn *c)
         REPLY(c, "EXPECTED_CRLF\r\n");
         return;
     }
+    if (c->put_key_len && put_seen(c)) {
+        free(body);
+        return;
+    }
     if (s->draining) {
         free(body);
         REPLY(c, "DRAINING\r\n");
@@ -88,7 +124,11 @@ cmd_put_body(Conn *c)
     }
     Job *j = queue_job_new(s, c->se.use, c->put_id, p->pri, p->delay, p->ttr,
                            p->body_size, body);
-    if (!j) {
+    if (!j || (c->put_key_len && remember_key(c, j) < 0)) {
+        if (j) {
+            j->body = NULL; /* never accounted in the body cache */
+            queue_job_free(s, j);
+        }
         free(body);
         REPLY(c, "OUT_OF_MEMORY\r\n");
         return;
@@ -191,8 +231,7 @@ cmd_delete(Conn *c, const Cmd *cmd)
     }
     queue_detach(s, j, &c->se);
     j->tube->delete_ct++;
-    queue_persist_delete(s, j);
-    queue_job_free(s, j);
+    queue_delete(s, j);
     REPLY(c, "DELETED\r\n");
 }
 
@@ -382,6 +421,7 @@ cmd_run(Conn *c, const Cmd *cmd)
 {
     switch (cmd->op) {
     case OP_PUT:
+    case OP_PUT_UNIQUE:
         return cmd_put(c, cmd);
     case OP_PEEK:
     case OP_PEEK_READY:

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common.h"
 #include "proto.h"
 #include "session.h"
 #include "state.h"
@@ -58,6 +59,8 @@ typedef struct Conn {
     size_t in_read;
     uint64_t skip_left;
     const char *skip_reply; /* static string, CRLF included */
+    uint8_t put_key_len;    /* put-unique: its key (0: a plain put) */
+    char put_key[TUBE_NAME_MAX];
 
     /* output */
     /* Output positions count bytes since the connection opened: obuf[0]

@@ -87,8 +87,7 @@ clear_some(Conn *c)
         if (!j) return 1;
         queue_detach(s, j, NULL);
         t->delete_ct++;
-        queue_persist_delete(s, j);
-        queue_job_free(s, j);
+        queue_delete(s, j);
         se->clear_left--;
         se->cleared++;
         s->cleared_ct++;

@@ -28,6 +28,8 @@ enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
 /* Job.flags: the reader thread could not read the body (set when its
  * result comes back; cleared when a reply asks for the body again). */
 #define JOB_F_UNREADABLE 0x20
+/* Job.flags: put-unique made it: a deduplication key names it (dedup.h). */
+#define JOB_F_UNIQUE 0x40
 
 /* 88 bytes on x86-64: with its heap slot and its share of the id table a
  * job costs about 120 resident bytes (issue: at most 128), its body aside.

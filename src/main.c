@@ -55,6 +55,8 @@ usage(FILE *f)
             "(default: no limit)\n"
             "     --max-timeouts N   bury a job whose TTR ran out N times "
             "(default 0: never)\n"
+            "     --dedup-window S   seconds a put-unique key is remembered "
+            "(default 300)\n"
             "     --metrics HOST:PORT  serve Prometheus metrics at "
             "http://HOST:PORT/metrics\n"
             " -V, --verbose          more log output (repeatable)\n"
@@ -89,6 +91,7 @@ static const struct option longopts[] = {
     {"cache-bytes", required_argument, NULL, 'm'},
     {"max-connections", required_argument, NULL, 'C'},
     {"max-timeouts", required_argument, NULL, 'T'},
+    {"dedup-window", required_argument, NULL, 'D'},
     {"metrics", required_argument, NULL, 'P'},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
@@ -130,6 +133,9 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 'C':
         cfg->max_conns = (uint32_t)num("--max-connections", arg, 0, 1 << 30);
+        break;
+    case 'D':
+        cfg->dedup_window = (uint32_t)num("--dedup-window", arg, 0, 1 << 30);
         break;
     case 'T':
         cfg->max_timeouts = (uint32_t)num("--max-timeouts", arg, 0, UINT32_MAX);
@@ -222,7 +228,8 @@ main(int argc, char **argv)
                         .dir = DEFAULT_DIR,
                         .max_job_size = JOB_SIZE_DEFAULT,
                         .binlog_size = 10485760,
-                        .cache_max = 64 << 20};
+                        .cache_max = 64 << 20,
+                        .dedup_window = 300};
     static Server srv; /* the one Server; everything hangs off it */
     char err[1024];
     int ch;

@@ -47,6 +47,7 @@ static const Verb verbs[] = {
     V("pause-tube", OP_PAUSE_TUBE),
     V("list-jobs ", OP_LIST_JOBS),   /* extension */
     V("clear-tube ", OP_CLEAR_TUBE), /* extension */
+    V("put-unique ", OP_PUT_UNIQUE), /* extension */
 };
 
 static const char *const op_names[OP_COUNT] = {
@@ -79,6 +80,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_RESERVE_BATCH] = "reserve-batch",
     [OP_LIST_JOBS] = "list-jobs",
     [OP_CLEAR_TUBE] = "clear-tube",
+    [OP_PUT_UNIQUE] = "put-unique",
 };
 
 const char *
@@ -295,6 +297,16 @@ parse_list(Cmd *cmd, Cur c)
     return ok(cmd);
 }
 
+/* put-unique <key> <pri> <delay> <ttr> <bytes>: the key follows the rules
+ * of a tube name (1..200 bytes, its characters, no leading '-'); the rest
+ * as put. */
+static ParseStatus
+parse_put_unique(Cmd *cmd, Cur c)
+{
+    if (read_name(&c, cmd) < 0) return PARSE_BAD_FORMAT;
+    return parse_put(cmd, c);
+}
+
 /* bare: the line is exactly the verb. */
 static ParseStatus
 parse_args(Cmd *cmd, Cur c, int bare)
@@ -302,6 +314,8 @@ parse_args(Cmd *cmd, Cur c, int bare)
     switch (cmd->op) {
     case OP_PUT:
         return parse_put(cmd, c);
+    case OP_PUT_UNIQUE:
+        return parse_put_unique(cmd, c);
     case OP_RESERVE_TIMEOUT:
         return parse_timeout(cmd, c);
     case OP_KICK:

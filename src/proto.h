@@ -42,6 +42,7 @@ typedef enum Op {
     OP_RESERVE_BATCH,
     OP_LIST_JOBS,
     OP_CLEAR_TUBE,
+    OP_PUT_UNIQUE,
     OP_COUNT
 } Op;
 
@@ -75,7 +76,8 @@ typedef struct Cmd {
     uint32_t count;     /* kick; reserve-batch, list-jobs: 1..1000 */
     int state;          /* list-jobs: LIST_* */
     const char *name;   /* use, watch, ignore, stats-tube, pause-tube,
-                           list-jobs, clear-tube: points into the line */
+                           list-jobs, clear-tube; put-unique's key: points
+                           into the line */
     size_t name_len;
 } Cmd;
 

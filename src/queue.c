@@ -349,6 +349,33 @@ queue_reserved_of(const Server *s, const Tube *t, Job **out, size_t max)
 }
 
 void
+queue_delete(Server *s, Job *j)
+{
+    DedupKey *k =
+        (j->flags & JOB_F_UNIQUE) ? dedup_of_job(&s->dedup, j->id) : NULL;
+    if (k && k->heap_pos != SIZE_MAX) {
+        k->job_gone = 1; /* remembered until its window ends */
+        queue_persist_delete(s, j);
+    } else {
+        if (k) dedup_remove(&s->dedup, k);
+        queue_persist_delete(s, j);
+    }
+    queue_job_free(s, j);
+}
+
+void
+queue_dedup_sweep(Server *s, int64_t now_ns, size_t max)
+{
+    DedupKey *k;
+    for (size_t n = 0; n < max && (k = dedup_expired(&s->dedup, now_ns)); n++) {
+        if (k->job_gone)
+            dedup_remove(&s->dedup, k);
+        else
+            dedup_window_over(&s->dedup, k); /* goes with its job */
+    }
+}
+
+void
 queue_job_free(Server *s, Job *j)
 {
     jobtable_remove(&s->jobs, j);

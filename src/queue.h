@@ -94,6 +94,16 @@ Job *queue_take_next(Server *s, Session *se);
  * reserved jobs of all clients), not the tube's other jobs. */
 size_t queue_reserved_of(const Server *s, const Tube *t, Job **out, size_t max);
 
+/* Deletes a detached j for good: stores the delete and frees it. A
+ * put-unique job whose key's window is not over leaves its key behind
+ * (stored, so a restart keeps it) until the window ends. */
+void queue_delete(Server *s, Job *j);
+
+/* Forgets the put-unique keys whose window ended by wall-clock now_ns
+ * (at most max of them): a key whose job is gone goes at once (its stored
+ * record too); one whose job exists goes with its job. */
+void queue_dedup_sweep(Server *s, int64_t now_ns, size_t max);
+
 /* Frees a detached j: out of the job table, tube reference dropped. */
 void queue_job_free(Server *s, Job *j);
 

@@ -112,6 +112,15 @@ trim_cb(struct ev_loop *loop, ev_timer *w, int revents)
     }
 }
 
+/* Each second: forgets the put-unique keys whose window has ended (a
+ * bounded number per second; the rest the next second). */
+static void
+dedup_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)revents;
+    queue_dedup_sweep(w->data, wall_ns(), 100000);
+}
+
 static void
 track_peak(Server *s)
 {
@@ -334,11 +343,14 @@ init_watchers(Server *s)
     ev_signal_init(&s->sigusr1_w, signal_cb, SIGUSR1);
     ev_timer_init(&s->stop_w, stop_cb, SHUTDOWN_GRACE_S, 0.);
     ev_timer_init(&s->trim_w, trim_cb, 1., 1.);
+    ev_timer_init(&s->dedup_w, dedup_cb, 1., 1.);
     s->accept_w.data = s->accept_pause_w.data = s->prepare_w.data = s;
     s->tick_w.data = s->store_w.data = s->stop_w.data = s->trim_w.data = s;
+    s->dedup_w.data = s;
     s->sigterm_w.data = s->sigint_w.data = s->sigusr1_w.data = s;
     ev_prepare_start(s->loop, &s->prepare_w);
     ev_timer_start(s->loop, &s->trim_w);
+    ev_timer_start(s->loop, &s->dedup_w);
     ev_async_start(s->loop, &s->store_w);
     ev_signal_start(s->loop, &s->sigterm_w);
     ev_signal_start(s->loop, &s->sigint_w);
@@ -368,6 +380,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     s->handler = &cmd_handler;
     s->events = &cmd_events;
     ext_init(s);
+    dedup_init(&s->dedup);
     init_watchers(s);
     /* Listen before the (possibly long) recovery, so a taken port is
      * reported at once; connections wait in the backlog until accepted. */
@@ -427,6 +440,7 @@ server_free(Server *s)
     heap_free(&s->wait_heap);
     ptrset_free(&s->fetching);
     ptrset_free(&s->clearing);
+    dedup_free(&s->dedup);
     bodycache_free(&s->bodies);
     if (s->listen_fd >= 0) close(s->listen_fd);
     ev_loop_destroy(s->loop);

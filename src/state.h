@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "bodycache.h"
+#include "dedup.h"
 #include "heap.h"
 #include "job.h"
 #include "proto.h"
@@ -41,6 +42,8 @@ typedef struct ServerConfig {
     uint32_t max_conns;       /* --max-connections, 0 = no limit */
     uint32_t max_timeouts;    /* --max-timeouts: bury a job whose TTR ran
                                  out this many times; 0 = never */
+    uint32_t dedup_window;    /* --dedup-window: seconds a put-unique key is
+                                 remembered after its put (default 300) */
     int verbose;              /* -V count */
 } ServerConfig;
 
@@ -106,6 +109,9 @@ typedef struct Server {
     uint64_t poison_ct;      /* jobs buried by --max-timeouts */
     uint64_t cleared_ct;     /* jobs deleted by clear-tube */
     uint64_t batch_jobs;     /* jobs handed out by reserve-batch */
+    uint64_t dedup_hits;     /* put-unique answered with an earlier job */
+    Dedup dedup;             /* put-unique keys */
+    ev_timer dedup_w;        /* each second: forgets expired keys */
     PtrSet clearing;         /* Conn* with a clear-tube under way */
     ev_idle clear_w;         /* keeps the loop turning while they work */
     int draining;

@@ -139,6 +139,9 @@ stats_server(Server *s, StatsBuf *b)
     put(b, "rockstalk-cmd-clear-tube: %" PRIu64 "\n", s->op_ct[OP_CLEAR_TUBE]);
     put(b, "rockstalk-jobs-cleared: %" PRIu64 "\n", s->cleared_ct);
     put(b, "rockstalk-timeout-buries: %" PRIu64 "\n", s->poison_ct);
+    put(b, "rockstalk-cmd-put-unique: %" PRIu64 "\n", s->op_ct[OP_PUT_UNIQUE]);
+    put(b, "rockstalk-dedup-hits: %" PRIu64 "\n", s->dedup_hits);
+    put(b, "rockstalk-dedup-keys: %zu\n", s->dedup.len);
     put(b, "\r\n");
 }
 
@@ -295,8 +298,13 @@ stats_prometheus(Server *s, StatsBuf *b)
         "# TYPE rockstalk_jobs_cleared_total counter\n"
         "rockstalk_jobs_cleared_total %" PRIu64 "\n"
         "# TYPE rockstalk_timeout_buries_total counter\n"
-        "rockstalk_timeout_buries_total %" PRIu64 "\n",
-        s->batch_jobs, s->cleared_ct, s->poison_ct);
+        "rockstalk_timeout_buries_total %" PRIu64 "\n"
+        "# TYPE rockstalk_dedup_hits_total counter\n"
+        "rockstalk_dedup_hits_total %" PRIu64 "\n"
+        "# TYPE rockstalk_dedup_keys gauge\n"
+        "rockstalk_dedup_keys %zu\n",
+        s->batch_jobs, s->cleared_ct, s->poison_ct, s->dedup_hits,
+        s->dedup.len);
     prom_store(s, b);
     prom_tubes(s, b);
 }

@@ -301,3 +301,81 @@ def test_clear_tube_memory_mode(tmp_path):
         assert c.stats()["current-jobs-ready"] == 0
     finally:
         _stop(proc)
+
+
+# ---- put-unique ----
+
+def put_unique(c, key, body, pri=0, delay=0, ttr=60):
+    c.send(b"put-unique %s %d %d %d %d\r\n%s\r\n"
+           % (key.encode(), pri, delay, ttr, len(body), body))
+    ln = c.line()
+    m = re.fullmatch(rb"INSERTED (\d+)", ln)
+    return int(m.group(1)) if m else ln
+
+
+def test_put_unique_dedups_per_tube(rockstalkd):
+    s = rockstalkd()
+    c = c_of(s)
+    a = put_unique(c, "order-17", b"first")
+    assert put_unique(c, "order-17", b"second") == a   # a retry
+    c.send(b"peek %d\r\n" % a)
+    assert c._read_found() == (a, b"first")            # not replaced
+    assert c.stats()["current-jobs-ready"] == 1
+    c.use("other")
+    b = put_unique(c, "order-17", b"other tube")
+    assert b != a                                       # keys are per tube
+    c.use("default")
+    # the key outlives its job within the window
+    assert c.delete(a) == "DELETED"
+    assert put_unique(c, "order-17", b"third") == a
+    assert c.stats()["current-jobs-ready"] == 1       # only the other tube's
+    st = c.stats()
+    assert st["rockstalk-cmd-put-unique"] == 4, st
+    assert st["rockstalk-dedup-hits"] == 2, st
+    assert st["rockstalk-dedup-keys"] == 2, st
+
+
+def test_put_unique_window(rockstalkd):
+    s = rockstalkd("--dedup-window", "1")
+    c = c_of(s)
+    a = put_unique(c, "k", b"x")
+    b = put_unique(c, "gone", b"y")
+    assert c.delete(b) == "DELETED"
+    time.sleep(2.2)            # both windows are over
+    # a's job still exists: its key is still remembered
+    assert put_unique(c, "k", b"again") == a
+    # b's job is gone and its window over: a new job
+    nb = put_unique(c, "gone", b"new")
+    assert nb not in (a, b)
+    assert c.delete(a) == "DELETED"
+    wait_for(lambda: c.stats()["rockstalk-dedup-keys"] == 1, 5,
+             "a's key to go with its job")
+    assert put_unique(c, "k", b"fresh") not in (a, b, nb)
+
+
+def test_put_unique_errors(rockstalkd):
+    s = rockstalkd("-z", "10")
+    c = c_of(s)
+    for bad in (b"put-unique k 0 0 60", b"put-unique  0 0 60 1",
+                b"put-unique k x 0 60 1", b"put-unique " + b"k" * 201 +
+                b" 0 0 60 1", b"put-unique k\x01 0 0 60 1"):
+        assert reply(c, bad + b"\r\n") == b"BAD_FORMAT", bad
+    c.send(b"put-unique k 0 0 60 11\r\n" + b"x" * 11 + b"\r\n")
+    assert c.line() == b"JOB_TOO_BIG"
+    c.send(b"put-unique k 0 0 60 2\r\nabc\r\n")
+    assert c.line() == b"EXPECTED_CRLF"
+    assert reply(c, b"put-unique\r\n") == b"UNKNOWN_COMMAND"
+    assert put_unique(c, "k" * 200, b"max key") > 0
+
+
+def test_put_unique_reply_waits_like_put(rockstalkd):
+    """A retry's INSERTED is a reply like any other: pipelined behind other
+    commands it keeps its place."""
+    s = rockstalkd()
+    c = c_of(s)
+    c.send(b"put-unique p 1 0 60 1\r\na\r\nlist-tube-used\r\n"
+           b"put-unique p 1 0 60 1\r\nb\r\n")
+    m = re.fullmatch(rb"INSERTED (\d+)", c.line())
+    assert m
+    assert c.line() == b"USING default"
+    assert c.line() == b"INSERTED " + m.group(1)

@@ -36,7 +36,7 @@ takes_name(Op op)
 {
     return op == OP_USE || op == OP_WATCH || op == OP_IGNORE ||
            op == OP_STATS_TUBE || op == OP_PAUSE_TUBE || op == OP_LIST_JOBS ||
-           op == OP_CLEAR_TUBE;
+           op == OP_CLEAR_TUBE || op == OP_PUT_UNIQUE;
 }
 
 static const char *const list_states[] = {"", "ready", "delayed", "buried",
@@ -54,6 +54,10 @@ canonical(const Cmd *c, char *buf, size_t cap)
     case OP_PUT:
         n = snprintf(buf, cap, "put %u %u %u %u", c->pri, c->delay, c->ttr,
                      c->body_size);
+        break;
+    case OP_PUT_UNIQUE:
+        n = snprintf(buf, cap, "put-unique %.*s %u %u %u %u", nl, c->name,
+                     c->pri, c->delay, c->ttr, c->body_size);
         break;
     case OP_RESERVE_TIMEOUT:
         n = snprintf(buf, cap, "reserve-with-timeout %d", (int)c->timeout);
@@ -126,8 +130,9 @@ check_cmd(const char *line, size_t len, ParseStatus st, const Cmd *c)
         CHECK(c->name_len == 0);
     }
     if (st == PARSE_OK) CHECK(takes_name(c->op) == (c->name != NULL));
-    if (c->put_garbage) CHECK(c->op == OP_PUT && st == PARSE_OK);
-    if (c->op != OP_PUT) CHECK(!c->body_size && !c->ttr);
+    int put = c->op == OP_PUT || c->op == OP_PUT_UNIQUE;
+    if (c->put_garbage) CHECK(put && st == PARSE_OK);
+    if (!put) CHECK(!c->body_size && !c->ttr);
     if (c->op != OP_RESERVE_TIMEOUT && c->op != OP_RESERVE_BATCH)
         CHECK(c->timeout == 0);
     if (c->op != OP_KICK && c->op != OP_RESERVE_BATCH && c->op != OP_LIST_JOBS)
