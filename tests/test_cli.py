@@ -193,8 +193,9 @@ def test_tubes_table(server):
     c.close()
 
 
-def test_extensions_unsupported(server):
-    """Today's servers lack the extensions: a clear message and exit 2."""
+def test_extensions_unsupported(beanstalkd):
+    """beanstalkd 1.12 lacks the extensions: a clear message and exit 2."""
+    server = beanstalkd()
     for args in (["list", "default", "ready"],
                  ["list-jobs", "default", "buried", "5"],
                  ["-y", "clear", "default"], ["clear-tube", "default"],
@@ -211,6 +212,27 @@ def test_extensions_unsupported(server):
     p = cli(server, "put-unique", "k1", input=b"delete %d" % jid)
     assert p.returncode == 2 and b"does not support put-unique" in p.stderr
     assert ok(server, "peek", str(jid)).stdout == b"keep me"
+
+
+def test_extensions_rockstalkd(rockstalkd):
+    """Against rockstalkd the extension commands and helpers work."""
+    server = rockstalkd()
+    a = put(server, b"one")
+    b = put(server, b"two")
+    p = ok(server, "list", "default", "ready")
+    assert p.stdout == b"---\n- %d\n- %d\n" % (a, b), p
+    p = ok(server, "list-jobs", "default", "ready", "1")
+    assert p.stdout == b"---\n- %d\n" % a
+    p = ok(server, "reserve-batch", "5", "0")
+    assert p.stderr == (b"RESERVED_BATCH 2\nRESERVED %d 3\nRESERVED %d 3\n"
+                        % (a, b)), p
+    assert p.stdout == b"onetwo"
+    p = ok(server, "put-unique", "k1", input=b"u")
+    q = ok(server, "put-unique", "k1", input=b"again")
+    assert p.stderr == q.stderr and p.stderr.startswith(b"INSERTED ")
+    p = ok(server, "-y", "clear", "default")
+    # the one-shot reserve-batch connection closed: its jobs came back
+    assert p.stderr == b"CLEARED 3\n", p
 
 
 def test_clear_needs_confirmation(rockstalkd):
@@ -405,15 +427,17 @@ def test_fake_bad_framing(fake, reply, msg):
 
 
 def test_fake_put_unique(fake, tmp_path):
-    s = fake({"put-unique": b"INSERTED 9\r\n"})
+    stats = b"---\nrockstalk-cmd-put-unique: 0\n"
+    s = fake({"put-unique": b"INSERTED 9\r\n",
+              "stats": b"OK %d\r\n%s\r\n" % (len(stats), stats)})
     f = tmp_path / "b"
     f.write_bytes(b"a\r\nb")
     p = cli(s, "put-unique", "order-17", "3", "0", "60", str(f))
     assert (p.returncode, p.stderr) == (0, b"INSERTED 9\n")
     p = cli(s, "put-unique", "order-18", input=b"xyz")
     assert (p.returncode, p.stderr) == (0, b"INSERTED 9\n")
-    assert s.lines == [b"put-unique order-17 3 0 60 4",
-                       b"put-unique order-18 1024 0 60 3"]
+    assert s.lines == [b"stats", b"put-unique order-17 3 0 60 4",
+                       b"stats", b"put-unique order-18 1024 0 60 3"]
     assert s.bodies == [b"a\r\nb\r\n", b"xyz\r\n"]
 
 

@@ -5,7 +5,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,16 +313,4 @@ client_read_reply(Client *c, Reply *r, char *err, size_t errcap)
     }
     if (rc < 0) reply_free(r);
     return rc;
-}
-
-int
-client_wait(Client *c, int timeout_ms)
-{
-    if (c->len > c->off) return 1;
-    struct pollfd p = {.fd = c->fd, .events = POLLIN};
-    for (;;) {
-        int n = poll(&p, 1, timeout_ms);
-        if (n < 0 && errno == EINTR) continue;
-        return n < 0 ? -1 : n > 0;
-    }
 }

@@ -69,10 +69,6 @@ int client_send(Client *c, const void *data, size_t len, char *err,
  * malformed (then *r holds nothing to free). */
 int client_read_reply(Client *c, Reply *r, char *err, size_t errcap);
 
-/* Waits up to timeout_ms for reply bytes. Returns 1 when some are buffered
- * or readable (or the peer closed), 0 on timeout, -1 on error. */
-int client_wait(Client *c, int timeout_ms);
-
 /* Frees what *r holds and empties it. */
 void reply_free(Reply *r);
 

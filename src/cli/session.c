@@ -11,12 +11,6 @@
 #define PUT_DEFAULT_DELAY "0"
 #define PUT_DEFAULT_TTR "60"
 
-/* How long put-unique waits for an early reply to its command line before
- * it sends the body (milliseconds). A server without the extension answers
- * UNKNOWN_COMMAND at once, and must not see the body: it would run the
- * body's lines as commands. A server with it replies only after the body. */
-#define PUT_UNIQUE_PROBE_MS 300
-
 void
 session_status(const Session *s, const char *line)
 {
@@ -222,22 +216,46 @@ put_args(int n, char **a, int repl, PutArgs *p, char *err, size_t errcap)
     return 0;
 }
 
-/* Sends a put-like command's line, then (unless an early reply came, see
- * PUT_UNIQUE_PROBE_MS) its body, and finishes the reply. */
+/* 1 if the server's stats name the extension command cmd (a rockstalkd
+ * with it reports rockstalk-cmd-<cmd>), 0 if not, -1 on a connection
+ * error (message in err). */
+static int
+has_extension(Session *s, const char *cmd, char *err, size_t errcap)
+{
+    Reply r;
+    char key[64];
+    if (session_ask(s, "stats", &r, err, errcap) < 0) return -1;
+    snprintf(key, sizeof key, "\nrockstalk-cmd-%s:", cmd);
+    int has = reply_is(&r, "OK") && r.body &&
+              memmem(r.body, r.body_len, key, strlen(key)) != NULL;
+    reply_free(&r);
+    return has;
+}
+
+/* Sends a put-like command's line and body and finishes the reply. A
+ * put-unique is sent only to a server that has it (has_extension): one
+ * without would run the body's lines as commands. */
 static int
 send_put(Session *s, const CmdSpec *spec, const char *key, const PutArgs *p,
          const char *data, size_t len, char *err, size_t errcap)
 {
     char line[TUBE_NAME_MAX + 128];
+    if (spec->flags & CMD_EXT) {
+        int has = has_extension(s, spec->name, err, errcap);
+        if (has <= 0) {
+            if (has == 0)
+                snprintf(err, errcap,
+                         "this server does not support %s (a rockstalk "
+                         "extension)",
+                         spec->name);
+            return RC_FAIL;
+        }
+    }
     snprintf(line, sizeof line, "%s%s%s %s %s %s %zu\r\n", spec->name,
              key ? " " : "", key ? key : "", p->pri, p->delay, p->ttr, len);
-    if (client_send(&s->conn, line, strlen(line), err, errcap) < 0)
-        return RC_FAIL;
-    int early = 0;
-    if (spec->flags & CMD_EXT)
-        early = client_wait(&s->conn, PUT_UNIQUE_PROBE_MS) != 0;
-    if (!early && (client_send(&s->conn, data, len, err, errcap) < 0 ||
-                   client_send(&s->conn, "\r\n", 2, err, errcap) < 0))
+    if (client_send(&s->conn, line, strlen(line), err, errcap) < 0 ||
+        client_send(&s->conn, data, len, err, errcap) < 0 ||
+        client_send(&s->conn, "\r\n", 2, err, errcap) < 0)
         return RC_FAIL;
     Reply r;
     if (read_reply(s, &r, err, errcap) < 0) return RC_FAIL;
