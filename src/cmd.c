@@ -66,7 +66,7 @@ cmd_put(Conn *c, const Cmd *cmd)
     c->put = *cmd;
     c->put.name = NULL; /* points into the input, which moves */
     c->put_key_len = (uint8_t)(cmd->op == OP_PUT_UNIQUE ? cmd->name_len : 0);
-    memcpy(c->put_key, cmd->name, c->put_key_len);
+    if (c->put_key_len) memcpy(c->put_key, cmd->name, c->put_key_len);
     c->put_id = s->next_id++;
     c->in_read = 0;
     c->in_state = IN_BODY;
