@@ -120,7 +120,8 @@ $(FUZZ_DIR)/fuzz_proto: tests/fuzz/fuzz_proto.c src/proto.c src/tube.c \
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^)
 
-$(FUZZ_DIR)/fuzz_meta: tests/fuzz/fuzz_meta.c src/store.c $(wildcard src/*.h)
+$(FUZZ_DIR)/fuzz_meta: tests/fuzz/fuzz_meta.c src/store_enc.c \
+                       $(wildcard src/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(LDLIBS)
 

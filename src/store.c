@@ -49,28 +49,11 @@
 
 #include <rocksdb/c.h>
 
+#include "store_enc.h"
+#include "store_util.h"
+
 enum { CF_DEFAULT, CF_META, CF_BODY, CF_COUNT };
 static const char *const cf_names[CF_COUNT] = {"default", "meta", "body"};
-
-/* JobMeta v1: 56 fixed bytes, then the tube name (architecture 5.5). */
-#define META_VERSION 1
-#define META_FIXED 56
-_Static_assert(STORE_META_MAX == META_FIXED + STORE_TUBE_MAX, "JobMeta size");
-
-/* A loop-side mutation record: this header (native byte order, never
- * leaves the process), then meta_len bytes of JobMeta, then body_len bytes of
- * body. The header's fields, by offset: u64 seq, u64 id, u32 body_len,
- * u16 meta_len, u8 op, u8 flag (delete: meta was rewritten). */
-#define REC_HDR 24
-enum {
-    REC_SEQ = 0,
-    REC_ID = 8,
-    REC_BODY_LEN = 16,
-    REC_META_LEN = 20,
-    REC_OP = 22,
-    REC_FLAG = 23
-};
-enum { OP_PUT = 1, OP_UPDATE = 2, OP_DELETE = 3 };
 
 /* Emptied hand-off chunks are recycled, up to CHUNK_SPARE_MAX of them, unless
  * a burst grew them beyond CHUNK_KEEP_MAX (then they are freed, so one burst
@@ -209,80 +192,6 @@ struct Store {
 
 /* ---- small helpers ---- */
 
-static int __attribute__((format(printf, 3, 4)))
-fail(char *err, size_t errcap, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err && errcap) {
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-static int64_t
-now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void
-put_u32le(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void
-put_u64le(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t
-get_u32le(const unsigned char *p)
-{
-    uint32_t v = 0;
-
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint64_t
-get_u64le(const unsigned char *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* Job keys are big-endian so RocksDB's bytewise order is id order. */
-static void
-key_put(char *k, uint64_t id)
-{
-    for (int i = 0; i < 8; i++)
-        k[i] = (char)(id >> (56 - 8 * i));
-}
-
-static uint64_t
-key_get(const char *k)
-{
-    uint64_t v = 0;
-
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | (unsigned char)k[i];
-    return v;
-}
-
 /* Moves a RocksDB error (malloc'd by RocksDB) into *errmsg (freed by the
  * store with free()). Returns 0 if there was none, else -1. */
 static int
@@ -293,70 +202,6 @@ take_rocks_err(char *e, char **errmsg)
     rocksdb_free(e);
     if (!*errmsg) abort();
     return -1;
-}
-
-static void *
-xrealloc(void *p, size_t n)
-{
-    p = realloc(p, n);
-    if (!p) abort(); /* store.h: memory exhaustion aborts */
-    return p;
-}
-
-/* ---- JobMeta v1 ---- */
-
-size_t
-store_meta_encode(const StoreJob *job, unsigned char *buf)
-{
-    size_t tl = job->tube_len > STORE_TUBE_MAX ? STORE_TUBE_MAX : job->tube_len;
-
-    buf[0] = META_VERSION;
-    buf[1] = job->state;
-    buf[2] = (unsigned char)tl;
-    buf[3] = job->flags;
-    put_u32le(buf + 4, job->pri);
-    put_u32le(buf + 8, job->ttr);
-    put_u32le(buf + 12, job->delay);
-    put_u32le(buf + 16, job->body_size);
-    put_u32le(buf + 20, job->reserves);
-    put_u32le(buf + 24, job->timeouts);
-    put_u32le(buf + 28, job->releases);
-    put_u32le(buf + 32, job->buries);
-    put_u32le(buf + 36, job->kicks);
-    put_u64le(buf + 40, (uint64_t)job->created_at_ns);
-    put_u64le(buf + 48, (uint64_t)job->ready_at_ns);
-    memcpy(buf + META_FIXED, job->tube, tl);
-    return META_FIXED + tl;
-}
-
-int
-store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
-                  StoreJob *job)
-{
-    if (len < META_FIXED || buf[0] != META_VERSION) return -1;
-    if (buf[1] < STORE_READY || buf[1] > STORE_BURIED) return -1;
-    if (buf[2] < 1 || buf[2] > STORE_TUBE_MAX ||
-        len != (size_t)META_FIXED + buf[2])
-        return -1;
-    memset(job, 0, sizeof *job);
-    job->id = id;
-    job->state = buf[1];
-    job->tube_len = buf[2];
-    job->flags = buf[3];
-    job->pri = get_u32le(buf + 4);
-    job->ttr = get_u32le(buf + 8);
-    job->delay = get_u32le(buf + 12);
-    job->body_size = get_u32le(buf + 16);
-    job->reserves = get_u32le(buf + 20);
-    job->timeouts = get_u32le(buf + 24);
-    job->releases = get_u32le(buf + 28);
-    job->buries = get_u32le(buf + 32);
-    job->kicks = get_u32le(buf + 36);
-    job->created_at_ns = (int64_t)get_u64le(buf + 40);
-    job->ready_at_ns = (int64_t)get_u64le(buf + 48);
-    memcpy(job->tube, buf + META_FIXED, job->tube_len);
-    job->tube[job->tube_len] = '\0';
-    return 0;
 }
 
 /* ---- IO: RocksDB itself, and the fault-injection wrapper ---- */
@@ -442,7 +287,8 @@ env_count(const char *name, long *out, char *err, size_t errcap)
     errno = 0;
     long n = strtol(v, &end, 10);
     if (errno || *end || n < 0)
-        return fail(err, errcap, "%s=%s: not a non-negative integer", name, v);
+        return util_fail(err, errcap, "%s=%s: not a non-negative integer", name,
+                         v);
     *out = n;
     return 0;
 }
@@ -468,7 +314,7 @@ io_setup(Store *s, char *err, size_t errcap)
                   errcap) < 0)
         return -1;
     if (hold && *hold && !(f->hold_path = strdup(hold)))
-        return fail(err, errcap, "out of memory");
+        return util_fail(err, errcap, "out of memory");
     if (f->write_fail_after < 0 && f->sync_fail_after < 0 && !f->hold_path) {
         s->io = &f->inner;
         return 0;
@@ -487,7 +333,7 @@ path_of(const Store *s, const char *name, char *buf, size_t cap, char *err,
     int n = snprintf(buf, cap, "%s/%s", s->dir, name);
 
     if (n < 0 || (size_t)n >= cap)
-        return fail(err, errcap, "path too long: %s/%s", s->dir, name);
+        return util_fail(err, errcap, "path too long: %s/%s", s->dir, name);
     return 0;
 }
 
@@ -497,11 +343,11 @@ dir_prepare(Store *s, char *err, size_t errcap)
     struct stat st;
 
     if (mkdir(s->dir, 0755) < 0 && errno != EEXIST)
-        return fail(err, errcap, "mkdir %s: %s", s->dir, strerror(errno));
+        return util_fail(err, errcap, "mkdir %s: %s", s->dir, strerror(errno));
     if (stat(s->dir, &st) < 0)
-        return fail(err, errcap, "stat %s: %s", s->dir, strerror(errno));
+        return util_fail(err, errcap, "stat %s: %s", s->dir, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return fail(err, errcap, "%s is not a directory", s->dir);
+        return util_fail(err, errcap, "%s is not a directory", s->dir);
     return 0;
 }
 
@@ -514,23 +360,24 @@ lock_take(Store *s, char *err, size_t errcap)
     if (path_of(s, "lock", path, sizeof path, err, errcap) < 0) return -1;
     s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (s->lock_fd < 0)
-        return fail(err, errcap, "open %s: %s", path, strerror(errno));
+        return util_fail(err, errcap, "open %s: %s", path, strerror(errno));
     if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
         if (errno != EWOULDBLOCK)
-            return fail(err, errcap, "flock %s: %s", path, strerror(errno));
+            return util_fail(err, errcap, "flock %s: %s", path,
+                             strerror(errno));
         ssize_t n = pread(s->lock_fd, pid, sizeof pid - 1, 0);
         n = n < 0 ? 0 : n;
         while (n > 0 && (pid[n - 1] == '\n' || pid[n - 1] == ' '))
             n--;
         pid[n] = '\0';
-        return fail(err, errcap,
-                    "data directory %s is locked by another rockstalkd "
-                    "(pid %s)",
-                    s->dir, n ? pid : "unknown");
+        return util_fail(err, errcap,
+                         "data directory %s is locked by another rockstalkd "
+                         "(pid %s)",
+                         s->dir, n ? pid : "unknown");
     }
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, pid, n, 0) != n)
-        return fail(err, errcap, "write %s: %s", path, strerror(errno));
+        return util_fail(err, errcap, "write %s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -539,11 +386,12 @@ fsync_path(const char *path, int flags, char *err, size_t errcap)
 {
     int fd = open(path, flags | O_CLOEXEC);
 
-    if (fd < 0) return fail(err, errcap, "open %s: %s", path, strerror(errno));
+    if (fd < 0)
+        return util_fail(err, errcap, "open %s: %s", path, strerror(errno));
     if (fsync(fd) < 0) {
         int e = errno;
         close(fd);
-        return fail(err, errcap, "fsync %s: %s", path, strerror(e));
+        return util_fail(err, errcap, "fsync %s: %s", path, strerror(e));
     }
     close(fd);
     return 0;
@@ -561,15 +409,16 @@ format_write(Store *s, char *err, size_t errcap)
         path_of(s, "FORMAT", path, sizeof path, err, errcap) < 0)
         return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fail(err, errcap, "open %s: %s", tmp, strerror(errno));
+    if (fd < 0)
+        return util_fail(err, errcap, "open %s: %s", tmp, strerror(errno));
     if (write(fd, text, n) != n || fsync(fd) < 0) {
         int e = errno;
         close(fd);
-        return fail(err, errcap, "write %s: %s", tmp, strerror(e));
+        return util_fail(err, errcap, "write %s: %s", tmp, strerror(e));
     }
     close(fd);
     if (rename(tmp, path) < 0)
-        return fail(err, errcap, "rename %s: %s", tmp, strerror(errno));
+        return util_fail(err, errcap, "rename %s: %s", tmp, strerror(errno));
     return fsync_path(s->dir, O_RDONLY | O_DIRECTORY, err, errcap);
 }
 
@@ -583,13 +432,15 @@ format_read(Store *s, unsigned *version, int *nshards, char *err, size_t errcap)
     if (path_of(s, "FORMAT", path, sizeof path, err, errcap) < 0) return -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) return 0;
-    if (fd < 0) return fail(err, errcap, "open %s: %s", path, strerror(errno));
+    if (fd < 0)
+        return util_fail(err, errcap, "open %s: %s", path, strerror(errno));
     ssize_t n = read(fd, text, sizeof text - 1);
     close(fd);
-    if (n < 0) return fail(err, errcap, "read %s: %s", path, strerror(errno));
+    if (n < 0)
+        return util_fail(err, errcap, "read %s: %s", path, strerror(errno));
     text[n] = '\0';
     if (sscanf(text, "rockstalk-format %u shards %d", version, nshards) != 2)
-        return fail(err, errcap, "%s: malformed", path);
+        return util_fail(err, errcap, "%s: malformed", path);
     return 1;
 }
 
@@ -610,26 +461,27 @@ format_check(Store *s, int want, char *err, size_t errcap)
         if (path_of(s, "shard-00", path, sizeof path, err, errcap) < 0)
             return -1;
         if (stat(path, &st) == 0)
-            return fail(err, errcap,
-                        "data directory %s has shards but no "
-                        "FORMAT file",
-                        s->dir);
+            return util_fail(err, errcap,
+                             "data directory %s has shards but no "
+                             "FORMAT file",
+                             s->dir);
         s->nshards = want ? want : STORE_DEFAULT_SHARDS;
         return format_write(s, err, errcap);
     }
     if (version > STORE_FORMAT_VERSION || version == 0)
-        return fail(err, errcap,
-                    "data directory %s has format version %u; this "
-                    "rockstalkd reads version %d",
-                    s->dir, version, STORE_FORMAT_VERSION);
+        return util_fail(err, errcap,
+                         "data directory %s has format version %u; this "
+                         "rockstalkd reads version %d",
+                         s->dir, version, STORE_FORMAT_VERSION);
     if (have < 1 || have > STORE_SHARDS_MAX)
-        return fail(err, errcap, "data directory %s: bad shard count %d",
-                    s->dir, have);
+        return util_fail(err, errcap, "data directory %s: bad shard count %d",
+                         s->dir, have);
     if (want && want != have)
-        return fail(err, errcap,
-                    "data directory %s has %d shards but -S %d asks for %d; "
-                    "the shard count cannot change (omit -S or use -S %d)",
-                    s->dir, have, want, want, have);
+        return util_fail(
+            err, errcap,
+            "data directory %s has %d shards but -S %d asks for %d; "
+            "the shard count cannot change (omit -S or use -S %d)",
+            s->dir, have, want, want, have);
     s->nshards = have;
     return 0;
 }
@@ -685,15 +537,15 @@ header_get(Shard *sh, const char *key, unsigned char *buf, size_t len,
                              strlen(key), &vlen, &e);
 
     if (e) {
-        fail(err, errcap, "shard-%02d: read %s: %s", sh->index, key, e);
+        util_fail(err, errcap, "shard-%02d: read %s: %s", sh->index, key, e);
         rocksdb_free(e);
         return -1;
     }
     if (!v) return 0;
     if (vlen != len) {
         rocksdb_free(v);
-        return fail(err, errcap, "shard-%02d: %s has %zu bytes, want %zu",
-                    sh->index, key, vlen, len);
+        return util_fail(err, errcap, "shard-%02d: %s has %zu bytes, want %zu",
+                         sh->index, key, vlen, len);
     }
     memcpy(buf, v, len);
     rocksdb_free(v);
@@ -708,9 +560,9 @@ header_create(Shard *sh, char *err, size_t errcap)
     char *e = NULL;
     rocksdb_writebatch_t *b = rocksdb_writebatch_create();
 
-    put_u32le(fmt, STORE_FORMAT_VERSION);
-    put_u32le(idx, (uint32_t)sh->index);
-    put_u32le(idx + 4, (uint32_t)sh->s->nshards);
+    enc_put_u32le(fmt, STORE_FORMAT_VERSION);
+    enc_put_u32le(idx, (uint32_t)sh->index);
+    enc_put_u32le(idx + 4, (uint32_t)sh->s->nshards);
     rocksdb_writebatch_put_cf(b, sh->cf[CF_DEFAULT], "format", 6,
                               (const char *)fmt, 4);
     rocksdb_writebatch_put_cf(b, sh->cf[CF_DEFAULT], "shard", 5,
@@ -718,7 +570,7 @@ header_create(Shard *sh, char *err, size_t errcap)
     rocksdb_write(sh->db, sh->s->wo_sync, b, &e);
     rocksdb_writebatch_destroy(b);
     if (e) {
-        fail(err, errcap, "shard-%02d: write header: %s", sh->index, e);
+        util_fail(err, errcap, "shard-%02d: write header: %s", sh->index, e);
         rocksdb_free(e);
         return -1;
     }
@@ -734,24 +586,25 @@ header_check(Shard *sh, char *err, size_t errcap)
 
     if (r < 0) return -1;
     if (r == 0) return header_create(sh, err, errcap);
-    uint32_t v = get_u32le(fmt);
+    uint32_t v = enc_get_u32le(fmt);
     if (v == 0 || v > STORE_FORMAT_VERSION)
-        return fail(err, errcap,
-                    "shard-%02d has format version %" PRIu32
-                    "; this rockstalkd reads version %d",
-                    sh->index, v, STORE_FORMAT_VERSION);
+        return util_fail(err, errcap,
+                         "shard-%02d has format version %" PRIu32
+                         "; this rockstalkd reads version %d",
+                         sh->index, v, STORE_FORMAT_VERSION);
     if ((r = header_get(sh, "shard", idx, 8, err, errcap)) <= 0)
         return r < 0 ? -1
-                     : fail(err, errcap, "shard-%02d: no shard key", sh->index);
-    if (get_u32le(idx) != (uint32_t)sh->index ||
-        get_u32le(idx + 4) != (uint32_t)sh->s->nshards)
-        return fail(err, errcap,
-                    "shard-%02d of %s says it is shard %" PRIu32 " of %" PRIu32
-                    ", expected %d of %d",
-                    sh->index, sh->s->dir, get_u32le(idx), get_u32le(idx + 4),
-                    sh->index, sh->s->nshards);
+                     : util_fail(err, errcap, "shard-%02d: no shard key",
+                                 sh->index);
+    if (enc_get_u32le(idx) != (uint32_t)sh->index ||
+        enc_get_u32le(idx + 4) != (uint32_t)sh->s->nshards)
+        return util_fail(err, errcap,
+                         "shard-%02d of %s says it is shard %" PRIu32
+                         " of %" PRIu32 ", expected %d of %d",
+                         sh->index, sh->s->dir, enc_get_u32le(idx),
+                         enc_get_u32le(idx + 4), sh->index, sh->s->nshards);
     if ((r = header_get(sh, "next_id", nid, 8, err, errcap)) < 0) return -1;
-    sh->hwm = r ? get_u64le(nid) : 0;
+    sh->hwm = r ? enc_get_u64le(nid) : 0;
     return 0;
 }
 
@@ -771,7 +624,7 @@ shard_open(Store *s, int i, char *err, size_t errcap)
         (const rocksdb_options_t *const *)s->cfopt, sh->cf, &e);
     if (e) {
         sh->db = NULL;
-        fail(err, errcap, "open %s: %s", path, e);
+        util_fail(err, errcap, "open %s: %s", path, e);
         rocksdb_free(e);
         return -1;
     }
@@ -788,14 +641,14 @@ rec_reserve(Store *s, size_t need)
     Chunk *c = s->cur;
 
     if (!c) {
-        c = s->cur = xrealloc(NULL, sizeof *c);
+        c = s->cur = util_xrealloc(NULL, sizeof *c);
         *c = (Chunk){0};
     }
     if (c->cap - c->len < need) {
         size_t cap = c->cap ? c->cap : CHUNK_MIN;
         while (cap - c->len < need)
             cap *= 2;
-        c->p = xrealloc(c->p, cap);
+        c->p = util_xrealloc(c->p, cap);
         c->cap = cap;
     }
     return c->p + c->len;
@@ -807,14 +660,14 @@ rec_commit(Store *s, unsigned char *p, uint64_t seq, int op, uint64_t id,
 {
     uint16_t ml = (uint16_t)meta_len;
     unsigned char o = (unsigned char)op, f = (unsigned char)flag;
-    size_t n = REC_HDR + meta_len + body_len;
+    size_t n = ENC_REC_HDR + meta_len + body_len;
 
-    memcpy(p + REC_SEQ, &seq, 8);
-    memcpy(p + REC_ID, &id, 8);
-    memcpy(p + REC_BODY_LEN, &body_len, 4);
-    memcpy(p + REC_META_LEN, &ml, 2);
-    p[REC_OP] = o;
-    p[REC_FLAG] = f;
+    memcpy(p + ENC_REC_SEQ, &seq, 8);
+    memcpy(p + ENC_REC_ID, &id, 8);
+    memcpy(p + ENC_REC_BODY_LEN, &body_len, 4);
+    memcpy(p + ENC_REC_META_LEN, &ml, 2);
+    p[ENC_REC_OP] = o;
+    p[ENC_REC_FLAG] = f;
     s->cur->len += n;
     s->cur->nrec++;
     s->added_seq = seq;
@@ -830,28 +683,28 @@ void
 store_add_put(Store *s, uint64_t seq, const StoreJob *job, const void *body)
 {
     unsigned char *p =
-        rec_reserve(s, REC_HDR + STORE_META_MAX + (size_t)job->body_size);
-    size_t ml = store_meta_encode(job, p + REC_HDR);
+        rec_reserve(s, ENC_REC_HDR + STORE_META_MAX + (size_t)job->body_size);
+    size_t ml = store_meta_encode(job, p + ENC_REC_HDR);
 
-    if (job->body_size) memcpy(p + REC_HDR + ml, body, job->body_size);
-    rec_commit(s, p, seq, OP_PUT, job->id, 0, ml, job->body_size);
+    if (job->body_size) memcpy(p + ENC_REC_HDR + ml, body, job->body_size);
+    rec_commit(s, p, seq, ENC_OP_PUT, job->id, 0, ml, job->body_size);
 }
 
 void
 store_add_update(Store *s, uint64_t seq, const StoreJob *job)
 {
-    unsigned char *p = rec_reserve(s, REC_HDR + STORE_META_MAX);
-    size_t ml = store_meta_encode(job, p + REC_HDR);
+    unsigned char *p = rec_reserve(s, ENC_REC_HDR + STORE_META_MAX);
+    size_t ml = store_meta_encode(job, p + ENC_REC_HDR);
 
-    rec_commit(s, p, seq, OP_UPDATE, job->id, 0, ml, 0);
+    rec_commit(s, p, seq, ENC_OP_UPDATE, job->id, 0, ml, 0);
 }
 
 void
 store_add_delete(Store *s, uint64_t seq, uint64_t id, int meta_rewritten)
 {
-    unsigned char *p = rec_reserve(s, REC_HDR);
+    unsigned char *p = rec_reserve(s, ENC_REC_HDR);
 
-    rec_commit(s, p, seq, OP_DELETE, id, meta_rewritten != 0, 0, 0);
+    rec_commit(s, p, seq, ENC_OP_DELETE, id, meta_rewritten != 0, 0, 0);
 }
 
 /* O(1): links the chunk being built onto the queue and takes a spare one
@@ -938,13 +791,14 @@ store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
     size_t vlen = 0;
 
     if (s->fault.read_fail)
-        return fail(err, errcap, "read body of job %" PRIu64 ": %s", id,
-                    "IO error: Input/output error (injected read failure)");
-    key_put(key, id);
+        return util_fail(
+            err, errcap, "read body of job %" PRIu64 ": %s", id,
+            "IO error: Input/output error (injected read failure)");
+    enc_key_put(key, id);
     rocksdb_pinnableslice_t *ps =
         rocksdb_get_pinned_cf(sh->db, s->ro, sh->cf[CF_BODY], key, 8, &e);
     if (e) {
-        fail(err, errcap, "read body of job %" PRIu64 ": %s", id, e);
+        util_fail(err, errcap, "read body of job %" PRIu64 ": %s", id, e);
         rocksdb_free(e);
         return -1;
     }
@@ -953,7 +807,7 @@ store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
     *body = malloc(vlen ? vlen : 1);
     if (!*body) {
         rocksdb_pinnableslice_destroy(ps);
-        return fail(err, errcap, "out of memory reading job %" PRIu64, id);
+        return util_fail(err, errcap, "out of memory reading job %" PRIu64, id);
     }
     memcpy(*body, v, vlen);
     *len = vlen;
@@ -978,7 +832,7 @@ iter_goto(rocksdb_iterator_t *it, uint64_t id, int fresh)
     size_t klen;
     int steps = 0;
 
-    key_put(want, id);
+    enc_key_put(want, id);
     while (!fresh && rocksdb_iter_valid(it) && steps < STEP_MAX) {
         const char *k = rocksdb_iter_key(it, &klen);
         if (klen != 8 || memcmp(k, want, 8) >= 0) break;
@@ -1028,7 +882,7 @@ get_bodies_shard(Store *s, Shard *sh, const uint64_t *ids, size_t n,
     rocksdb_iter_get_error(it, &e);
     rocksdb_iter_destroy(it);
     if (e) {
-        fail(err, errcap, "read bodies of shard %d: %s", sh->index, e);
+        util_fail(err, errcap, "read bodies of shard %d: %s", sh->index, e);
         rocksdb_free(e);
         return -1;
     }
@@ -1048,8 +902,9 @@ store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
         todo |= (uint64_t)1 << store_shard_of(ids[i], s->nshards);
     }
     if (s->fault.read_fail)
-        return fail(err, errcap, "read bodies: %s",
-                    "IO error: Input/output error (injected read failure)");
+        return util_fail(
+            err, errcap, "read bodies: %s",
+            "IO error: Input/output error (injected read failure)");
     for (int k = 0; k < s->nshards; k++)
         if (((todo >> k) & 1) &&
             get_bodies_shard(s, &s->shard[k], ids, n, bodies, lens, err,
@@ -1119,9 +974,9 @@ syncer_main(void *arg)
         y->req = 0;
         pthread_mutex_unlock(&y->mu);
         char *msg = NULL;
-        int64_t t0 = now_ns();
+        int64_t t0 = util_now_ns();
         int rc = io->sync(io->ctx, sh->db, &msg);
-        uint64_t ns = (uint64_t)(now_ns() - t0);
+        uint64_t ns = (uint64_t)(util_now_ns() - t0);
         if (y->async) { /* nobody waits: account and fail-stop here */
             stat_sync(sh->s, ns);
             if (rc < 0)
@@ -1175,10 +1030,10 @@ syncer_wait(Shard *sh, char **msg, uint64_t *ns)
 static int
 sync_here(Store *s, Shard *sh, char **msg, uint64_t *ns)
 {
-    int64_t t0 = now_ns();
+    int64_t t0 = util_now_ns();
     int rc = s->io->sync(s->io->ctx, sh->db, msg);
 
-    *ns = (uint64_t)(now_ns() - t0);
+    *ns = (uint64_t)(util_now_ns() - t0);
     return rc;
 }
 
@@ -1188,7 +1043,7 @@ static int
 sync_dirty(Store *s)
 {
     int first = -1, rc = 0;
-    int64_t t0 = now_ns();
+    int64_t t0 = util_now_ns();
     char *msg = NULL;
     uint64_t ns;
 
@@ -1214,7 +1069,7 @@ sync_dirty(Store *s)
         rc |= r;
         sh->dirty = 0;
     }
-    s->last_sync_mono = now_ns();
+    s->last_sync_mono = util_now_ns();
     atomic_store_explicit(&s->st_last_sync_ns,
                           (uint64_t)(s->last_sync_mono - t0),
                           memory_order_relaxed);
@@ -1233,7 +1088,7 @@ syncers_start(Store *s, char *err, size_t errcap)
         Syncer *y = &s->shard[i].syncer;
         y->async = async;
         int e = pthread_create(&y->th, NULL, syncer_main, &s->shard[i]);
-        if (e) return fail(err, errcap, "pthread_create: %s", strerror(e));
+        if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
         y->started = 1;
     }
     return 0;
@@ -1254,18 +1109,6 @@ syncers_stop(Store *s)
     }
 }
 
-/* The length in bytes of the record at p (header, meta, body). */
-static size_t
-rec_len(const unsigned char *p)
-{
-    uint32_t body_len;
-    uint16_t meta_len;
-
-    memcpy(&body_len, p + REC_BODY_LEN, 4);
-    memcpy(&meta_len, p + REC_META_LEN, 2);
-    return REC_HDR + meta_len + body_len;
-}
-
 /* Adds one record to its shard's batch; returns the record's length. */
 static size_t
 mut_apply(Store *s, const unsigned char *p, uint64_t *seq)
@@ -1275,17 +1118,17 @@ mut_apply(Store *s, const unsigned char *p, uint64_t *seq)
     uint16_t meta_len;
     char key[8];
 
-    memcpy(seq, p + REC_SEQ, 8);
-    memcpy(&id, p + REC_ID, 8);
-    memcpy(&body_len, p + REC_BODY_LEN, 4);
-    memcpy(&meta_len, p + REC_META_LEN, 2);
+    memcpy(seq, p + ENC_REC_SEQ, 8);
+    memcpy(&id, p + ENC_REC_ID, 8);
+    memcpy(&body_len, p + ENC_REC_BODY_LEN, 4);
+    memcpy(&meta_len, p + ENC_REC_META_LEN, 2);
     Shard *sh = &s->shard[store_shard_of(id, s->nshards)];
     rocksdb_writebatch_t *b = sh->batch;
     rocksdb_column_family_handle_t *meta = sh->cf[CF_META];
-    const char *m = (const char *)p + REC_HDR;
-    key_put(key, id);
-    switch (p[REC_OP]) {
-    case OP_PUT:
+    const char *m = (const char *)p + ENC_REC_HDR;
+    enc_key_put(key, id);
+    switch (p[ENC_REC_OP]) {
+    case ENC_OP_PUT:
         rocksdb_writebatch_put_cf(b, meta, key, 8, m, meta_len);
         rocksdb_writebatch_put_cf(b, sh->cf[CF_BODY], key, 8, m + meta_len,
                                   body_len);
@@ -1294,21 +1137,21 @@ mut_apply(Store *s, const unsigned char *p, uint64_t *seq)
             sh->hwm_changed = 1;
         }
         break;
-    case OP_UPDATE:
+    case ENC_OP_UPDATE:
         rocksdb_writebatch_put_cf(b, meta, key, 8, m, meta_len);
         break;
-    case OP_DELETE:
+    case ENC_OP_DELETE:
         /* SingleDelete is valid on the body because it is Put exactly once,
          * and on the meta only if it was never rewritten (store.h). */
         rocksdb_writebatch_singledelete_cf(b, sh->cf[CF_BODY], key, 8);
-        if (p[REC_FLAG])
+        if (p[ENC_REC_FLAG])
             rocksdb_writebatch_delete_cf(b, meta, key, 8);
         else
             rocksdb_writebatch_singledelete_cf(b, meta, key, 8);
         break;
     }
     sh->in_group = 1;
-    return REC_HDR + meta_len + body_len;
+    return ENC_REC_HDR + meta_len + body_len;
 }
 
 /* Adds the next_id high-water mark to a batch whose puts raised it. In the
@@ -1319,7 +1162,7 @@ mut_put_hwm(Shard *sh)
     unsigned char v[8];
 
     if (!sh->hwm_changed) return;
-    put_u64le(v, sh->hwm);
+    enc_put_u64le(v, sh->hwm);
     rocksdb_writebatch_put_cf(sh->batch, sh->cf[CF_DEFAULT], "next_id", 7,
                               (const char *)v, 8);
     sh->hwm_changed = 0;
@@ -1331,15 +1174,15 @@ mut_write_one(Store *s, Shard *sh, int sync)
 {
     size_t size = 0;
     char *msg = NULL;
-    int64_t t0 = now_ns();
+    int64_t t0 = util_now_ns();
 
     rocksdb_writebatch_data(sh->batch, &size);
     int rc = s->io->write(s->io->ctx, sh->db, sh->batch, sync, &msg);
     if (sync) {
-        uint64_t ns = (uint64_t)(now_ns() - t0);
+        uint64_t ns = (uint64_t)(util_now_ns() - t0);
         stat_sync(s, ns);
         atomic_store_explicit(&s->st_last_sync_ns, ns, memory_order_relaxed);
-        s->last_sync_mono = now_ns();
+        s->last_sync_mono = util_now_ns();
         s->last_sync_dur = ns;
     }
     if (rc < 0) {
@@ -1390,7 +1233,7 @@ mut_group(Store *s, Chunk *chunks)
     for (Chunk *c = chunks; c; c = c->next) {
         if (!mut_is_failed(s)) {
             for (size_t off = 0; off < c->len; records++) {
-                puts += c->p[off + REC_OP] == OP_PUT;
+                puts += c->p[off + ENC_REC_OP] == ENC_OP_PUT;
                 off += mut_apply(s, c->p + off, &seq);
             }
         }
@@ -1473,7 +1316,7 @@ mut_gather(Store *s)
     if (split < target) target = split;
     uint64_t wait = s->last_sync_dur / 2;
     if (wait > GATHER_MAX_NS) wait = GATHER_MAX_NS;
-    int64_t deadline = now_ns() + (int64_t)wait;
+    int64_t deadline = util_now_ns() + (int64_t)wait;
     struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
 
     s->wake_at_nrec = target;
@@ -1523,11 +1366,11 @@ chunk_split(Chunk *c, size_t n)
 {
     size_t off = 0;
     for (size_t i = 0; i < n; i++)
-        off += rec_len(c->p + off);
-    Chunk *t = xrealloc(NULL, sizeof *t);
+        off += enc_rec_len(c->p + off);
+    Chunk *t = util_xrealloc(NULL, sizeof *t);
     *t = (Chunk){.next = c->next, .len = c->len - off, .nrec = c->nrec - n};
     t->cap = t->len;
-    t->p = xrealloc(NULL, t->cap);
+    t->p = util_xrealloc(NULL, t->cap);
     memcpy(t->p, c->p + off, t->len);
     c->len = off;
     c->nrec = n;
@@ -1596,7 +1439,7 @@ mut_interval_sync(Store *s)
     int64_t due =
         s->last_sync_mono + (int64_t)s->cfg.sync_interval_ms * 1000000;
 
-    if (mut_is_failed(s) || !any_dirty(s) || now_ns() < due) return;
+    if (mut_is_failed(s) || !any_dirty(s) || util_now_ns() < due) return;
     /* Each shard's syncer thread fsyncs its WAL while this thread goes on
      * writing and acknowledging: a slow fsync never stalls replies. A shard
      * whose previous sync still runs stays dirty for the next round. */
@@ -1614,7 +1457,7 @@ mut_interval_sync(Store *s)
         }
         pthread_mutex_unlock(&y->mu);
     }
-    s->last_sync_mono = now_ns();
+    s->last_sync_mono = util_now_ns();
 }
 
 /* Waits until no asynchronous (interval) sync is running. */
@@ -1705,7 +1548,7 @@ store_alloc(const StoreConfig *cfg)
         pthread_mutex_init(&s->shard[i].syncer.mu, NULL);
         pthread_cond_init(&s->shard[i].syncer.cv, NULL);
     }
-    s->last_sync_mono = now_ns();
+    s->last_sync_mono = util_now_ns();
     return s;
 }
 
@@ -1758,16 +1601,17 @@ store_free(Store *s)
 static int
 config_check(const StoreConfig *cfg, char *err, size_t errcap)
 {
-    if (!cfg->dir || !*cfg->dir) return fail(err, errcap, "no data directory");
+    if (!cfg->dir || !*cfg->dir)
+        return util_fail(err, errcap, "no data directory");
     if (cfg->nshards < 0 || cfg->nshards > STORE_SHARDS_MAX)
-        return fail(err, errcap, "shard count %d out of range 1..%d",
-                    cfg->nshards, STORE_SHARDS_MAX);
+        return util_fail(err, errcap, "shard count %d out of range 1..%d",
+                         cfg->nshards, STORE_SHARDS_MAX);
     if (cfg->sync_mode != STORE_SYNC_ALWAYS &&
         cfg->sync_mode != STORE_SYNC_INTERVAL &&
         cfg->sync_mode != STORE_SYNC_NEVER)
-        return fail(err, errcap, "bad sync mode %d", (int)cfg->sync_mode);
+        return util_fail(err, errcap, "bad sync mode %d", (int)cfg->sync_mode);
     if (cfg->sync_mode == STORE_SYNC_INTERVAL && cfg->sync_interval_ms <= 0)
-        return fail(err, errcap, "sync interval must be > 0 ms");
+        return util_fail(err, errcap, "sync interval must be > 0 ms");
     return 0;
 }
 
@@ -1778,7 +1622,7 @@ store_open(const StoreConfig *cfg, Store **out, char *err, size_t errcap)
 
     *out = NULL;
     if (config_check(cfg, err, errcap) < 0) return -1;
-    if (!(s = store_alloc(cfg))) return fail(err, errcap, "out of memory");
+    if (!(s = store_alloc(cfg))) return util_fail(err, errcap, "out of memory");
     if (io_setup(s, err, errcap) < 0 || dir_prepare(s, err, errcap) < 0 ||
         lock_take(s, err, errcap) < 0 ||
         format_check(s, cfg->nshards, err, errcap) < 0)
@@ -1808,26 +1652,28 @@ recover_iter(Shard *sh, rocksdb_iterator_t *it,
         const char *k = rocksdb_iter_key(it, &klen);
         const char *v = rocksdb_iter_value(it, &vlen);
         if (klen != 8)
-            return fail(err, errcap, "shard-%02d: meta key of %zu bytes",
-                        sh->index, klen);
-        uint64_t id = key_get(k);
+            return util_fail(err, errcap, "shard-%02d: meta key of %zu bytes",
+                             sh->index, klen);
+        uint64_t id = enc_key_get(k);
         if (store_shard_of(id, sh->s->nshards) != sh->index)
-            return fail(err, errcap,
-                        "shard-%02d holds job %" PRIu64 " of another shard",
-                        sh->index, id);
+            return util_fail(err, errcap,
+                             "shard-%02d holds job %" PRIu64
+                             " of another shard",
+                             sh->index, id);
         if (store_meta_decode(id, (const unsigned char *)v, vlen, &job) < 0)
-            return fail(err, errcap,
-                        "shard-%02d: job %" PRIu64
-                        ": malformed metadata (%zu bytes)",
-                        sh->index, id, vlen);
+            return util_fail(err, errcap,
+                             "shard-%02d: job %" PRIu64
+                             ": malformed metadata (%zu bytes)",
+                             sh->index, id, vlen);
         if (cb(ctx, &job) < 0)
-            return fail(err, errcap, "recovery stopped at job %" PRIu64, id);
+            return util_fail(err, errcap, "recovery stopped at job %" PRIu64,
+                             id);
         if (id > *max_id) *max_id = id;
     }
     char *e = NULL;
     rocksdb_iter_get_error(it, &e);
     if (e) {
-        fail(err, errcap, "shard-%02d: scan: %s", sh->index, e);
+        util_fail(err, errcap, "shard-%02d: scan: %s", sh->index, e);
         rocksdb_free(e);
         return -1;
     }
@@ -1873,8 +1719,8 @@ store_recover(Store *s, int (*cb)(void *ctx, const StoreJob *job), void *ctx,
 int
 store_start(Store *s, char *err, size_t errcap)
 {
-    if (s->started) return fail(err, errcap, "store already started");
-    s->last_sync_mono = now_ns();
+    if (s->started) return util_fail(err, errcap, "store already started");
+    s->last_sync_mono = util_now_ns();
     if (syncers_start(s, err, errcap) < 0) {
         syncers_stop(s);
         return -1;
@@ -1882,7 +1728,7 @@ store_start(Store *s, char *err, size_t errcap)
     int e = pthread_create(&s->thread, NULL, mut_main, s);
     if (e) {
         syncers_stop(s);
-        return fail(err, errcap, "pthread_create: %s", strerror(e));
+        return util_fail(err, errcap, "pthread_create: %s", strerror(e));
     }
     s->started = 1;
     return 0;
@@ -1902,7 +1748,7 @@ store_close(Store *s, char *err, size_t errcap)
         pthread_join(s->thread, NULL);
     else
         mut_main(s); /* never started: drain and sync on this thread */
-    if (store_failed(s, NULL, 0)) rc = fail(err, errcap, "%s", s->failmsg);
+    if (store_failed(s, NULL, 0)) rc = util_fail(err, errcap, "%s", s->failmsg);
     store_free(s);
     return rc;
 }
