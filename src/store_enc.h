@@ -75,6 +75,13 @@ enc_rec_len(const unsigned char *p)
     return ENC_REC_HDR + (size_t)meta_len + body_len;
 }
 
+/* The op (ENC_OP_*) of the record at p. */
+static inline int
+enc_rec_op(const unsigned char *p)
+{
+    return p[ENC_REC_OP];
+}
+
 /* Reads the header at p into *r; returns the record's whole length. */
 static inline size_t
 enc_rec_get(const unsigned char *p, EncRec *r)
