@@ -13,6 +13,9 @@
  * only store header the loop side includes; store_*.h are the store's own
  * modules (store.c lists their layers).
  *
+ * The durability contract built on this is protocol/PROTOCOL.md, section 11
+ * (Durability); RocksDB calls follow rocksdb/c.h and rocksdb/db.h.
+ *
  * Errors: functions that can fail return 0 on success and -1 on failure,
  * with a human-readable message written into err (errcap bytes, always
  * NUL-terminated). Nothing here prints.
@@ -33,7 +36,8 @@
 /* Most shards a data directory may have. */
 #define STORE_SHARDS_MAX 64
 
-/* How the mutation thread makes a group durable (beanstalkd's -f/-F flags). */
+/* How the mutation thread makes a group durable (beanstalkd's -f/-F flags;
+ * what a client may rely on in each: protocol/PROTOCOL.md, section 11.2). */
 typedef enum StoreSyncMode {
     STORE_SYNC_ALWAYS = 0, /* -f 0 (default): acked after the WAL is fsynced */
     STORE_SYNC_INTERVAL = 1, /* -f MS: acked after write(2); fsync every MS ms,
