@@ -35,7 +35,7 @@ handoff_init(Handoff *h, int always, const _Atomic uint64_t *durable_seq)
 static void
 chunk_free(Chunk *c)
 {
-    free(c->p);
+    if (!c->view) free(c->p);
     free(c);
 }
 
@@ -197,42 +197,53 @@ split_update(Handoff *h, const HandoffWait *w) /* mu held */
                           memory_order_relaxed);
 }
 
-/* Cuts c after its first n records (0 < n < c->nrec): the rest moves to a
- * new chunk linked after c. */
-static void
-chunk_split(Chunk *c, size_t n)
+/* Cuts the first n records (0 < n < c->nrec) off the queued chunk c as a
+ * view: a new Chunk pointing into c's buffer, no byte copied; c keeps the
+ * rest. Costs n header reads and one small allocation, so the time under mu
+ * is bounded by the records taken, whatever c's size (issue 12, item 7:
+ * copying the rest made taking a large chunk in half-crowds quadratic).
+ * Safe because a queued chunk's buffer never moves (the loop only grows
+ * h->cur) and the view is committed and dropped (handoff_recycle) before
+ * the mutation thread takes c itself. */
+static Chunk *
+chunk_cut(Chunk *c, size_t n)
 {
-    size_t off = 0;
+    size_t off = c->start;
+
     for (size_t i = 0; i < n; i++)
         off += enc_rec_len(c->p + off);
-    Chunk *t = util_xrealloc(NULL, sizeof *t);
-    *t = (Chunk){.next = c->next, .len = c->len - off, .nrec = c->nrec - n};
-    t->cap = t->len;
-    t->p = util_xrealloc(NULL, t->cap);
-    memcpy(t->p, c->p + off, t->len);
-    c->len = off;
-    c->nrec = n;
-    c->next = t;
+    Chunk *v = util_xrealloc(NULL, sizeof *v);
+    *v = (Chunk){.p = c->p + c->start,
+                 .len = off - c->start,
+                 .cap = off - c->start,
+                 .nrec = n,
+                 .view = 1};
+    c->start = off;
+    c->nrec -= n;
+    return v;
 }
 
-/* Unlinks and returns the queue's first max records or fewer (mu held). */
+/* Unlinks and returns the queue's first max records or fewer (mu held):
+ * whole chunks, then, if the next one holds more than what is left of max,
+ * a view of its first records (chunk_cut). */
 static Chunk *
 queue_take(Handoff *h, uint64_t max)
 {
-    Chunk *head = h->queue, **tail = &h->queue;
+    Chunk *head = NULL, **tail = &head;
     uint64_t took = 0;
 
-    while (*tail && took < max) {
-        Chunk *c = *tail;
-        if (took + c->nrec > max) {
-            chunk_split(c, (size_t)(max - took));
-            if (h->queue_tail == &c->next) h->queue_tail = &c->next->next;
-        }
-        took += c->nrec;
+    while (h->queue && took + h->queue->nrec <= max) {
+        Chunk *c = h->queue;
+        h->queue = c->next;
+        c->next = NULL;
+        *tail = c;
         tail = &c->next;
+        took += c->nrec;
     }
-    h->queue = *tail;
-    *tail = NULL;
+    if (h->queue && took < max) {
+        *tail = chunk_cut(h->queue, (size_t)(max - took));
+        took += (*tail)->nrec;
+    }
     if (!h->queue) h->queue_tail = &h->queue;
     h->queued_nrec -= took;
     return head;
@@ -280,7 +291,9 @@ handoff_recycle(Handoff *h, Chunk *chunks)
         next = c->next;
         c->len = 0;
         c->nrec = 0;
-        if (h->nspare < CHUNK_SPARE_MAX && c->cap <= CHUNK_KEEP_MAX) {
+        c->start = 0;
+        if (!c->view && h->nspare < CHUNK_SPARE_MAX &&
+            c->cap <= CHUNK_KEEP_MAX) {
             c->next = h->spare;
             h->spare = c;
             h->nspare++;

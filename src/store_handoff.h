@@ -19,12 +19,14 @@
 
 #include "store_enc.h"
 
-/* A run of mutation records. */
+/* A run of mutation records: p[start..len). */
 typedef struct Chunk {
     struct Chunk *next;
-    unsigned char *p;
-    size_t len, cap; /* bytes */
-    size_t nrec;     /* records in it */
+    unsigned char *p; /* owned, unless view */
+    size_t start;     /* bytes of p already taken by views (chunk_cut) */
+    size_t len, cap;  /* bytes */
+    size_t nrec;      /* records in p[start..len) */
+    int view;         /* p points into a queued chunk's buffer (borrowed) */
 } Chunk;
 
 typedef struct Handoff {

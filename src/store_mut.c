@@ -143,12 +143,12 @@ mut_group(StoreMut *m, Chunk *chunks)
 
     for (Chunk *c = chunks; c; c = c->next) {
         if (!ack_is_failed(m->ack)) {
-            for (size_t off = 0; off < c->len; records++) {
+            for (size_t off = c->start; off < c->len; records++) {
                 puts += enc_rec_op(c->p + off) == ENC_OP_PUT;
                 off += mut_apply(m, c->p + off, &seq);
             }
         }
-        bytes += c->len;
+        bytes += c->len - c->start;
     }
     if (records) {
         int rc = mut_write_group(m);
