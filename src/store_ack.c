@@ -10,25 +10,27 @@ ack_init(StoreAck *a, void (*notify)(void *arg), void *notify_arg)
 {
     a->notify = notify;
     a->notify_arg = notify_arg;
+    pthread_mutex_init(&a->mu, NULL);
 }
 
 void
 ack_destroy(StoreAck *a)
 {
-    (void)a;
+    pthread_mutex_destroy(&a->mu);
 }
 
 void
 ack_fail(StoreAck *a, const char *what, int shard, char *msg)
 {
-    int expected = 0;
     /* Syncer threads can fail concurrently with the mutation thread: the
-     * first to claim the flag writes the message. */
-    if (atomic_compare_exchange_strong(&a->failing, &expected, 1)) {
+     * first to take mu writes the message. */
+    pthread_mutex_lock(&a->mu);
+    if (!atomic_load_explicit(&a->failed, memory_order_relaxed)) {
         snprintf(a->failmsg, sizeof a->failmsg, "%s shard-%02d: %s", what,
                  shard, msg ? msg : "unknown error");
         atomic_store_explicit(&a->failed, 1, memory_order_release);
     }
+    pthread_mutex_unlock(&a->mu);
     free(msg);
     if (a->notify) a->notify(a->notify_arg);
 }
@@ -42,19 +44,32 @@ ack_is_failed(const StoreAck *a)
 void
 ack_publish(StoreAck *a, uint64_t seq, int durable)
 {
-    if (ack_is_failed(a)) return;
-    atomic_store_explicit(&a->written_seq, seq, memory_order_release);
-    if (durable)
-        atomic_store_explicit(&a->durable_seq, seq, memory_order_release);
-    if (a->notify) a->notify(a->notify_arg);
+    /* The check and the stores under mu, the lock ack_fail sets failed
+     * under: a failure is either before this check (nothing is published)
+     * or after the stores (what was published was acknowledged before the
+     * failure). A relaxed check without mu could pass just before a
+     * syncer's failure and publish after it. */
+    pthread_mutex_lock(&a->mu);
+    int failed = atomic_load_explicit(&a->failed, memory_order_relaxed);
+    if (!failed) {
+        atomic_store_explicit(&a->written_seq, seq, memory_order_release);
+        if (durable)
+            atomic_store_explicit(&a->durable_seq, seq, memory_order_release);
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (!failed && a->notify) a->notify(a->notify_arg);
 }
 
 void
 ack_final_durable(StoreAck *a)
 {
-    uint64_t w = atomic_load_explicit(&a->written_seq, memory_order_relaxed);
-
-    atomic_store_explicit(&a->durable_seq, w, memory_order_release);
+    pthread_mutex_lock(&a->mu);
+    if (!atomic_load_explicit(&a->failed, memory_order_relaxed))
+        atomic_store_explicit(
+            &a->durable_seq,
+            atomic_load_explicit(&a->written_seq, memory_order_relaxed),
+            memory_order_release);
+    pthread_mutex_unlock(&a->mu);
 }
 
 uint64_t

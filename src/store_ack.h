@@ -10,20 +10,28 @@
 #ifndef ROCKSTALK_STORE_ACK_H
 #define ROCKSTALK_STORE_ACK_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "store.h"
 
+/* Ordering (issue 12, item 8): a failure and a publication are each made
+ * under mu, and a publication checks failed under it, so the two are
+ * totally ordered: a sequence published is one published before the first
+ * failure was recorded, and none is published after it. Under -f MS a
+ * syncer's failed fsync thus stops every later acknowledgement, whichever
+ * thread gets to mu first; readers need no lock (acquire loads). */
 typedef struct StoreAck {
     void (*notify)(void *arg); /* StoreConfig.notify, may be NULL */
     void *notify_arg;
-    /* written by the mutation thread, read by any thread */
+    pthread_mutex_t mu; /* orders ack_fail against ack_publish */
+    /* written under mu (sequences by the mutation thread, failed by any
+     * thread), read by any thread */
     _Atomic uint64_t written_seq, durable_seq;
     _Atomic int failed;
-    _Atomic int failing; /* claimed by the first failure (any thread) */
-    char failmsg[512];   /* written once, before failed is set (release) */
+    char failmsg[512]; /* written once, under mu, before failed (release) */
     _Atomic uint64_t st_records, st_groups, st_syncs, st_sync_ns,
         st_last_sync_ns, st_bytes;
     _Atomic uint64_t st_sync_hist[STORE_SYNC_BUCKETS];
@@ -43,8 +51,8 @@ void ack_fail(StoreAck *a, const char *what, int shard, char *msg);
 /* Nonzero once a failure is recorded. Any thread. */
 int ack_is_failed(const StoreAck *a);
 
-/* Mutation thread: publishes seq as written (and durable if durable), unless
- * a failure is recorded, and calls notify. */
+/* Mutation thread: publishes seq as written (and durable if durable) and
+ * calls notify, unless a failure is recorded (then nothing). */
 void ack_publish(StoreAck *a, uint64_t seq, int durable);
 
 /* Mutation thread, at stop: the written sequence becomes durable after the
