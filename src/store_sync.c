@@ -14,10 +14,12 @@ sync_init(StoreSync *y, StoreSyncMode mode, int interval_ms, StoreAck *ack)
     y->ack = ack;
     y->last_sync_mono = util_now_ns();
     for (int i = 0; i < STORE_SHARDS_MAX; i++) {
-        y->syncer[i].y = y;
-        y->syncer[i].index = i;
-        pthread_mutex_init(&y->syncer[i].mu, NULL);
-        pthread_cond_init(&y->syncer[i].cv, NULL);
+        y->join[i] = (SyncJoin){.y = y, .index = i};
+        pthread_mutex_init(&y->join[i].mu, NULL);
+        pthread_cond_init(&y->join[i].cv, NULL);
+        y->post[i] = (SyncPost){.y = y, .index = i};
+        pthread_mutex_init(&y->post[i].mu, NULL);
+        pthread_cond_init(&y->post[i].cv, NULL);
     }
 }
 
@@ -33,8 +35,10 @@ void
 sync_destroy(StoreSync *y)
 {
     for (int i = 0; i < STORE_SHARDS_MAX; i++) {
-        pthread_mutex_destroy(&y->syncer[i].mu);
-        pthread_cond_destroy(&y->syncer[i].cv);
+        pthread_mutex_destroy(&y->join[i].mu);
+        pthread_cond_destroy(&y->join[i].cv);
+        pthread_mutex_destroy(&y->post[i].mu);
+        pthread_cond_destroy(&y->post[i].cv);
     }
 }
 
@@ -49,11 +53,12 @@ sync_here(StoreSync *y, int i, char **msg, uint64_t *ns)
     return rc;
 }
 
+/* ---- SyncJoin: post, then wait for the result ---- */
+
 static void *
-syncer_main(void *arg)
+join_main(void *arg)
 {
-    Syncer *r = arg;
-    StoreSync *y = r->y;
+    SyncJoin *r = arg;
 
     pthread_mutex_lock(&r->mu);
     for (;;) {
@@ -64,21 +69,12 @@ syncer_main(void *arg)
         pthread_mutex_unlock(&r->mu);
         char *msg = NULL;
         uint64_t ns;
-        int rc = sync_here(y, r->index, &msg, &ns);
-        if (r->async) { /* nobody waits: account and fail-stop here */
-            ack_stat_sync(y->ack, ns);
-            if (rc < 0)
-                ack_fail(y->ack, "WAL sync of", r->index, msg);
-            else
-                free(msg);
-            msg = NULL;
-        }
+        int rc = sync_here(r->y, r->index, &msg, &ns);
         pthread_mutex_lock(&r->mu);
         r->rc = rc;
         r->errmsg = msg;
         r->ns = ns;
         r->done = 1;
-        r->busy = 0;
         pthread_cond_broadcast(&r->cv);
     }
     pthread_mutex_unlock(&r->mu);
@@ -86,7 +82,7 @@ syncer_main(void *arg)
 }
 
 static void
-syncer_post(Syncer *r)
+join_post(SyncJoin *r)
 {
     pthread_mutex_lock(&r->mu);
     r->done = 0;
@@ -97,7 +93,7 @@ syncer_post(Syncer *r)
 
 /* Waits for a posted sync; returns its result (message in *msg). */
 static int
-syncer_wait(Syncer *r, char **msg, uint64_t *ns)
+join_wait(SyncJoin *r, char **msg, uint64_t *ns)
 {
     pthread_mutex_lock(&r->mu);
     while (!r->done)
@@ -110,8 +106,70 @@ syncer_wait(Syncer *r, char **msg, uint64_t *ns)
     return rc;
 }
 
+/* ---- SyncPost: fire and forget ---- */
+
+static void *
+post_main(void *arg)
+{
+    SyncPost *r = arg;
+    StoreAck *ack = r->y->ack;
+
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->req && !r->stop)
+            pthread_cond_wait(&r->cv, &r->mu);
+        if (r->stop) break;
+        r->req = 0;
+        pthread_mutex_unlock(&r->mu);
+        char *msg = NULL;
+        uint64_t ns;
+        int rc = sync_here(r->y, r->index, &msg, &ns);
+        ack_stat_sync(ack, ns); /* nobody waits: account and fail-stop */
+        if (rc < 0)
+            ack_fail(ack, "WAL sync of", r->index, msg);
+        else
+            free(msg);
+        pthread_mutex_lock(&r->mu);
+        r->busy = 0;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* Posts shard r's fsync unless one is posted or running; returns 1 if
+ * posted. */
+static int
+post_try(SyncPost *r)
+{
+    int posted = 0;
+
+    pthread_mutex_lock(&r->mu);
+    if (!r->busy) {
+        r->busy = 1;
+        r->req = 1;
+        pthread_cond_broadcast(&r->cv);
+        posted = 1;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return posted;
+}
+
+/* Waits until shard r's posted fsync, if any, has finished. */
+static void
+post_wait_idle(SyncPost *r)
+{
+    pthread_mutex_lock(&r->mu);
+    while (r->busy)
+        pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- the mutation thread's side ---- */
+
 /* Fsyncs the WAL of every dirty shard: the first on this thread, the others
- * at the same time on their helpers (if started; else serially here). */
+ * at the same time on their SyncJoin helpers (if started; else serially
+ * here). */
 int
 sync_dirty(StoreSync *y)
 {
@@ -124,14 +182,14 @@ sync_dirty(StoreSync *y)
         if (!y->dirty[i]) continue;
         if (first < 0)
             first = i;
-        else if (y->syncer[i].started)
-            syncer_post(&y->syncer[i]);
+        else if (y->join[i].started)
+            join_post(&y->join[i]);
     }
     if (first < 0) return 0;
     for (int i = first; i < y->nshards; i++) {
         if (!y->dirty[i]) continue;
-        int r = i > first && y->syncer[i].started
-                    ? syncer_wait(&y->syncer[i], &msg, &ns)
+        int r = i > first && y->join[i].started
+                    ? join_wait(&y->join[i], &msg, &ns)
                     : sync_here(y, i, &msg, &ns);
         ack_stat_sync(y->ack, ns);
         if (r < 0 && rc == 0)
@@ -165,40 +223,6 @@ sync_mark(StoreSync *y, int i, int dirty)
 }
 
 int
-sync_start(StoreSync *y, char *err, size_t errcap)
-{
-    /* Only shards after the first dirty one are handed to helpers, so shard 0
-     * never needs one. Without syncs until close, no helpers at all. */
-    int async = y->mode == STORE_SYNC_INTERVAL;
-
-    y->last_sync_mono = util_now_ns();
-    if ((!async && y->nshards < 2) || y->mode == STORE_SYNC_NEVER) return 0;
-    for (int i = async ? 0 : 1; i < y->nshards; i++) {
-        Syncer *r = &y->syncer[i];
-        r->async = async;
-        int e = pthread_create(&r->th, NULL, syncer_main, r);
-        if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
-        r->started = 1;
-    }
-    return 0;
-}
-
-void
-sync_stop(StoreSync *y)
-{
-    for (int i = 0; i < y->nshards; i++) {
-        Syncer *r = &y->syncer[i];
-        if (!r->started) continue;
-        pthread_mutex_lock(&r->mu);
-        r->stop = 1;
-        pthread_cond_broadcast(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-        pthread_join(r->th, NULL);
-        r->started = 0;
-    }
-}
-
-int
 sync_any_dirty(const StoreSync *y)
 {
     for (int i = 0; i < y->nshards; i++)
@@ -219,55 +243,69 @@ sync_interval(StoreSync *y)
      * writing and acknowledging: a slow fsync never stalls replies. A shard
      * whose previous sync still runs stays dirty for the next round. */
     for (int i = 0; i < y->nshards; i++) {
-        Syncer *r = &y->syncer[i];
-        if (!y->dirty[i]) continue;
-        pthread_mutex_lock(&r->mu);
-        if (!r->busy) {
-            r->busy = 1;
-            r->done = 0;
-            r->req = 1;
-            pthread_cond_broadcast(&r->cv);
-            y->dirty[i] = 0;
-        }
-        pthread_mutex_unlock(&r->mu);
+        if (y->dirty[i] && post_try(&y->post[i])) y->dirty[i] = 0;
     }
     y->last_sync_mono = util_now_ns();
 }
 
-/* Waits until no asynchronous (interval) sync is running. */
-static void
-async_syncs_wait(StoreSync *y)
-{
-    for (int i = 0; i < y->nshards; i++) {
-        Syncer *r = &y->syncer[i];
-        if (!r->started || !r->async) continue;
-        pthread_mutex_lock(&r->mu);
-        while (r->busy)
-            pthread_cond_wait(&r->cv, &r->mu);
-        pthread_mutex_unlock(&r->mu);
-    }
-}
-
+/* Every shard once: after the posted fsyncs (each counted by its syncer)
+ * are done, the shards are synced by sync_dirty alone, so a shard that
+ * was still dirty is synced and counted once, not once more by its
+ * syncer. */
 void
 sync_final(StoreSync *y)
 {
-    async_syncs_wait(y);
-    if (ack_is_failed(y->ack)) return;
-    int rc = 0;
     for (int i = 0; i < y->nshards; i++) {
-        char *msg = NULL;
-        uint64_t ns;
-        if (y->syncer[i].async) { /* its syncer only does async work: here */
-            if (sync_here(y, i, &msg, &ns) < 0) {
-                ack_fail(y->ack, "WAL sync of", i, msg);
-                rc = -1;
-            } else {
-                free(msg);
-            }
-            ack_stat_sync(y->ack, ns);
-        } else {
-            y->dirty[i] = 1;
-        }
+        if (y->post[i].started) post_wait_idle(&y->post[i]);
     }
-    if (rc == 0 && sync_dirty(y) == 0) ack_final_durable(y->ack);
+    if (ack_is_failed(y->ack)) return;
+    for (int i = 0; i < y->nshards; i++)
+        y->dirty[i] = 1;
+    if (sync_dirty(y) == 0) ack_final_durable(y->ack);
+}
+
+/* ---- threads ---- */
+
+int
+sync_start(StoreSync *y, char *err, size_t errcap)
+{
+    y->last_sync_mono = util_now_ns();
+    if (y->mode == STORE_SYNC_NEVER) return 0; /* no syncs until close */
+    for (int i = 0; i < y->nshards; i++) {
+        int e;
+        if (y->mode == STORE_SYNC_INTERVAL) {
+            e = pthread_create(&y->post[i].th, NULL, post_main, &y->post[i]);
+            y->post[i].started = !e;
+        } else if (i > 0) { /* shard 0 is never posted (sync_dirty) */
+            e = pthread_create(&y->join[i].th, NULL, join_main, &y->join[i]);
+            y->join[i].started = !e;
+        } else {
+            continue;
+        }
+        if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+    }
+    return 0;
+}
+
+/* Stops one syncer thread: stop set under its mutex, then join. */
+static void
+thread_stop(pthread_mutex_t *mu, pthread_cond_t *cv, int *stop, pthread_t th)
+{
+    pthread_mutex_lock(mu);
+    *stop = 1;
+    pthread_cond_broadcast(cv);
+    pthread_mutex_unlock(mu);
+    pthread_join(th, NULL);
+}
+
+void
+sync_stop(StoreSync *y)
+{
+    for (int i = 0; i < y->nshards; i++) {
+        SyncJoin *j = &y->join[i];
+        SyncPost *p = &y->post[i];
+        if (j->started) thread_stop(&j->mu, &j->cv, &j->stop, j->th);
+        if (p->started) thread_stop(&p->mu, &p->cv, &p->stop, p->th);
+        j->started = p->started = 0;
+    }
 }

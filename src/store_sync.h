@@ -23,23 +23,42 @@
 
 struct StoreSync;
 
-/* Per-shard fsync helper (nshards > 1, sync modes that sync): lets the
- * fsyncs of several dirty shards overlap (measured 1.2-1.4x faster than
- * serial for groups touching 2 shards). Fields under mu. */
-typedef struct Syncer {
+/* The two protocols a syncer thread can serve, one type each (a shard has
+ * at most one of them running, chosen by the sync mode):
+ *
+ * SyncJoin, STORE_SYNC_ALWAYS with several shards: the mutation thread
+ * posts a dirty shard's fsync, syncs another shard itself, then waits for
+ * the result (sync_dirty), so the fsyncs of a group overlap (measured
+ * 1.2-1.4x faster than serial for groups touching 2 shards). The result
+ * goes back to the mutation thread, which accounts for it. Shard 0 never
+ * needs one (the first dirty shard is synced by the mutation thread).
+ *
+ * SyncPost, STORE_SYNC_INTERVAL: the mutation thread posts a shard's
+ * periodic fsync and goes on writing and acknowledging (sync_interval);
+ * nobody waits, so the syncer counts the fsync and records a failure
+ * itself (store_ack). busy: posted or running; a busy shard stays dirty. */
+typedef struct SyncJoin {
     struct StoreSync *y;
-    int index;
+    int index; /* shard */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int started;
-    int req, done, stop;
-    int async; /* STORE_SYNC_INTERVAL: results are handled by the syncer */
-    int busy;  /* async: a sync is posted or running */
-    int rc;
-    char *errmsg;
-    uint64_t ns;
-} Syncer;
+    int started;         /* main thread */
+    int req, done, stop; /* under mu */
+    int rc;              /* under mu: the result, once done */
+    char *errmsg;        /* under mu: malloc'd, taken by the waiter */
+    uint64_t ns;         /* under mu: the fsync's duration */
+} SyncJoin;
+
+typedef struct SyncPost {
+    struct StoreSync *y;
+    int index; /* shard */
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started;         /* main thread */
+    int req, busy, stop; /* under mu */
+} SyncPost;
 
 typedef struct StoreSync {
     StoreSyncMode mode;
@@ -49,10 +68,11 @@ typedef struct StoreSync {
     const StoreIO *io;
     StoreAck *ack;
     /* mutation thread */
-    int dirty[STORE_SHARDS_MAX]; /* written since the last sync */
-    int64_t last_sync_mono;      /* ns, CLOCK_MONOTONIC */
-    uint64_t last_sync_dur;      /* ns the latest synced group took */
-    Syncer syncer[STORE_SHARDS_MAX];
+    int dirty[STORE_SHARDS_MAX];     /* written since the last sync */
+    int64_t last_sync_mono;          /* ns, CLOCK_MONOTONIC */
+    uint64_t last_sync_dur;          /* ns the latest synced group took */
+    SyncJoin join[STORE_SHARDS_MAX]; /* STORE_SYNC_ALWAYS, shards 1.. */
+    SyncPost post[STORE_SHARDS_MAX]; /* STORE_SYNC_INTERVAL, every shard */
 } StoreSync;
 
 /* Initialises y (zeroed) for the given mode (interval_ms:
@@ -66,8 +86,8 @@ void sync_init(StoreSync *y, StoreSyncMode mode, int interval_ms,
 void sync_attach(StoreSync *y, StoreShard *shard, int nshards,
                  const StoreIO *io);
 
-/* Starts the syncer threads the mode needs. Returns 0, or -1 (message in
- * err; call sync_stop). */
+/* Starts the syncer threads the mode needs (SyncJoin or SyncPost). Returns 0,
+ * or -1 (message in err; call sync_stop). */
 int sync_start(StoreSync *y, char *err, size_t errcap);
 
 /* Stops and joins the syncer threads that run. */
@@ -84,7 +104,8 @@ void sync_note_synced_write(StoreSync *y, uint64_t ns);
 void sync_mark(StoreSync *y, int i, int dirty);
 
 /* Mutation thread: fsyncs the WAL of every dirty shard, overlapping them on
- * the syncers. Returns 0, or -1 after recording the failure (store_ack). */
+ * the SyncJoin helpers if they run, and counts each fsync once. Returns 0,
+ * or -1 after recording the failure (store_ack). */
 int sync_dirty(StoreSync *y);
 
 /* Mutation thread: nonzero if a shard is dirty. */
@@ -94,8 +115,9 @@ int sync_any_dirty(const StoreSync *y);
  * the last sync, posts every dirty shard to its syncer (fire and forget). */
 void sync_interval(StoreSync *y);
 
-/* Mutation thread, at stop: one fsync of every shard whatever the mode, then
- * the written sequence becomes durable (unless failed). */
+/* Mutation thread, at stop: waits for the posted fsyncs (SyncPost), then one
+ * fsync of every shard whatever the mode, each counted once; then the
+ * written sequence becomes durable (unless failed). */
 void sync_final(StoreSync *y);
 
 #endif
