@@ -6,6 +6,49 @@
 
 #include "store_util.h"
 
+/* ---- SyncThread: what SyncJoin and SyncPost share ---- */
+
+static void
+thread_init(SyncThread *t, StoreSync *y, int index)
+{
+    *t = (SyncThread){.y = y, .index = index};
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+}
+
+static void
+thread_destroy(SyncThread *t)
+{
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+}
+
+/* mu held: waits for a request (returns 1, request taken) or stop (0). */
+static int
+thread_next(SyncThread *t)
+{
+    while (!t->req && !t->stop)
+        pthread_cond_wait(&t->cv, &t->mu);
+    if (t->stop) return 0;
+    t->req = 0;
+    return 1;
+}
+
+/* Stops the thread if it runs: stop set under its mutex, then join. */
+static void
+thread_stop(SyncThread *t)
+{
+    if (!t->started) return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->th, NULL);
+    t->started = 0;
+}
+
+/* ---- the set ---- */
+
 void
 sync_init(StoreSync *y, StoreSyncMode mode, int interval_ms, StoreAck *ack)
 {
@@ -14,12 +57,8 @@ sync_init(StoreSync *y, StoreSyncMode mode, int interval_ms, StoreAck *ack)
     y->ack = ack;
     y->last_sync_mono = util_now_ns();
     for (int i = 0; i < STORE_SHARDS_MAX; i++) {
-        y->join[i] = (SyncJoin){.y = y, .index = i};
-        pthread_mutex_init(&y->join[i].mu, NULL);
-        pthread_cond_init(&y->join[i].cv, NULL);
-        y->post[i] = (SyncPost){.y = y, .index = i};
-        pthread_mutex_init(&y->post[i].mu, NULL);
-        pthread_cond_init(&y->post[i].cv, NULL);
+        thread_init(&y->join[i].t, y, i);
+        thread_init(&y->post[i].t, y, i);
     }
 }
 
@@ -35,10 +74,8 @@ void
 sync_destroy(StoreSync *y)
 {
     for (int i = 0; i < STORE_SHARDS_MAX; i++) {
-        pthread_mutex_destroy(&y->join[i].mu);
-        pthread_cond_destroy(&y->join[i].cv);
-        pthread_mutex_destroy(&y->post[i].mu);
-        pthread_cond_destroy(&y->post[i].cv);
+        thread_destroy(&y->join[i].t);
+        thread_destroy(&y->post[i].t);
     }
 }
 
@@ -59,50 +96,47 @@ static void *
 join_main(void *arg)
 {
     SyncJoin *r = arg;
+    SyncThread *t = &r->t;
 
-    pthread_mutex_lock(&r->mu);
-    for (;;) {
-        while (!r->req && !r->stop)
-            pthread_cond_wait(&r->cv, &r->mu);
-        if (r->stop) break;
-        r->req = 0;
-        pthread_mutex_unlock(&r->mu);
+    pthread_mutex_lock(&t->mu);
+    while (thread_next(t)) {
+        pthread_mutex_unlock(&t->mu);
         char *msg = NULL;
         uint64_t ns;
-        int rc = sync_here(r->y, r->index, &msg, &ns);
-        pthread_mutex_lock(&r->mu);
+        int rc = sync_here(t->y, t->index, &msg, &ns);
+        pthread_mutex_lock(&t->mu);
         r->rc = rc;
         r->errmsg = msg;
         r->ns = ns;
         r->done = 1;
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_broadcast(&t->cv);
     }
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&t->mu);
     return NULL;
 }
 
 static void
 join_post(SyncJoin *r)
 {
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->t.mu);
     r->done = 0;
-    r->req = 1;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
+    r->t.req = 1;
+    pthread_cond_broadcast(&r->t.cv);
+    pthread_mutex_unlock(&r->t.mu);
 }
 
 /* Waits for a posted sync; returns its result (message in *msg). */
 static int
 join_wait(SyncJoin *r, char **msg, uint64_t *ns)
 {
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->t.mu);
     while (!r->done)
-        pthread_cond_wait(&r->cv, &r->mu);
+        pthread_cond_wait(&r->t.cv, &r->t.mu);
     int rc = r->rc;
     *msg = r->errmsg;
     *ns = r->ns;
     r->errmsg = NULL;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->t.mu);
     return rc;
 }
 
@@ -112,28 +146,25 @@ static void *
 post_main(void *arg)
 {
     SyncPost *r = arg;
-    StoreAck *ack = r->y->ack;
+    SyncThread *t = &r->t;
+    StoreAck *ack = t->y->ack;
 
-    pthread_mutex_lock(&r->mu);
-    for (;;) {
-        while (!r->req && !r->stop)
-            pthread_cond_wait(&r->cv, &r->mu);
-        if (r->stop) break;
-        r->req = 0;
-        pthread_mutex_unlock(&r->mu);
+    pthread_mutex_lock(&t->mu);
+    while (thread_next(t)) {
+        pthread_mutex_unlock(&t->mu);
         char *msg = NULL;
         uint64_t ns;
-        int rc = sync_here(r->y, r->index, &msg, &ns);
+        int rc = sync_here(t->y, t->index, &msg, &ns);
         ack_stat_sync(ack, ns); /* nobody waits: account and fail-stop */
         if (rc < 0)
-            ack_fail(ack, "WAL sync of", r->index, msg);
+            ack_fail(ack, "WAL sync of", t->index, msg);
         else
             free(msg);
-        pthread_mutex_lock(&r->mu);
+        pthread_mutex_lock(&t->mu);
         r->busy = 0;
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_broadcast(&t->cv);
     }
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&t->mu);
     return NULL;
 }
 
@@ -144,14 +175,14 @@ post_try(SyncPost *r)
 {
     int posted = 0;
 
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->t.mu);
     if (!r->busy) {
         r->busy = 1;
-        r->req = 1;
-        pthread_cond_broadcast(&r->cv);
+        r->t.req = 1;
+        pthread_cond_broadcast(&r->t.cv);
         posted = 1;
     }
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->t.mu);
     return posted;
 }
 
@@ -159,10 +190,10 @@ post_try(SyncPost *r)
 static void
 post_wait_idle(SyncPost *r)
 {
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->t.mu);
     while (r->busy)
-        pthread_cond_wait(&r->cv, &r->mu);
-    pthread_mutex_unlock(&r->mu);
+        pthread_cond_wait(&r->t.cv, &r->t.mu);
+    pthread_mutex_unlock(&r->t.mu);
 }
 
 /* ---- the mutation thread's side ---- */
@@ -182,13 +213,13 @@ sync_dirty(StoreSync *y)
         if (!y->dirty[i]) continue;
         if (first < 0)
             first = i;
-        else if (y->join[i].started)
+        else if (y->join[i].t.started)
             join_post(&y->join[i]);
     }
     if (first < 0) return 0;
     for (int i = first; i < y->nshards; i++) {
         if (!y->dirty[i]) continue;
-        int r = i > first && y->join[i].started
+        int r = i > first && y->join[i].t.started
                     ? join_wait(&y->join[i], &msg, &ns)
                     : sync_here(y, i, &msg, &ns);
         ack_stat_sync(y->ack, ns);
@@ -256,7 +287,7 @@ void
 sync_final(StoreSync *y)
 {
     for (int i = 0; i < y->nshards; i++) {
-        if (y->post[i].started) post_wait_idle(&y->post[i]);
+        if (y->post[i].t.started) post_wait_idle(&y->post[i]);
     }
     if (ack_is_failed(y->ack)) return;
     for (int i = 0; i < y->nshards; i++)
@@ -266,46 +297,41 @@ sync_final(StoreSync *y)
 
 /* ---- threads ---- */
 
+/* Starts t's thread running body(arg). Returns 0, or -1 (message in err). */
+static int
+thread_start(SyncThread *t, void *(*body)(void *), void *arg, char *err,
+             size_t errcap)
+{
+    int e = pthread_create(&t->th, NULL, body, arg);
+
+    if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+    t->started = 1;
+    return 0;
+}
+
 int
 sync_start(StoreSync *y, char *err, size_t errcap)
 {
     y->last_sync_mono = util_now_ns();
     if (y->mode == STORE_SYNC_NEVER) return 0; /* no syncs until close */
     for (int i = 0; i < y->nshards; i++) {
-        int e;
-        if (y->mode == STORE_SYNC_INTERVAL) {
-            e = pthread_create(&y->post[i].th, NULL, post_main, &y->post[i]);
-            y->post[i].started = !e;
-        } else if (i > 0) { /* shard 0 is never posted (sync_dirty) */
-            e = pthread_create(&y->join[i].th, NULL, join_main, &y->join[i]);
-            y->join[i].started = !e;
-        } else {
-            continue;
-        }
-        if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+        int rc = 0;
+        if (y->mode == STORE_SYNC_INTERVAL)
+            rc = thread_start(&y->post[i].t, post_main, &y->post[i], err,
+                              errcap);
+        else if (i > 0) /* shard 0 is never posted (sync_dirty) */
+            rc = thread_start(&y->join[i].t, join_main, &y->join[i], err,
+                              errcap);
+        if (rc < 0) return -1;
     }
     return 0;
-}
-
-/* Stops one syncer thread: stop set under its mutex, then join. */
-static void
-thread_stop(pthread_mutex_t *mu, pthread_cond_t *cv, int *stop, pthread_t th)
-{
-    pthread_mutex_lock(mu);
-    *stop = 1;
-    pthread_cond_broadcast(cv);
-    pthread_mutex_unlock(mu);
-    pthread_join(th, NULL);
 }
 
 void
 sync_stop(StoreSync *y)
 {
     for (int i = 0; i < y->nshards; i++) {
-        SyncJoin *j = &y->join[i];
-        SyncPost *p = &y->post[i];
-        if (j->started) thread_stop(&j->mu, &j->cv, &j->stop, j->th);
-        if (p->started) thread_stop(&p->mu, &p->cv, &p->stop, p->th);
-        j->started = p->started = 0;
+        thread_stop(&y->join[i].t);
+        thread_stop(&y->post[i].t);
     }
 }

@@ -37,27 +37,28 @@ struct StoreSync;
  * periodic fsync and goes on writing and acknowledging (sync_interval);
  * nobody waits, so the syncer counts the fsync and records a failure
  * itself (store_ack). busy: posted or running; a busy shard stays dirty. */
-typedef struct SyncJoin {
+/* What both have: a thread for one shard that waits for req or stop. */
+typedef struct SyncThread {
     struct StoreSync *y;
     int index; /* shard */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int started;         /* main thread */
-    int req, done, stop; /* under mu */
-    int rc;              /* under mu: the result, once done */
-    char *errmsg;        /* under mu: malloc'd, taken by the waiter */
-    uint64_t ns;         /* under mu: the fsync's duration */
+    int started;   /* main thread */
+    int req, stop; /* under mu */
+} SyncThread;
+
+typedef struct SyncJoin {
+    SyncThread t;
+    int done;     /* under t.mu: the result is in */
+    int rc;       /* under t.mu: the result, once done */
+    char *errmsg; /* under t.mu: malloc'd, taken by the waiter */
+    uint64_t ns;  /* under t.mu: the fsync's duration */
 } SyncJoin;
 
 typedef struct SyncPost {
-    struct StoreSync *y;
-    int index; /* shard */
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int started;         /* main thread */
-    int req, busy, stop; /* under mu */
+    SyncThread t;
+    int busy; /* under t.mu: posted or running */
 } SyncPost;
 
 typedef struct StoreSync {
