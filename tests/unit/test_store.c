@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <ftw.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1011,7 +1012,7 @@ test_interval_sync_off_the_write_path(void **state)
  * ack_publish itself, between its check and its store, has no seam; the
  * ordering under StoreAck.mu closes it, see store_ack.h.) */
 typedef struct RaceIO {
-    rocksdb_writeoptions_t *wo;
+    TestIO tio; /* writes go on through tio_write */
     Store *_Atomic s;
     _Atomic int writes, sync_started, write2_in;
 } RaceIO;
@@ -1020,21 +1021,13 @@ static int
 race_write(void *ctx, void *db, void *batch, int sync, char **errmsg)
 {
     RaceIO *r = ctx;
-    char *e = NULL;
 
-    (void)sync;
     if (atomic_fetch_add(&r->writes, 1) == 1) { /* the second group */
         atomic_store(&r->write2_in, 1);
         while (!store_failed(atomic_load(&r->s), NULL, 0))
             sleep_ms(1);
     }
-    rocksdb_write(db, r->wo, batch, &e);
-    if (e) {
-        *errmsg = strdup(e);
-        rocksdb_free(e);
-        return -1;
-    }
-    return 0;
+    return tio_write(&r->tio, db, batch, sync, errmsg);
 }
 
 static int
@@ -1054,10 +1047,12 @@ static void
 test_interval_sync_fail_stops_acks(void **state)
 {
     Fixture *f = *state;
-    RaceIO r = {.wo = rocksdb_writeoptions_create()};
+    RaceIO r = {.tio = {.ok_writes = INT_MAX}};
     StoreIO io = {race_write, race_sync, &r};
     char msg[512];
 
+    r.tio.wo[0] = rocksdb_writeoptions_create();
+    r.tio.wo[1] = rocksdb_writeoptions_create();
     Store *s = open_store(f->dir, 1, STORE_SYNC_INTERVAL, &io, NULL);
     atomic_store(&r.s, s);
     start_store(s);
@@ -1077,7 +1072,8 @@ test_interval_sync_fail_stops_acks(void **state)
     assert_int_equal(store_acked_seq(s), 1);
     assert_int_equal(store_close(s, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "fsync says no"));
-    rocksdb_writeoptions_destroy(r.wo);
+    rocksdb_writeoptions_destroy(r.tio.wo[0]);
+    rocksdb_writeoptions_destroy(r.tio.wo[1]);
 }
 
 /* ---- body reader thread ---- */
