@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+/* An open data directory (dir_open); owned by the store. */
 typedef struct StoreDir {
     char *path;  /* owned */
     int lock_fd; /* -1: not locked */

@@ -23,6 +23,7 @@ uint64_t enc_get_u64le(const unsigned char *p);
 /* Job keys (meta and body column families) are the id in 8 big-endian
  * bytes, so RocksDB's bytewise order is id order. */
 #define ENC_KEY_LEN 8
+/* Writes id's key into k (ENC_KEY_LEN bytes); enc_key_get reads it back. */
 void enc_key_put(char *k, uint64_t id);
 uint64_t enc_key_get(const char *k);
 

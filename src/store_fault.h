@@ -15,6 +15,8 @@
 
 #include "store.h"
 
+/* The fault-injection settings and counters; lives in the Store, whose
+ * StoreIO may point at wrap. */
 typedef struct StoreFault {
     StoreIO inner;                          /* what the wrapper calls */
     StoreIO wrap;                           /* the wrapper, ctx = this */

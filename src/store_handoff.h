@@ -29,6 +29,8 @@ typedef struct Chunk {
     int view;         /* p points into a queued chunk's buffer (borrowed) */
 } Chunk;
 
+/* The hand-off state; lives in the Store. Each field group names the
+ * thread(s) that may touch it. */
 typedef struct Handoff {
     int always; /* STORE_SYNC_ALWAYS: gather groups, split crowds */
     const _Atomic uint64_t *durable_seq; /* StoreAck's, for split_update */

@@ -24,6 +24,7 @@
 #include "store_shard.h"
 #include "store_sync.h"
 
+/* The mutation thread's state; lives in the Store. */
 typedef struct StoreMut {
     StoreSyncMode mode;
     int nshards;

@@ -30,6 +30,7 @@ typedef struct ShardOpts {
     rocksdb_readoptions_t *ro;
 } ShardOpts;
 
+/* One open shard; lives in the Store (index of nshards). */
 typedef struct StoreShard {
     const ShardOpts *opt;
     int index, nshards;

@@ -48,6 +48,7 @@ typedef struct SyncThread {
     int req, stop; /* under mu */
 } SyncThread;
 
+/* A SyncJoin helper: the result of the posted fsync goes back. */
 typedef struct SyncJoin {
     SyncThread t;
     int done;     /* under t.mu: the result is in */
@@ -56,11 +57,13 @@ typedef struct SyncJoin {
     uint64_t ns;  /* under t.mu: the fsync's duration */
 } SyncJoin;
 
+/* A SyncPost helper: the syncer keeps the result. */
 typedef struct SyncPost {
     SyncThread t;
     int busy; /* under t.mu: posted or running */
 } SyncPost;
 
+/* The sync state of every shard; lives in the Store. */
 typedef struct StoreSync {
     StoreSyncMode mode;
     int interval_ms; /* STORE_SYNC_INTERVAL */
