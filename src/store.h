@@ -93,8 +93,10 @@ typedef struct StoreConfig {
                                   variables ask for (see
                                   store_fault.c) */
     void (*notify)(void *arg); /* called on the mutation thread after the acked
-                                  sequence advanced or a fatal error; the loop
-                                  passes a function that does ev_async_send */
+                                  sequence advanced or a fatal error (on a
+                                  syncer thread for a failed -f MS fsync);
+                                  the loop passes a function that does
+                                  ev_async_send (thread-safe, ev(3)) */
     void *notify_arg;
 } StoreConfig;
 
