@@ -5,10 +5,16 @@
  * main thread outside the event loop. store_add_*, store_flush,
  * store_acked_seq, store_backlog_bytes, store_failed and store_stats run on
  * the loop thread; store_get_body and store_get_bodies on any thread (the
- * loop, the body reader of prefetch.h). Everything else in store.c runs on the
- * mutation thread, which is the only writer of RocksDB (architecture notes,
- * section 5.1). The loop thread's only contact with it is the hand-off queue
- * (mutex + condvar), two _Atomic sequence counters and the notify callback.
+ * loop, the body reader of prefetch.h). Everything else runs on the mutation
+ * thread (store_mut.h), the only writer of RocksDB, and on its syncer
+ * threads (store_sync.h). The loop thread's only contact with them is the
+ * hand-off queue (store_handoff.h: mutex + condvar), the published
+ * sequences and failure (store_ack.h) and the notify callback. This is the
+ * only store header the loop side includes; store_*.h are the store's own
+ * modules (store.c lists their layers).
+ *
+ * The durability contract built on this is protocol/PROTOCOL.md, section 11
+ * (Durability); RocksDB calls follow rocksdb/c.h and rocksdb/db.h.
  *
  * Errors: functions that can fail return 0 on success and -1 on failure,
  * with a human-readable message written into err (errcap bytes, always
@@ -30,7 +36,8 @@
 /* Most shards a data directory may have. */
 #define STORE_SHARDS_MAX 64
 
-/* How the mutation thread makes a group durable (beanstalkd's -f/-F flags). */
+/* How the mutation thread makes a group durable (beanstalkd's -f/-F flags;
+ * what a client may rely on in each: protocol/PROTOCOL.md, section 11.2). */
 typedef enum StoreSyncMode {
     STORE_SYNC_ALWAYS = 0, /* -f 0 (default): acked after the WAL is fsynced */
     STORE_SYNC_INTERVAL = 1, /* -f MS: acked after write(2); fsync every MS ms,
@@ -48,7 +55,7 @@ enum { STORE_READY = 1, STORE_DELAYED = 2, STORE_BURIED = 3 };
 #define STORE_F_REWRITTEN 0x01
 
 /* The persisted metadata of one job (JobMeta v1 on disk, encoded explicitly
- * little-endian by store.c, never dumped raw). Times are wall-clock
+ * little-endian by store_enc.c, never dumped raw). Times are wall-clock
  * nanoseconds since the Unix epoch; durations are seconds. */
 typedef struct StoreJob {
     uint64_t id;
@@ -83,10 +90,13 @@ typedef struct StoreConfig {
     int sync_interval_ms;      /* STORE_SYNC_INTERVAL only: > 0 */
     const StoreIO *io;         /* NULL: RocksDB itself, possibly wrapped by the
                                   fault injection the ROCKSTALKD_FAULT_*
-                                  variables ask for (see store.c) */
+                                  variables ask for (see
+                                  store_fault.c) */
     void (*notify)(void *arg); /* called on the mutation thread after the acked
-                                  sequence advanced or a fatal error; the loop
-                                  passes a function that does ev_async_send */
+                                  sequence advanced or a fatal error (on a
+                                  syncer thread for a failed -f MS fsync);
+                                  the loop passes a function that does
+                                  ev_async_send (thread-safe, ev(3)) */
     void *notify_arg;
 } StoreConfig;
 

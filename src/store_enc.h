@@ -1,0 +1,99 @@
+/* store_enc.h - the store's byte encodings: little-endian integers of the
+ * on-disk values, the big-endian 8-byte job keys, JobMeta v1 (whose codec,
+ * store_meta_encode/decode, is declared in store.h) and the in-process
+ * mutation record that carries a change from the loop to the mutation
+ * thread.
+ *
+ * Threads: any; pure functions, no state. Calls: nothing of the store (the
+ * bottom layer; libc only), so tests/fuzz/fuzz_meta.c links it alone.
+ */
+#ifndef ROCKSTALK_STORE_ENC_H
+#define ROCKSTALK_STORE_ENC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Little-endian u32/u64 at p (4 or 8 bytes). */
+void enc_put_u32le(unsigned char *p, uint32_t v);
+void enc_put_u64le(unsigned char *p, uint64_t v);
+uint32_t enc_get_u32le(const unsigned char *p);
+uint64_t enc_get_u64le(const unsigned char *p);
+
+/* Job keys (meta and body column families) are the id in 8 big-endian
+ * bytes, so RocksDB's bytewise order is id order. */
+#define ENC_KEY_LEN 8
+/* Writes id's key into k (ENC_KEY_LEN bytes); enc_key_get reads it back. */
+void enc_key_put(char *k, uint64_t id);
+uint64_t enc_key_get(const char *k);
+
+/* A mutation record: an ENC_REC_HDR-byte header (native byte order; it never
+ * leaves the process), then meta_len bytes of JobMeta, then body_len bytes
+ * of body. */
+#define ENC_REC_HDR 24
+enum { ENC_OP_PUT = 1, ENC_OP_UPDATE = 2, ENC_OP_DELETE = 3 };
+
+/* A record header, decoded. flag: delete only, the meta was rewritten. */
+typedef struct EncRec {
+    uint64_t seq, id;
+    uint32_t body_len;
+    uint16_t meta_len;
+    uint8_t op, flag;
+} EncRec;
+
+/* The header's fields, by byte offset. */
+enum {
+    ENC_REC_SEQ = 0,       /* u64 */
+    ENC_REC_ID = 8,        /* u64 */
+    ENC_REC_BODY_LEN = 16, /* u32 */
+    ENC_REC_META_LEN = 20, /* u16 */
+    ENC_REC_OP = 22,       /* u8, ENC_OP_* */
+    ENC_REC_FLAG = 23      /* u8 */
+};
+
+/* Writes r's header into p (ENC_REC_HDR bytes). Inline: once per record on
+ * the loop thread. */
+static inline void
+enc_rec_put(unsigned char *p, const EncRec *r)
+{
+    memcpy(p + ENC_REC_SEQ, &r->seq, 8);
+    memcpy(p + ENC_REC_ID, &r->id, 8);
+    memcpy(p + ENC_REC_BODY_LEN, &r->body_len, 4);
+    memcpy(p + ENC_REC_META_LEN, &r->meta_len, 2);
+    p[ENC_REC_OP] = r->op;
+    p[ENC_REC_FLAG] = r->flag;
+}
+
+/* The whole length in bytes (header, meta and body) of the record at p. */
+static inline size_t
+enc_rec_len(const unsigned char *p)
+{
+    uint32_t body_len;
+    uint16_t meta_len;
+
+    memcpy(&body_len, p + ENC_REC_BODY_LEN, 4);
+    memcpy(&meta_len, p + ENC_REC_META_LEN, 2);
+    return ENC_REC_HDR + (size_t)meta_len + body_len;
+}
+
+/* The op (ENC_OP_*) of the record at p. */
+static inline int
+enc_rec_op(const unsigned char *p)
+{
+    return p[ENC_REC_OP];
+}
+
+/* Reads the header at p into *r; returns the record's whole length. */
+static inline size_t
+enc_rec_get(const unsigned char *p, EncRec *r)
+{
+    memcpy(&r->seq, p + ENC_REC_SEQ, 8);
+    memcpy(&r->id, p + ENC_REC_ID, 8);
+    memcpy(&r->body_len, p + ENC_REC_BODY_LEN, 4);
+    memcpy(&r->meta_len, p + ENC_REC_META_LEN, 2);
+    r->op = p[ENC_REC_OP];
+    r->flag = p[ENC_REC_FLAG];
+    return ENC_REC_HDR + (size_t)r->meta_len + r->body_len;
+}
+
+#endif

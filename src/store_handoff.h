@@ -1,0 +1,113 @@
+/* store_handoff.h - the hand-off queue between the loop and the mutation
+ * thread: the loop appends mutation records (store_enc.h) to a chunk and
+ * links it onto the queue once per loop iteration; the mutation thread
+ * takes queued chunks as one group (gathering a group first, and taking at
+ * most a half-crowd when it splits groups, under STORE_SYNC_ALWAYS).
+ *
+ * Threads: handoff_reserve, handoff_commit and handoff_flush on the loop
+ * thread; handoff_wait and handoff_recycle on the mutation thread;
+ * handoff_backlog on any. Shared fields are under mu or _Atomic (each field
+ * says). Calls: store_enc, store_util.
+ */
+#ifndef ROCKSTALK_STORE_HANDOFF_H
+#define ROCKSTALK_STORE_HANDOFF_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store_enc.h"
+
+/* A run of mutation records: p[start..len). */
+typedef struct Chunk {
+    struct Chunk *next;
+    unsigned char *p; /* owned, unless view */
+    size_t start;     /* bytes of p already taken by views (chunk_cut) */
+    size_t len, cap;  /* bytes */
+    size_t nrec;      /* records in p[start..len) */
+    int view;         /* p points into a queued chunk's buffer (borrowed) */
+} Chunk;
+
+/* The hand-off state; lives in the Store. Each field group names the
+ * thread(s) that may touch it. */
+typedef struct Handoff {
+    int always; /* STORE_SYNC_ALWAYS: gather groups, split crowds */
+    const _Atomic uint64_t *durable_seq; /* StoreAck's, for split_update */
+
+    /* loop thread: the chunk being built */
+    Chunk *cur;
+    uint64_t added_seq; /* seq of the latest record added */
+
+    /* loop and mutation thread, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
+    Chunk *queue, **queue_tail;
+    uint64_t queued_nrec;   /* records in queue */
+    int sleeping;           /* the mutation thread waits for input */
+    uint64_t wake_at_nrec;  /* ...and wants waking once queued_nrec reaches
+                               this (1: any input) */
+    uint64_t inflight_peak; /* most records not yet durable at a hand-off
+                               since split_update last looked */
+    Chunk *spare;
+    int nspare;
+    int stop;
+    uint64_t crowd; /* mutation thread: estimated records per round */
+
+    /* group splitting: records per group, written by the mutation thread,
+     * read by the loop (UINT64_MAX: no splitting) */
+    _Atomic uint64_t split_nrec;
+
+    /* loop thread adds, mutation thread subtracts */
+    _Atomic size_t backlog;
+} Handoff;
+
+/* What the mutation thread knows when it waits for input (handoff_wait). */
+typedef struct HandoffWait {
+    int timed;              /* wake at deadline_ns even without input */
+    int64_t deadline_ns;    /* CLOCK_MONOTONIC */
+    uint64_t prev_records;  /* records in the previous group */
+    uint64_t prev_puts;     /* ...of which puts */
+    uint64_t last_sync_dur; /* ns the latest synced group took */
+} HandoffWait;
+
+/* Initialises h (zeroed). always: the sync mode is STORE_SYNC_ALWAYS.
+ * durable_seq: the published durable sequence (read relaxed). */
+void handoff_init(Handoff *h, int always, const _Atomic uint64_t *durable_seq);
+
+/* Frees every chunk h holds; no thread may use h any more. */
+void handoff_destroy(Handoff *h);
+
+/* Loop thread: room for need more bytes at the end of the chunk being
+ * built (valid until the next handoff_* call). Aborts on exhaustion. */
+unsigned char *handoff_reserve(Handoff *h, size_t need);
+
+/* Loop thread: the record whose header r describes was written at p (from
+ * handoff_reserve, meta and body already in place); writes its header and
+ * adds it to the chunk. Hands the chunk over at once when it holds a
+ * half-crowd (splitting). */
+void handoff_commit(Handoff *h, unsigned char *p, const EncRec *r);
+
+/* Loop thread: links the chunk being built onto the queue (O(1)) and wakes
+ * the mutation thread if it waits for that much input. */
+void handoff_flush(Handoff *h);
+
+/* Bytes added and not yet written (handoff_done). Any thread, relaxed. */
+size_t handoff_backlog(const Handoff *h);
+
+/* Mutation thread: waits for queued chunks, a stop request or, if w->timed,
+ * w->deadline_ns; then returns the queue, or its first split_nrec records
+ * when splitting (NULL: none). *stop: stop asked and nothing left. */
+Chunk *handoff_wait(Handoff *h, const HandoffWait *w, int *stop);
+
+/* Mutation thread: bytes of a group are written (or dropped). */
+void handoff_done(Handoff *h, size_t bytes);
+
+/* Mutation thread: returns emptied chunks to the spare list (or frees
+ * them). */
+void handoff_recycle(Handoff *h, Chunk *chunks);
+
+/* Any thread: asks the mutation thread to stop once the queue is empty. */
+void handoff_stop(Handoff *h);
+
+#endif

@@ -1,0 +1,223 @@
+/* store_mut.c - the mutation thread and group commit (see store_mut.h). */
+#include "store_mut.h"
+
+#include <string.h>
+
+#include "store_enc.h"
+#include "store_util.h"
+
+void
+mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
+         const StoreIO *io, Handoff *ho, StoreSync *sync, StoreAck *ack)
+{
+    m->mode = mode;
+    m->shard = shard;
+    m->nshards = nshards;
+    m->io = io;
+    m->ho = ho;
+    m->sync = sync;
+    m->ack = ack;
+    for (int i = 0; i < nshards; i++)
+        m->batch[i] = rocksdb_writebatch_create();
+}
+
+void
+mut_destroy(StoreMut *m)
+{
+    for (int i = 0; i < STORE_SHARDS_MAX; i++) {
+        if (m->batch[i]) rocksdb_writebatch_destroy(m->batch[i]);
+        m->batch[i] = NULL;
+    }
+}
+
+/* Adds one record to its shard's batch; returns the record's length. */
+static size_t
+mut_apply(StoreMut *m, const unsigned char *p, uint64_t *seq)
+{
+    EncRec r;
+    char key[ENC_KEY_LEN];
+    size_t len = enc_rec_get(p, &r);
+    int i = store_shard_of(r.id, m->nshards);
+    StoreShard *sh = &m->shard[i];
+    rocksdb_writebatch_t *b = m->batch[i];
+    rocksdb_column_family_handle_t *meta = sh->cf[SHARD_CF_META];
+    const char *v = (const char *)p + ENC_REC_HDR;
+
+    *seq = r.seq;
+    enc_key_put(key, r.id);
+    switch (r.op) {
+    case ENC_OP_PUT:
+        rocksdb_writebatch_put_cf(b, meta, key, 8, v, r.meta_len);
+        rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_BODY], key, 8,
+                                  v + r.meta_len, r.body_len);
+        if (r.id > sh->hwm) {
+            sh->hwm = r.id;
+            m->hwm_changed[i] = 1;
+        }
+        break;
+    case ENC_OP_UPDATE:
+        rocksdb_writebatch_put_cf(b, meta, key, 8, v, r.meta_len);
+        break;
+    case ENC_OP_DELETE:
+        /* SingleDelete is valid on the body because it is Put exactly once,
+         * and on the meta only if it was never rewritten (store.h). */
+        rocksdb_writebatch_singledelete_cf(b, sh->cf[SHARD_CF_BODY], key, 8);
+        if (r.flag)
+            rocksdb_writebatch_delete_cf(b, meta, key, 8);
+        else
+            rocksdb_writebatch_singledelete_cf(b, meta, key, 8);
+        break;
+    }
+    m->in_group[i] = 1;
+    return len;
+}
+
+/* Adds the next_id high-water mark to a batch whose puts raised it. In the
+ * same batch as the puts, so a durable id is always covered by it. */
+static void
+mut_put_hwm(StoreMut *m, int i)
+{
+    unsigned char v[8];
+
+    if (!m->hwm_changed[i]) return;
+    enc_put_u64le(v, m->shard[i].hwm);
+    rocksdb_writebatch_put_cf(m->batch[i], m->shard[i].cf[SHARD_CF_DEFAULT],
+                              "next_id", 7, (const char *)v, 8);
+    m->hwm_changed[i] = 0;
+}
+
+/* Writes one shard's batch. sync=1 is a write and an fsync in one call. */
+static int
+mut_write_one(StoreMut *m, int i, int sync)
+{
+    size_t size = 0;
+    char *msg = NULL;
+    int64_t t0 = util_now_ns();
+
+    rocksdb_writebatch_data(m->batch[i], &size);
+    int rc = m->io->write(m->io->ctx, m->shard[i].db, m->batch[i], sync, &msg);
+    if (sync) sync_note_synced_write(m->sync, (uint64_t)(util_now_ns() - t0));
+    if (rc < 0) {
+        ack_fail(m->ack, "write to", i, msg);
+        return -1;
+    }
+    atomic_fetch_add_explicit(&m->ack->st_bytes, size, memory_order_relaxed);
+    sync_mark(m->sync, i, !sync);
+    return 0;
+}
+
+/* Writes the batch of every shard this group touched. STORE_SYNC_ALWAYS:
+ * a group touching one shard is written with sync=1 (measured as fast as or
+ * faster than write + flush_wal); a group touching several is written with
+ * sync=0 and then synced in parallel (sync_dirty). */
+static int
+mut_write_group(StoreMut *m)
+{
+    int n = 0, rc = 0, one = m->mode == STORE_SYNC_ALWAYS;
+
+    for (int i = 0; i < m->nshards; i++) {
+        if (m->in_group[i]) {
+            mut_put_hwm(m, i);
+            n++;
+        }
+    }
+    one = one && n == 1;
+    for (int i = 0; i < m->nshards; i++) {
+        if (!m->in_group[i]) continue;
+        if (rc == 0) rc = mut_write_one(m, i, one);
+        rocksdb_writebatch_clear(m->batch[i]); /* after a failure: drop */
+        m->in_group[i] = 0;
+    }
+    if (rc == 0 && m->mode == STORE_SYNC_ALWAYS && !one)
+        rc = sync_dirty(m->sync);
+    return rc;
+}
+
+/* Commits one group (all chunks taken at once) and publishes its last seq.
+ * After a failure input is only dropped. */
+static void
+mut_group(StoreMut *m, Chunk *chunks)
+{
+    uint64_t seq = 0, records = 0, puts = 0;
+    size_t bytes = 0;
+
+    for (Chunk *c = chunks; c; c = c->next) {
+        if (!ack_is_failed(m->ack)) {
+            for (size_t off = c->start; off < c->len; records++) {
+                puts += enc_rec_op(c->p + off) == ENC_OP_PUT;
+                off += mut_apply(m, c->p + off, &seq);
+            }
+        }
+        bytes += c->len - c->start;
+    }
+    if (records) {
+        int rc = mut_write_group(m);
+        atomic_fetch_add_explicit(&m->ack->st_records, records,
+                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->ack->st_groups, 1, memory_order_relaxed);
+        if (rc == 0) ack_publish(m->ack, seq, m->mode == STORE_SYNC_ALWAYS);
+    }
+    m->prev_records = records;
+    m->prev_puts = puts;
+    handoff_done(m->ho, bytes);
+}
+
+/* What handoff_wait needs to know from this thread. */
+static HandoffWait
+mut_wait_args(const StoreMut *m)
+{
+    const StoreSync *y = m->sync;
+
+    return (HandoffWait){
+        .timed = m->mode == STORE_SYNC_INTERVAL && sync_any_dirty(y),
+        .deadline_ns = y->last_sync_mono + (int64_t)y->interval_ms * 1000000,
+        .prev_records = m->prev_records,
+        .prev_puts = m->prev_puts,
+        .last_sync_dur = y->last_sync_dur,
+    };
+}
+
+void
+mut_run(StoreMut *m)
+{
+    int stop = 0;
+
+    for (;;) {
+        HandoffWait w = mut_wait_args(m);
+        Chunk *group = handoff_wait(m->ho, &w, &stop);
+        if (group) {
+            mut_group(m, group);
+            handoff_recycle(m->ho, group);
+        }
+        if (m->mode == STORE_SYNC_INTERVAL) sync_interval(m->sync);
+        if (stop && !group) break;
+    }
+    sync_final(m->sync);
+}
+
+static void *
+mut_main(void *arg)
+{
+    mut_run(arg);
+    return NULL;
+}
+
+int
+mut_start(StoreMut *m, char *err, size_t errcap)
+{
+    int e = pthread_create(&m->thread, NULL, mut_main, m);
+
+    if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+    m->started = 1;
+    return 0;
+}
+
+void
+mut_join(StoreMut *m)
+{
+    if (m->started)
+        pthread_join(m->thread, NULL);
+    else
+        mut_run(m); /* never started: drain and sync on this thread */
+    m->started = 0;
+}

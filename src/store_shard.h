@@ -1,0 +1,81 @@
+/* store_shard.h - one shard: a RocksDB instance in <dir>/shard-NN with the
+ * column families default (header: "format" u32, "shard" u32 index + u32
+ * count, "next_id" u64 highest id ever put here), meta (job key ->
+ * JobMeta v1) and body (job key -> raw body bytes); the RocksDB options
+ * every shard shares; the StoreIO of RocksDB itself; body reads.
+ *
+ * Threads: open and close on the main thread; body reads on any thread
+ * (RocksDB Get and iterators are safe next to the mutation thread's writes,
+ * rocksdb/db.h); the StoreIO on the mutation and syncer threads. Calls:
+ * store_enc, store_util, RocksDB's C API (rocksdb/c.h).
+ */
+#ifndef ROCKSTALK_STORE_SHARD_H
+#define ROCKSTALK_STORE_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rocksdb/c.h>
+
+#include "store.h"
+
+enum { SHARD_CF_DEFAULT, SHARD_CF_META, SHARD_CF_BODY, SHARD_CF_COUNT };
+
+/* RocksDB options shared by every shard (one block cache for all). */
+typedef struct ShardOpts {
+    rocksdb_cache_t *cache;
+    rocksdb_block_based_table_options_t *bbto;
+    rocksdb_options_t *dbopt, *cfopt[SHARD_CF_COUNT];
+    rocksdb_writeoptions_t *wo_sync, *wo_nosync;
+    rocksdb_readoptions_t *ro;
+} ShardOpts;
+
+/* One open shard; lives in the Store (index of nshards). */
+typedef struct StoreShard {
+    const ShardOpts *opt;
+    int index, nshards;
+    rocksdb_t *db; /* NULL: not open */
+    rocksdb_column_family_handle_t *cf[SHARD_CF_COUNT];
+    uint64_t hwm; /* highest id put here: set by shard_open, then raised
+                     only by the mutation thread */
+} StoreShard;
+
+/* Creates the shared options into o (sizes in store_shard.c). Aborts only
+ * if RocksDB does. Free with shard_opts_destroy. */
+void shard_opts_create(ShardOpts *o);
+void shard_opts_destroy(ShardOpts *o);
+
+/* The StoreIO of RocksDB itself: write is rocksdb_write with o's write
+ * options (sync=1: WriteOptions.sync), sync is rocksdb_flush_wal(sync=1),
+ * i.e. DB::FlushWAL(true) = SyncWAL (rocksdb/db.h). o must outlive it. */
+StoreIO shard_rocks_io(ShardOpts *o);
+
+/* Opens <dir>/shard-NN (index of nshards), creating it and its header if
+ * missing, else checking the header's format and shard numbers, and loads
+ * next_id into sh->hwm. Returns 0, or -1 with a message in err; call
+ * shard_close either way. */
+int shard_open(StoreShard *sh, const ShardOpts *o, const char *dir, int index,
+               int nshards, char *err, size_t errcap);
+
+/* Closes the RocksDB instance if open. */
+void shard_close(StoreShard *sh);
+
+/* Reads job id's body (id must be in this shard). On success *body is
+ * malloc'd (caller frees) and *len its size; returns 1 if found, 0 if not,
+ * -1 on error (message in err). */
+int shard_get_body(const StoreShard *sh, uint64_t id, char **body, size_t *len,
+                   char *err, size_t errcap);
+
+/* Reads the bodies of this shard's jobs among ids[0..n) (ascending; ids of
+ * other shards are skipped) into bodies[i] (malloc'd, caller frees) and
+ * lens[i], as store_get_bodies (store.h) does; bodies[i] stays as it is
+ * (NULL) when absent. Returns 0, or -1 on a read error. */
+int shard_get_bodies(const StoreShard *sh, const uint64_t *ids, size_t n,
+                     char **bodies, size_t *lens, char *err, size_t errcap);
+
+/* Moves a RocksDB error e (malloc'd by RocksDB, may be NULL) into *errmsg
+ * (malloc'd, freed by the store with free()). Returns 0 if e is NULL, else
+ * -1. */
+int shard_take_err(char *e, char **errmsg);
+
+#endif

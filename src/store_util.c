@@ -1,0 +1,37 @@
+/* store_util.c - helpers of the store modules (see store_util.h). */
+#include "store_util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int
+util_fail(char *err, size_t errcap, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err && errcap) {
+        va_start(ap, fmt);
+        vsnprintf(err, errcap, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int64_t
+util_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void *
+util_xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n);
+    if (!p) abort(); /* store.h: memory exhaustion aborts */
+    return p;
+}

@@ -1,0 +1,26 @@
+/* store_util.h - small helpers shared by the store modules (store_*.c):
+ * error formatting, the monotonic clock, allocation that aborts.
+ *
+ * Threads: any; no state. Calls: libc only. Internal to the store: only
+ * store_*.c include it (the loop side includes store.h alone).
+ */
+#ifndef ROCKSTALK_STORE_UTIL_H
+#define ROCKSTALK_STORE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Formats a message into err (errcap bytes, NUL-terminated; nothing if err
+ * is NULL or errcap 0) and returns -1, so `return util_fail(...)` reports an
+ * error in the store's 0 / -1 convention (store.h). */
+int util_fail(char *err, size_t errcap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* CLOCK_MONOTONIC now, nanoseconds. */
+int64_t util_now_ns(void);
+
+/* realloc(3) that aborts on exhaustion (store.h: memory exhaustion aborts).
+ * Returns the block; the caller owns it. */
+void *util_xrealloc(void *p, size_t n);
+
+#endif
