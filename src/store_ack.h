@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "store_types.h"
 
 /* Ordering (issue 12, item 8): a failure and a publication are each made
  * under mu, and a publication checks failed under it, so the two are

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "store.h"
+#include "store_types.h"
 
 #define META_VERSION 1
 #define META_FIXED 56

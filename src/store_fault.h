@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "store.h"
+#include "store_types.h"
 
 /* The fault-injection settings and counters; lives in the Store, whose
  * StoreIO may point at wrap. */

@@ -18,7 +18,7 @@
 
 #include <rocksdb/c.h>
 
-#include "store.h"
+#include "store_types.h"
 #include "store_ack.h"
 #include "store_handoff.h"
 #include "store_shard.h"

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "store_types.h"
 #include "store_shard.h"
 
 /* Scans the meta column family of shards[0..nshards) (bodies are not read)

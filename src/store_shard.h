@@ -17,7 +17,7 @@
 
 #include <rocksdb/c.h>
 
-#include "store.h"
+#include "store_types.h"
 
 enum { SHARD_CF_DEFAULT, SHARD_CF_META, SHARD_CF_BODY, SHARD_CF_COUNT };
 

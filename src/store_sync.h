@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "store_types.h"
 #include "store_ack.h"
 #include "store_shard.h"
 

@@ -1,0 +1,124 @@
+/* store_types.h - the values the store and its users share: sync modes,
+ * the persisted job (StoreJob, JobMeta on disk), the fault-injection IO
+ * seam, the store's configuration and counters, and the JobMeta codec
+ * (implemented in store_enc.c). Header only, no state: store.h (the loop's
+ * door to the store) and every store_*.h module include it, so that the
+ * store's own modules never include store.h, which sits above them.
+ * Threads: any. */
+#ifndef ROCKSTALK_STORE_TYPES_H
+#define ROCKSTALK_STORE_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* On-disk format version written to the data directory and each shard. A
+ * directory with a newer version is refused (store_open fails). */
+#define STORE_FORMAT_VERSION 1
+
+/* Longest tube name, bytes (protocol: 200). */
+#define STORE_TUBE_MAX 200
+
+/* Most shards a data directory may have. */
+#define STORE_SHARDS_MAX 64
+
+/* How the mutation thread makes a group durable (beanstalkd's -f/-F flags;
+ * what a client may rely on in each: protocol/PROTOCOL.md, section 11.2). */
+typedef enum StoreSyncMode {
+    STORE_SYNC_ALWAYS = 0, /* -f 0 (default): acked after the WAL is fsynced */
+    STORE_SYNC_INTERVAL = 1, /* -f MS: acked after write(2); fsync every MS ms,
+                                also when writes stop */
+    STORE_SYNC_NEVER = 2,    /* -F: acked after write(2); never fsync */
+} StoreSyncMode;
+
+/* Persisted job states. A reserved job is stored as ready (reservations are
+ * not persisted, as in beanstalkd). */
+enum { STORE_READY = 1, STORE_DELAYED = 2, STORE_BURIED = 3 };
+
+/* StoreJob.flags bit: the meta record of this job has been Put more than
+ * once, so its delete must use Delete, not SingleDelete (RocksDB forbids
+ * SingleDelete on an overwritten key; see db.h SingleDelete). */
+#define STORE_F_REWRITTEN 0x01
+
+/* The persisted metadata of one job (JobMeta v1 on disk, encoded explicitly
+ * little-endian by store_enc.c, never dumped raw). Times are wall-clock
+ * nanoseconds since the Unix epoch; durations are seconds. */
+typedef struct StoreJob {
+    uint64_t id;
+    uint8_t state; /* STORE_READY, STORE_DELAYED or STORE_BURIED */
+    uint8_t flags; /* STORE_F_* */
+    uint32_t pri;
+    uint32_t ttr;       /* seconds, >= 1 */
+    uint32_t delay;     /* seconds, as last given by put or release */
+    uint32_t body_size; /* bytes, without the trailing CRLF */
+    uint32_t reserves, timeouts, releases, buries, kicks;
+    int64_t created_at_ns; /* wall clock */
+    int64_t ready_at_ns;   /* wall clock; meaningful when state is delayed */
+    uint8_t tube_len;      /* 1..STORE_TUBE_MAX */
+    char tube[STORE_TUBE_MAX + 1];
+} StoreJob;
+
+/* Fault-injection seam: every RocksDB write and WAL sync of the mutation
+ * thread goes through these. db is a rocksdb_t*, batch a
+ * rocksdb_writebatch_t*; each returns 0 or -1 with a malloc'd message in
+ * *errmsg (freed by the store with free()). */
+typedef struct StoreIO {
+    int (*write)(void *ctx, void *db, void *batch, int sync, char **errmsg);
+    int (*sync)(void *ctx, void *db, char **errmsg);
+    void *ctx;
+} StoreIO;
+
+typedef struct StoreConfig {
+    const char *dir; /* data directory; created if missing */
+    int nshards;     /* 1..STORE_SHARDS_MAX, or 0: the count recorded in
+                        dir, or STORE_DEFAULT_SHARDS for a new dir */
+    StoreSyncMode sync_mode;
+    int sync_interval_ms;      /* STORE_SYNC_INTERVAL only: > 0 */
+    const StoreIO *io;         /* NULL: RocksDB itself, possibly wrapped by the
+                                  fault injection the ROCKSTALKD_FAULT_*
+                                  variables ask for (see
+                                  store_fault.c) */
+    void (*notify)(void *arg); /* called on the mutation thread after the acked
+                                  sequence advanced or a fatal error (on a
+                                  syncer thread for a failed -f MS fsync);
+                                  the loop passes a function that does
+                                  ev_async_send (thread-safe, ev(3)) */
+    void *notify_arg;
+} StoreConfig;
+
+#define STORE_DEFAULT_SHARDS 1
+
+/* Upper bounds (microseconds) of the WAL fsync latency histogram buckets;
+ * the last bucket counts everything slower. */
+#define STORE_SYNC_BUCKETS 11
+static const uint32_t store_sync_bucket_us[STORE_SYNC_BUCKETS - 1] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000};
+
+/* Counters for stats; read on the loop thread (relaxed atomics inside). */
+typedef struct StoreStats {
+    uint64_t records; /* mutation records written (put, update, delete) */
+    uint64_t groups;  /* groups committed (one write per dirty shard each) */
+    uint64_t syncs;   /* WAL fsyncs issued */
+    uint64_t sync_ns; /* total nanoseconds spent in WAL fsyncs */
+    uint64_t last_sync_ns; /* duration of the latest fsync */
+    uint64_t bytes;        /* bytes of WriteBatch data written */
+    uint64_t sync_hist[STORE_SYNC_BUCKETS]; /* fsyncs per latency bucket */
+    int nshards;
+} StoreStats;
+
+/* Encodes/decodes a StoreJob to/from the JobMeta v1 value bytes. encode
+ * returns the length written (buf must hold STORE_META_MAX bytes); decode
+ * returns 0, or -1 on a truncated, unknown-version or malformed value.
+ * The job id is the key, not part of the value; decode sets job->id to id. */
+#define STORE_META_MAX (56 + STORE_TUBE_MAX)
+size_t store_meta_encode(const StoreJob *job, unsigned char *buf);
+int store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
+                      StoreJob *job);
+
+/* Which shard job id lives in, for nshards shards. */
+static inline int
+store_shard_of(uint64_t id, int nshards)
+{
+    return (int)(id % (uint64_t)nshards);
+}
+
+#endif
