@@ -82,6 +82,10 @@ put_seen(Conn *c)
     Tube *t = c->se.use;
     DedupKey *k =
         dedup_find(&s->dedup, t->name, t->name_len, c->put_key, c->put_key_len);
+    if (k && k->job_gone && k->expire_ns <= wall_ns()) {
+        queue_dedup_forget(s, k); /* its window is over: the sweep is late */
+        k = NULL;
+    }
     if (!k) return 0;
     s->dedup_hits++;
     conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)k->id);

@@ -136,6 +136,8 @@ lease_update(Server *s, Session *se)
 }
 
 static Tube *best_ready(const Session *se, int64_t now);
+static void to_store(const Job *j, StoreJob *o);
+static void key_to_store(const Server *s, const Job *j, StoreJob *o);
 
 static void
 must(int r)
@@ -355,7 +357,14 @@ queue_delete(Server *s, Job *j)
         (j->flags & JOB_F_UNIQUE) ? dedup_of_job(&s->dedup, j->id) : NULL;
     if (k && k->heap_pos != SIZE_MAX) {
         k->job_gone = 1; /* remembered until its window ends */
-        queue_persist_delete(s, j);
+        if (s->store) {  /* the job's record stays for its key */
+            StoreJob o;
+            to_store(j, &o);
+            key_to_store(s, j, &o);
+            o.state = STORE_GONE;
+            o.ready_at_ns = k->expire_ns;
+            store_add_update(s->store, ++s->applied_seq, &o);
+        }
     } else {
         if (k) dedup_remove(&s->dedup, k);
         queue_persist_delete(s, j);
@@ -364,12 +373,21 @@ queue_delete(Server *s, Job *j)
 }
 
 void
+queue_dedup_forget(Server *s, DedupKey *k)
+{
+    if (s->store) /* its STORE_GONE record, a rewrite, goes too */
+        store_add_delete(s->store, ++s->applied_seq, k->id,
+                         STORE_DEL_REWRITTEN | STORE_DEL_NO_BODY);
+    dedup_remove(&s->dedup, k);
+}
+
+void
 queue_dedup_sweep(Server *s, int64_t now_ns, size_t max)
 {
     DedupKey *k;
     for (size_t n = 0; n < max && (k = dedup_expired(&s->dedup, now_ns)); n++) {
         if (k->job_gone)
-            dedup_remove(&s->dedup, k);
+            queue_dedup_forget(s, k);
         else
             dedup_window_over(&s->dedup, k); /* goes with its job */
     }
@@ -617,12 +635,23 @@ to_store(const Job *j, StoreJob *o)
     o->tube[o->tube_len] = '\0';
 }
 
+/* Adds j's put-unique key, if it has one, to its stored record o. */
+static void
+key_to_store(const Server *s, const Job *j, StoreJob *o)
+{
+    const DedupKey *k =
+        (j->flags & JOB_F_UNIQUE) ? dedup_of_job(&s->dedup, j->id) : NULL;
+    o->key_len = k ? k->key_len : 0;
+    if (k) memcpy(o->key, k->name + k->tube_len, k->key_len);
+}
+
 void
 queue_persist_put(Server *s, Job *j)
 {
     if (!s->store) return;
     StoreJob o;
     to_store(j, &o);
+    key_to_store(s, j, &o);
     store_add_put(s->store, ++s->applied_seq, &o, j->body);
     j->seq = (uint32_t)s->applied_seq;
     note_stored(j, &o);
@@ -635,6 +664,7 @@ queue_persist_update(Server *s, Job *j)
     StoreJob o;
     j->flags |= JOB_F_REWRITTEN;
     to_store(j, &o);
+    key_to_store(s, j, &o);
     store_add_update(s->store, ++s->applied_seq, &o);
     j->seq = (uint32_t)s->applied_seq;
     note_stored(j, &o);
@@ -662,10 +692,28 @@ queue_body_unreadable(Server *s, Session *se, Job *j)
     queue_persist_update(s, j);
 }
 
+/* A recovered put-unique key: of a live job (remembered for the window
+ * after its put, and while it exists) or of a STORE_GONE record. */
+static int
+recover_key(Server *s, const StoreJob *sj)
+{
+    int gone = sj->state == STORE_GONE;
+    int64_t until =
+        gone ? sj->ready_at_ns
+             : sj->created_at_ns + (int64_t)s->cfg.dedup_window * NS_PER_SEC;
+    DedupKey *k = dedup_add(&s->dedup, sj->tube, sj->tube_len, sj->key,
+                            sj->key_len, sj->id, until);
+    if (!k) return -1;
+    k->job_gone = (uint8_t)gone;
+    return 0;
+}
+
 int
 queue_recover_job(void *ctx, const StoreJob *sj)
 {
     Server *s = ctx;
+    if (sj->key_len && recover_key(s, sj) < 0) return -1;
+    if (sj->state == STORE_GONE) return 0; /* a key, not a job */
     Tube *t = tubes_get(&s->tubes, sj->tube, sj->tube_len);
     if (!t) return -1;
     Job *j = queue_job_new(s, t, sj->id, sj->pri, sj->delay, sj->ttr,
@@ -679,6 +727,7 @@ queue_recover_job(void *ctx, const StoreJob *sj)
     j->buries = sj->buries;
     j->kicks = sj->kicks;
     if (sj->flags & STORE_F_REWRITTEN) j->flags |= JOB_F_REWRITTEN;
+    if (sj->key_len) j->flags |= JOB_F_UNIQUE;
     if (sj->state != STORE_READY) j->flags |= JOB_F_AT_REST_WAITING;
     int64_t wait = sj->ready_at_ns - wall_ns();
     if (sj->state == STORE_BURIED)

@@ -99,6 +99,10 @@ size_t queue_reserved_of(const Server *s, const Tube *t, Job **out, size_t max);
  * (stored, so a restart keeps it) until the window ends. */
 void queue_delete(Server *s, Job *j);
 
+/* Forgets k, a key whose job is gone and whose window has ended, and its
+ * stored record. */
+void queue_dedup_forget(Server *s, DedupKey *k);
+
 /* Forgets the put-unique keys whose window ended by wall-clock now_ns
  * (at most max of them): a key whose job is gone goes at once (its stored
  * record too); one whose job exists goes with its job. */

@@ -78,11 +78,12 @@ store_add_update(Store *s, uint64_t seq, const StoreJob *job)
                    &(EncRec){.seq = seq,
                              .id = job->id,
                              .meta_len = (uint16_t)ml,
-                             .op = ENC_OP_UPDATE});
+                             .op = ENC_OP_UPDATE,
+                             .flag = job->state == STORE_GONE});
 }
 
 void
-store_add_delete(Store *s, uint64_t seq, uint64_t id, int meta_rewritten)
+store_add_delete(Store *s, uint64_t seq, uint64_t id, int flags)
 {
     unsigned char *p = handoff_reserve(&s->ho, ENC_REC_HDR);
 
@@ -90,7 +91,8 @@ store_add_delete(Store *s, uint64_t seq, uint64_t id, int meta_rewritten)
                    &(EncRec){.seq = seq,
                              .id = id,
                              .op = ENC_OP_DELETE,
-                             .flag = meta_rewritten != 0});
+                             .flag = (uint8_t)(flags & (STORE_DEL_REWRITTEN |
+                                                        STORE_DEL_NO_BODY))});
 }
 
 void

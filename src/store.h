@@ -54,14 +54,18 @@ int store_start(Store *s, char *err, size_t errcap);
  *   store_add_put:    a new job (meta and body), written exactly once.
  *   store_add_update: a changed meta record (bury, kick, release with delay or
  *                     new priority); the caller sets STORE_F_REWRITTEN in the
- *                     record it passes and remembers it for the delete.
- *   store_add_delete: the job is gone; meta_rewritten says whether its meta was
- *                     ever rewritten (chooses Delete or SingleDelete).
+ *                     record it passes and remembers it for the delete. With
+ *                     state STORE_GONE the job's body is deleted and its meta
+ *                     stays as the record of its put-unique key.
+ *   store_add_delete: the job (or a STORE_GONE record) is gone; flags are
+ *                     STORE_DEL_*: REWRITTEN if its meta was ever rewritten
+ *                     (chooses Delete or SingleDelete), NO_BODY for a
+ *                     STORE_GONE record.
  * They cannot fail (memory exhaustion aborts). */
 void store_add_put(Store *s, uint64_t seq, const StoreJob *job,
                    const void *body);
 void store_add_update(Store *s, uint64_t seq, const StoreJob *job);
-void store_add_delete(Store *s, uint64_t seq, uint64_t id, int meta_rewritten);
+void store_add_delete(Store *s, uint64_t seq, uint64_t id, int flags);
 
 /* Loop thread, once per loop iteration (ev_prepare): hands the records added
  * since the last call to the mutation thread as one unit. Cheap if none. */

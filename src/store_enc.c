@@ -5,7 +5,9 @@
  * integers little-endian: u8 version (1), u8 state, u8 tube length, u8
  * flags, u32 pri, ttr, delay, body_size, reserves, timeouts, releases,
  * buries, kicks, u64 created_at_ns, ready_at_ns (56 fixed bytes), then the
- * tube name.
+ * tube name. JobMeta v2 (a put-unique job): the same with version 2, then
+ * u8 key length (1..200) and the key; its state may also be 4 (STORE_GONE:
+ * the job is deleted, its key remembered until ready_at_ns).
  */
 #include "store_enc.h"
 
@@ -14,8 +16,11 @@
 #include "store_types.h"
 
 #define META_VERSION 1
+#define META_VERSION_KEY 2
 #define META_FIXED 56
-_Static_assert(STORE_META_MAX == META_FIXED + STORE_TUBE_MAX, "JobMeta size");
+_Static_assert(STORE_META_MAX ==
+                   META_FIXED + STORE_TUBE_MAX + 1 + STORE_TUBE_MAX,
+               "JobMeta size");
 
 void
 enc_put_u32le(unsigned char *p, uint32_t v)
@@ -73,7 +78,7 @@ store_meta_encode(const StoreJob *job, unsigned char *buf)
 {
     size_t tl = job->tube_len > STORE_TUBE_MAX ? STORE_TUBE_MAX : job->tube_len;
 
-    buf[0] = META_VERSION;
+    buf[0] = job->key_len ? META_VERSION_KEY : META_VERSION;
     buf[1] = job->state;
     buf[2] = (unsigned char)tl;
     buf[3] = job->flags;
@@ -89,19 +94,41 @@ store_meta_encode(const StoreJob *job, unsigned char *buf)
     enc_put_u64le(buf + 40, (uint64_t)job->created_at_ns);
     enc_put_u64le(buf + 48, (uint64_t)job->ready_at_ns);
     memcpy(buf + META_FIXED, job->tube, tl);
-    return META_FIXED + tl;
+    if (!job->key_len) return META_FIXED + tl;
+    size_t kl = job->key_len > STORE_TUBE_MAX ? STORE_TUBE_MAX : job->key_len;
+    buf[META_FIXED + tl] = (unsigned char)kl;
+    memcpy(buf + META_FIXED + tl + 1, job->key, kl);
+    return META_FIXED + tl + 1 + kl;
+}
+
+/* The key of a v2 value after its tube at p (rest bytes); -1 if bad. */
+static int
+decode_key(const unsigned char *p, size_t rest, StoreJob *job)
+{
+    if (rest < 2 || p[0] < 1 || p[0] > STORE_TUBE_MAX ||
+        rest != (size_t)1 + p[0])
+        return -1;
+    job->key_len = p[0];
+    memcpy(job->key, p + 1, job->key_len);
+    job->key[job->key_len] = '\0';
+    return 0;
 }
 
 int
 store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
                   StoreJob *job)
 {
-    if (len < META_FIXED || buf[0] != META_VERSION) return -1;
-    if (buf[1] < STORE_READY || buf[1] > STORE_BURIED) return -1;
+    int v2 = len >= META_FIXED && buf[0] == META_VERSION_KEY;
+    if (len < META_FIXED || (buf[0] != META_VERSION && !v2)) return -1;
+    if (buf[1] < STORE_READY || buf[1] > (v2 ? STORE_GONE : STORE_BURIED))
+        return -1;
     if (buf[2] < 1 || buf[2] > STORE_TUBE_MAX ||
-        len != (size_t)META_FIXED + buf[2])
+        (!v2 && len != (size_t)META_FIXED + buf[2]) ||
+        (v2 && len < (size_t)META_FIXED + buf[2]))
         return -1;
     memset(job, 0, sizeof *job);
+    size_t at = (size_t)META_FIXED + buf[2];
+    if (v2 && decode_key(buf + at, len - at, job) < 0) return -1;
     job->id = id;
     job->state = buf[1];
     job->tube_len = buf[2];

@@ -33,7 +33,9 @@ uint64_t enc_key_get(const char *k);
 #define ENC_REC_HDR 24
 enum { ENC_OP_PUT = 1, ENC_OP_UPDATE = 2, ENC_OP_DELETE = 3 };
 
-/* A record header, decoded. flag: delete only, the meta was rewritten. */
+/* A record header, decoded. flag: for a delete, STORE_DEL_* (the meta was
+ * rewritten; no body); for an update, 1 when the job becomes a STORE_GONE
+ * record (its body goes). */
 typedef struct EncRec {
     uint64_t seq, id;
     uint32_t body_len;

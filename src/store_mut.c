@@ -57,12 +57,18 @@ mut_apply(StoreMut *m, const unsigned char *p, uint64_t *seq)
         break;
     case ENC_OP_UPDATE:
         rocksdb_writebatch_put_cf(b, meta, key, 8, v, r.meta_len);
+        if (r.flag) /* STORE_GONE: the job's body goes, its key stays */
+            rocksdb_writebatch_singledelete_cf(b, sh->cf[SHARD_CF_BODY], key,
+                                               8);
         break;
     case ENC_OP_DELETE:
-        /* SingleDelete is valid on the body because it is Put exactly once,
-         * and on the meta only if it was never rewritten (store.h). */
-        rocksdb_writebatch_singledelete_cf(b, sh->cf[SHARD_CF_BODY], key, 8);
-        if (r.flag)
+        /* SingleDelete is valid on the body because it is Put exactly once
+         * (a STORE_GONE record has none left), and on the meta only if it
+         * was never rewritten (store.h). */
+        if (!(r.flag & STORE_DEL_NO_BODY))
+            rocksdb_writebatch_singledelete_cf(b, sh->cf[SHARD_CF_BODY], key,
+                                               8);
+        if (r.flag & STORE_DEL_REWRITTEN)
             rocksdb_writebatch_delete_cf(b, meta, key, 8);
         else
             rocksdb_writebatch_singledelete_cf(b, meta, key, 8);

@@ -31,20 +31,27 @@ typedef enum StoreSyncMode {
 } StoreSyncMode;
 
 /* Persisted job states. A reserved job is stored as ready (reservations are
- * not persisted, as in beanstalkd). */
-enum { STORE_READY = 1, STORE_DELAYED = 2, STORE_BURIED = 3 };
+ * not persisted, as in beanstalkd). STORE_GONE is not a job: a deleted
+ * put-unique job whose key is remembered until ready_at_ns (JobMeta v2
+ * only; its body is gone). */
+enum { STORE_READY = 1, STORE_DELAYED = 2, STORE_BURIED = 3, STORE_GONE = 4 };
+
+/* store_add_delete flags. */
+#define STORE_DEL_REWRITTEN 0x01 /* the meta was Put more than once */
+#define STORE_DEL_NO_BODY 0x02   /* a STORE_GONE record: no body to delete */
 
 /* StoreJob.flags bit: the meta record of this job has been Put more than
  * once, so its delete must use Delete, not SingleDelete (RocksDB forbids
  * SingleDelete on an overwritten key; see db.h SingleDelete). */
 #define STORE_F_REWRITTEN 0x01
 
-/* The persisted metadata of one job (JobMeta v1 on disk, encoded explicitly
- * little-endian by store_enc.c, never dumped raw). Times are wall-clock
- * nanoseconds since the Unix epoch; durations are seconds. */
+/* The persisted metadata of one job (JobMeta v1 on disk, or v2 for a job
+ * with a put-unique key; encoded explicitly little-endian by store_enc.c,
+ * never dumped raw). Times are wall-clock nanoseconds since the Unix
+ * epoch; durations are seconds. */
 typedef struct StoreJob {
     uint64_t id;
-    uint8_t state; /* STORE_READY, STORE_DELAYED or STORE_BURIED */
+    uint8_t state; /* STORE_READY, STORE_DELAYED, STORE_BURIED, STORE_GONE */
     uint8_t flags; /* STORE_F_* */
     uint32_t pri;
     uint32_t ttr;       /* seconds, >= 1 */
@@ -52,9 +59,12 @@ typedef struct StoreJob {
     uint32_t body_size; /* bytes, without the trailing CRLF */
     uint32_t reserves, timeouts, releases, buries, kicks;
     int64_t created_at_ns; /* wall clock */
-    int64_t ready_at_ns;   /* wall clock; meaningful when state is delayed */
+    int64_t ready_at_ns;   /* wall clock; meaningful when state is delayed,
+                              and for STORE_GONE the end of the key's window */
     uint8_t tube_len;      /* 1..STORE_TUBE_MAX */
     char tube[STORE_TUBE_MAX + 1];
+    uint8_t key_len; /* put-unique key, 0..STORE_TUBE_MAX (0: none) */
+    char key[STORE_TUBE_MAX + 1];
 } StoreJob;
 
 /* Fault-injection seam: every RocksDB write and WAL sync of the mutation
@@ -105,11 +115,13 @@ typedef struct StoreStats {
     int nshards;
 } StoreStats;
 
-/* Encodes/decodes a StoreJob to/from the JobMeta v1 value bytes. encode
- * returns the length written (buf must hold STORE_META_MAX bytes); decode
- * returns 0, or -1 on a truncated, unknown-version or malformed value.
+/* Encodes/decodes a StoreJob to/from the JobMeta value bytes: v1 for a job
+ * without a key (byte for byte as before keys existed), v2 with one.
+ * encode returns the length written (buf must hold STORE_META_MAX bytes);
+ * decode returns 0, or -1 on a truncated, unknown-version or malformed
+ * value.
  * The job id is the key, not part of the value; decode sets job->id to id. */
-#define STORE_META_MAX (56 + STORE_TUBE_MAX)
+#define STORE_META_MAX (56 + STORE_TUBE_MAX + 1 + STORE_TUBE_MAX)
 size_t store_meta_encode(const StoreJob *job, unsigned char *buf);
 int store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
                       StoreJob *job);

@@ -36,15 +36,19 @@ same_job(const StoreJob *a, const StoreJob *b)
     CHECK(a->ready_at_ns == b->ready_at_ns);
     CHECK(a->tube_len == b->tube_len);
     CHECK(memcmp(a->tube, b->tube, a->tube_len) == 0);
+    CHECK(a->key_len == b->key_len);
+    CHECK(memcmp(a->key, b->key, a->key_len) == 0);
 }
 
 static void
 sane(const StoreJob *j, uint64_t id)
 {
     CHECK(j->id == id);
-    CHECK(j->state >= STORE_READY && j->state <= STORE_BURIED);
+    CHECK(j->state >= STORE_READY &&
+          j->state <= (j->key_len ? STORE_GONE : STORE_BURIED));
     CHECK(j->tube_len >= 1 && j->tube_len <= STORE_TUBE_MAX);
     CHECK(j->tube[j->tube_len] == '\0');
+    CHECK(j->key_len <= STORE_TUBE_MAX && j->key[j->key_len] == '\0');
 }
 
 static uint64_t

@@ -209,8 +209,8 @@ test_meta_roundtrip(void **state)
     j.flags = STORE_F_REWRITTEN;
     j.pri = 0xfffffffe;
     size_t n = store_meta_encode(&j, buf);
-    assert_int_equal(n, STORE_META_MAX);
-    /* Explicit little-endian layout (architecture 5.5). */
+    assert_int_equal(n, 56 + STORE_TUBE_MAX); /* the longest v1 value */
+    /* Explicit little-endian layout (protocol/PROTOCOL.md, section 11.1). */
     assert_int_equal(buf[0], 1);
     assert_int_equal(buf[1], STORE_DELAYED);
     assert_int_equal(buf[2], STORE_TUBE_MAX);
@@ -226,6 +226,47 @@ test_meta_roundtrip(void **state)
     assert_int_equal(n, 57);
     assert_int_equal(store_meta_decode(7, buf, n, &k), 0);
     assert_job_equal(&j, &k);
+}
+
+/* JobMeta v2: a put-unique key after the tube, and the STORE_GONE record a
+ * deleted job leaves for its key; v1 refuses STORE_GONE. */
+static void
+test_meta_key_v2(void **state)
+{
+    unsigned char buf[STORE_META_MAX];
+    char key[STORE_TUBE_MAX + 1];
+    StoreJob j, k;
+
+    (void)state;
+    memset(key, 'k', STORE_TUBE_MAX);
+    make_job(&j, 9, "tube");
+    j.key_len = STORE_TUBE_MAX;
+    memcpy(j.key, key, STORE_TUBE_MAX);
+    j.key[STORE_TUBE_MAX] = '\0';
+    size_t n = store_meta_encode(&j, buf);
+    assert_int_equal(n, 56 + 4 + 1 + STORE_TUBE_MAX);
+    assert_int_equal(buf[0], 2);
+    assert_int_equal(buf[56 + 4], STORE_TUBE_MAX);
+    assert_int_equal(store_meta_decode(9, buf, n, &k), 0);
+    assert_job_equal(&j, &k);
+    assert_int_equal(k.key_len, STORE_TUBE_MAX);
+    assert_memory_equal(k.key, key, STORE_TUBE_MAX);
+    j.state = STORE_GONE;
+    j.key_len = 3;
+    n = store_meta_encode(&j, buf);
+    assert_int_equal(store_meta_decode(9, buf, n, &k), 0);
+    assert_int_equal(k.state, STORE_GONE);
+    assert_int_equal(k.key_len, 3);
+    /* truncated key, a key length of 0, trailing bytes, GONE in v1 */
+    assert_int_equal(store_meta_decode(9, buf, n - 1, &k), -1);
+    buf[56 + 4] = 0;
+    assert_int_equal(store_meta_decode(9, buf, 56 + 4 + 1, &k), -1);
+    buf[56 + 4] = 3;
+    assert_int_equal(store_meta_decode(9, buf, n + 1, &k), -1);
+    j.key_len = 0;
+    n = store_meta_encode(&j, buf);
+    assert_int_equal(buf[0], 1);
+    assert_int_equal(store_meta_decode(9, buf, n, &k), -1);
 }
 
 static void
@@ -1272,6 +1313,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_meta_roundtrip),
+        cmocka_unit_test(test_meta_key_v2),
         cmocka_unit_test(test_meta_decode_rejects),
         cmocka_unit_test(test_shard_routing),
         T(test_put_update_delete_recover),
