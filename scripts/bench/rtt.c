@@ -4,11 +4,15 @@
  * and maximum. memory.sh runs it beside a large load to show loop stalls.
  *
  *   rtt -p PORT [-h HOST] [-c COMMAND] [-i PAUSE_US] [-d SECONDS]
+ *       [-t SLOW_US]
  *
- * Output: "RESULT n=N p50_us=X p99_us=X max_us=X max_at_s=S" on stdout,
- * where max_at_s is when the slowest round trip began, in seconds since
- * the first. Exit status 0, or 1 on a connection or protocol error (the
- * figures so far are printed all the same). */
+ * Output: "RESULT n=N p50_us=X p99_us=X max_us=X max_at_s=S max_jobs=J"
+ * on stdout, where max_at_s is when the slowest round trip began, in
+ * seconds since the first, and max_jobs the current-jobs-ready its reply
+ * gave (stats-tube; "-" for other replies). With -t, each round trip of at
+ * least SLOW_US also prints "SLOW at_s=S us=X jobs=J" as it happens. Exit
+ * status 0, or 1 on a connection or protocol error (the figures so far are
+ * printed all the same). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -26,13 +30,15 @@ typedef struct Opts {
     const char *host, *cmd;
     int port;
     long pause_us;
-    double secs; /* 0: until a signal */
+    double secs;    /* 0: until a signal */
+    double slow_us; /* 0: no SLOW lines */
 } Opts;
 
 typedef struct Samples {
     double *us; /* round trips, microseconds */
     size_t n, cap;
     double max_us, max_at_s;
+    char max_jobs[24]; /* current-jobs-ready of the slowest reply */
 } Samples;
 
 static double
@@ -60,8 +66,8 @@ dial(const Opts *o)
 }
 
 /* Reads one reply: a line, and for "OK n" / "FOUND id n" / "RESERVED id n"
- * the n-byte body and its CRLF. Returns 0, or -1 on EOF, error or a reply
- * longer than cap (cheap commands have short replies). */
+ * the n-byte body and its CRLF, NUL-terminated. Returns 0, or -1 on EOF,
+ * error or a reply of cap bytes or more (cheap commands have short ones). */
 static int
 read_reply(int fd, char *buf, size_t cap)
 {
@@ -76,17 +82,38 @@ read_reply(int fd, char *buf, size_t cap)
                 body = strtoul(sp + 1, NULL, 10) + 2;
             need = line + body;
         }
-        if (need && got >= need) return 0;
-        if (got == cap) return -1;
-        ssize_t r = read(fd, buf + got, cap - got);
+        if (need && got >= need) return buf[got] = 0, 0;
+        if (got == cap - 1) return -1;
+        ssize_t r = read(fd, buf + got, cap - 1 - got);
         if (r <= 0) return -1;
         got += (size_t)r;
+        buf[got] = 0;
     }
 }
 
+/* The current-jobs-ready value in reply buf, copied to out ("-" if none). */
 static void
-add(Samples *s, double us, double at_s)
+jobs_of(const char *buf, char *out, size_t cap)
 {
+    const char *p = strstr(buf, "current-jobs-ready: ");
+    size_t n = p ? strspn(p += 20, "0123456789") : 0;
+    if (!n || n >= cap) p = "-", n = 1;
+    memcpy(out, p, n);
+    out[n] = 0;
+}
+
+/* Records a round trip of us microseconds that began at_s into the run,
+ * with its reply buf. */
+static void
+add(const Opts *o, Samples *s, double us, double at_s, const char *buf)
+{
+    if ((o->slow_us && us >= o->slow_us) || us > s->max_us) {
+        char jobs[sizeof s->max_jobs];
+        jobs_of(buf, jobs, sizeof jobs);
+        if (o->slow_us && us >= o->slow_us)
+            printf("SLOW at_s=%.2f us=%.0f jobs=%s\n", at_s, us, jobs);
+        if (us > s->max_us) memcpy(s->max_jobs, jobs, sizeof jobs);
+    }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 4096;
         double *p = realloc(s->us, cap * sizeof *p);
@@ -114,8 +141,9 @@ report(Samples *s)
         p50 = s->us[s->n / 2];
         p99 = s->us[(size_t)((double)(s->n - 1) * 0.99)];
     }
-    printf("RESULT n=%zu p50_us=%.0f p99_us=%.0f max_us=%.0f max_at_s=%.1f\n",
-           s->n, p50, p99, s->max_us, s->max_at_s);
+    printf("RESULT n=%zu p50_us=%.0f p99_us=%.0f max_us=%.0f max_at_s=%.1f "
+           "max_jobs=%s\n",
+           s->n, p50, p99, s->max_us, s->max_at_s, s->n ? s->max_jobs : "-");
 }
 
 /* The round-trip loop; the pause between round trips waits for the
@@ -138,7 +166,7 @@ run(const Opts *o, int fd, Samples *s)
         if (write(fd, cmd, (size_t)len) != len ||
             read_reply(fd, buf, sizeof buf))
             return fprintf(stderr, "rtt: connection lost\n"), 1;
-        add(s, (now_s() - a) * 1e6, a - t0);
+        add(o, s, (now_s() - a) * 1e6, a - t0, buf);
         if (sigtimedwait(&stop, NULL, &pause) >= 0) break;
     }
     return 0;
@@ -150,7 +178,7 @@ main(int argc, char **argv)
     Opts o = {
         .host = "127.0.0.1", .cmd = "stats-tube default", .pause_us = 1000};
     int c;
-    while ((c = getopt(argc, argv, "h:p:c:i:d:")) != -1) {
+    while ((c = getopt(argc, argv, "h:p:c:i:d:t:")) != -1) {
         switch (c) {
         case 'h':
             o.host = optarg;
@@ -167,9 +195,12 @@ main(int argc, char **argv)
         case 'd':
             o.secs = atof(optarg);
             break;
+        case 't':
+            o.slow_us = atof(optarg);
+            break;
         default:
             fputs("usage: rtt -p PORT [-h HOST] [-c COMMAND] [-i PAUSE_US] "
-                  "[-d SECONDS]\n",
+                  "[-d SECONDS] [-t SLOW_US]\n",
                   stderr);
             return 2;
         }
