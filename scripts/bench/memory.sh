@@ -31,7 +31,7 @@
 #                       says the durable load would take over 900 s)
 #   MEM_LAT_SECS        seconds of each latency-client run (default 10)
 #   MEM_RTT_CMD         the light client's command (default "stats-tube
-#                       default": O(1), no store access)
+#                       rsbench", the load's tube: O(1), no store access)
 #   MEM_TMP             where data directories go (default $TMPDIR or /tmp)
 #   MEM_DROP_CACHES=1   as root, drop the kernel's page cache (whole machine)
 #                       before the cold restart, so the cold drain reads the
@@ -52,7 +52,7 @@ BS_BIG=${MEM_BS_BIG:-auto}
 BS_BIG_BUDGET=${MEM_BS_BIG_BUDGET:-600}
 BIG_FLAGS=${MEM_BIG_FLAGS-auto}
 LAT_SECS=${MEM_LAT_SECS:-10}
-RTT_CMD=${MEM_RTT_CMD:-stats-tube default}
+RTT_CMD=${MEM_RTT_CMD:-stats-tube rsbench}
 DROP_CACHES=${MEM_DROP_CACHES:-0}
 TMPBASE=${MEM_TMP:-${TMPDIR:-/tmp}}
 BUILD=$HERE/build
