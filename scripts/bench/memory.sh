@@ -6,7 +6,9 @@
 #   1  load MEM_JOBS 1 KiB jobs: puts/s and RSS after the load, both servers
 #   2  load MEM_JOBS_BIG 1 KiB jobs into rockstalkd: puts/s and RSS after;
 #      a light client's p99 and maximum round trip (MEM_RTT_CMD, one at a
-#      time, 1 ms apart) during that load: loop stalls show there
+#      time, 1 ms apart) during that load: loop stalls show there; and
+#      those of the same client on an idle second rockstalkd meanwhile,
+#      the machine's own noise
 #   3  restart (SIGTERM, start again on the same directory): time until the
 #      server answers `stats`, both servers at MEM_JOBS, rockstalkd (and
 #      beanstalkd when feasible) at MEM_JOBS_BIG
@@ -70,6 +72,8 @@ FAILED=0
 DIRS=()
 SRV_PID= # the server running now, if any: the only one cleanup kills
 LAT_PID=
+CTL_SRV="" # the idle control server of row 2
+CTL_RTT="" # and its light client
 
 say() { printf '[%4d s] %s\n' "$((SECONDS - T0))" "$*" >&2; }
 note() { echo "$*" >>"$RAW"; }
@@ -81,7 +85,7 @@ fail() {
 
 cleanup() {
     local p
-    for p in $SRV_PID $LAT_PID; do
+    for p in $SRV_PID $LAT_PID $CTL_RTT $CTL_SRV; do
         kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null
     done
     for p in "${DIRS[@]}"; do rm -rf "$p"; done
@@ -292,6 +296,41 @@ rtt_stop() {
     rm -f "$out"
 }
 
+# The control of row 2: a second, idle rockstalkd (fresh directory, free
+# port) with the light client on it, output to $1, for the big load. What
+# that client sees is the machine's noise (CPU contention, scheduling).
+ctl_start() {
+    local dir port i
+    dir=$(mktemp -d "$TMPBASE/rsmem.XXXXXX") || return 1
+    DIRS+=("$dir")
+    for _ in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 12000))
+        listening "$port" || break
+    done
+    "$ROCKSTALKD" -l 127.0.0.1 -p "$port" -b "$dir" >>"$CUR_LOG" 2>&1 &
+    CTL_SRV=$!
+    for ((i = 0; i < 500; i++)); do
+        listening "$port" && break
+        sleep 0.01
+    done
+    "$RTT" -p "$port" -c "stats-tube default" >"$1" 2>&1 &
+    CTL_RTT=$!
+}
+
+# Stops the control; sets CTL_P99 and CTL_MAX (us).
+ctl_stop() {
+    local l
+    kill -TERM "$CTL_RTT" 2>/dev/null
+    wait "$CTL_RTT"
+    kill -TERM "$CTL_SRV" 2>/dev/null
+    wait "$CTL_SRV"
+    CTL_RTT="" CTL_SRV=""
+    l=$(grep '^RESULT ' "$1")
+    note "light client on an idle second server meanwhile: $l"
+    CTL_P99=$(kv p99_us "$l") CTL_MAX=$(kv max_us "$l")
+    rm -f "$1"
+}
+
 # rockstalkd's last "recovered N jobs ... in X s" in log $1, shortened.
 recovered() {
     sed -n 's/.*\(recovered [0-9]* jobs\) .* \(in [0-9.]* s\).*/\1 \2/p' "$1" |
@@ -436,11 +475,21 @@ rs_big() {
     new_dir
     say "rockstalkd: load $BIG x $SIZE B (${V[big_mode]}, -c 50 -P 16)"
     start_srv rs "$DIR" "$CUR_LOG" "${flags[@]}" || { fail "rockstalkd did not start"; return; }
-    local rout
+    local rout cout
     rout=$(mktemp "$TMPBASE/rsmem-rtt.XXXXXX")
+    cout=$(mktemp "$TMPBASE/rsmem-rtt.XXXXXX")
     rtt_start "$rout"
-    load "$BIG" 1500 || { fail "rockstalkd big load"; rtt_stop "$rout"; stop_srv; return; }
+    ctl_start "$cout"
+    if ! load "$BIG" 1500; then
+        fail "rockstalkd big load"
+        ctl_stop "$cout"
+        rtt_stop "$rout"
+        stop_srv
+        return
+    fi
+    ctl_stop "$cout"
     rtt_stop "$rout"
+    V[rsbig_ctl_p99]=$CTL_P99 V[rsbig_ctl_max]=$CTL_MAX
     V[rsbig_rtt_p99]=$RTT_P99 V[rsbig_rtt_max]=$RTT_MAX V[rsbig_rtt_max_at]=$RTT_MAX_AT
     V[rsbig_rtt_max_jobs]=$RTT_MAX_JOBS
     [ "$LOAD_N" = "$BIG" ] || V[big_partial]="stopped at the 1500 s bound after $LOAD_N jobs"
@@ -565,6 +614,9 @@ report() {
         row 2 "light client p99 / max round trip during load $b, ms" \
             "$(ms "$(v rsbig_rtt_p99)") / $(ms "$(v rsbig_rtt_max)")" "-" \
             "max < 10 ms" "$(verdict 'x < 10000' "$(v rsbig_rtt_max)")"
+        row 2 "control: the same client on an idle second server, ms" \
+            "$(ms "$(v rsbig_ctl_p99)") / $(ms "$(v rsbig_ctl_max)")" "-" \
+            "" "machine noise"
     fi
     row 3 "restart $j: SIGTERM to exit, s" "$(v rs_stop_s)" "$(v bs_stop_s)" "" ""
     row 3 "restart $j: start to first reply, s" "$(v rs_restart_s)" "$(v bs_restart_s)" "" ""
