@@ -156,7 +156,7 @@ typedef struct Ref {
     size_t *order, *pos; /* order[0..len) are the jobs in, pos its inverse */
     size_t len;
     uint64_t rng;
-    size_t migrations, removes_mid, finds_mid, max_ops; /* coverage */
+    size_t migrations, removes_mid, finds_mid; /* coverage */
     size_t ops_in_migration; /* calls since the current one began */
 } Ref;
 
