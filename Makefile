@@ -172,3 +172,11 @@ fuzz: fuzz-build
 .PHONY: bench-memory
 bench-memory: all
 	scripts/bench/memory.sh
+
+# --- job-table benchmark ---
+# The id -> job table alone (scripts/bench/jobtable.c): total and slowest
+# single insert and remove over JT_JOBS (default 12.6M) jobs. REV=main
+# measures that revision's src/job.c instead of the working tree's.
+.PHONY: bench-jobtable
+bench-jobtable:
+	scripts/bench/jobtable.sh $(REV)

@@ -58,26 +58,53 @@ typedef struct Job {
 } Job;
 
 /* The id -> job table: open addressing with linear probing (no per-job
- * link), grown and shrunk to keep the load between 3/16 and 3/4. */
+ * link), kept at a load between 3/16 and 3/4 of its slots (8 bytes each).
+ * A resize never stops the world: it allocates the new slot array and
+ * then every insert and remove moves the next JOBTABLE_STEP slots of the
+ * old array (the one being migrated from) into the new one, so each call
+ * does a bounded amount of work. Meanwhile both arrays hold jobs (each job
+ * in exactly one) and lookups try both. The old array is walked backwards
+ * from an empty slot, so what is left of it is always a run of whole probe
+ * clusters and its lookups and backward-shift removals stay exact; its
+ * emptied pages go back to the kernel as the walk passes them. A growth
+ * from n to 2n slots holds 8n + 16n bytes at its start (as a one-step
+ * resize did) and finishes within n / JOBTABLE_STEP operations, long
+ * before the next resize could be due. A zeroed JobTable is empty. */
 typedef struct JobTable {
-    Job **slots;
+    Job **slots;   /* the array inserts go to (mmap'd), or NULL */
     size_t nslots; /* power of two, or 0 */
-    size_t len;
+    size_t len;    /* jobs in both arrays */
+    Job **old;     /* the array being migrated from, or NULL */
+    size_t nold;   /* its slots (power of two), 0 when old is NULL */
+    size_t base;   /* the slot after an empty one of old where the walk
+                      started: old slot (base + k) & (nold - 1) still holds
+                      its jobs while k < left */
+    size_t left;   /* old slots not yet migrated */
 } JobTable;
+
+/* Old slots migrated per insert and per remove. A migration of n old
+ * slots takes n / JOBTABLE_STEP calls and must end before the next resize
+ * could be due: after a growth that is 3n/4 inserts or 3n/8 removes away,
+ * after a shrink 3n/32 removes (so >= 11) or 3n/16 inserts. 32 slots hold
+ * ~24 jobs at most: a cache miss on each job and one on the new array, at
+ * worst a first touch of a page of it (a few us each). */
+#define JOBTABLE_STEP 32
 
 /* Finds job id, or NULL. */
 Job *jobtable_find(const JobTable *t, uint64_t id);
 
-/* Inserts j (its id must not be present). Returns 0, or -1 out of memory. */
+/* Inserts j (its id must not be present); the table borrows j until it is
+ * removed. Returns 0, or -1 out of memory (the table is unchanged). */
 int jobtable_insert(JobTable *t, Job *j);
 
 /* Removes j if present. */
 void jobtable_remove(JobTable *t, Job *j);
 
-/* Calls fn(j, arg) for every job (the table must not change meanwhile). */
+/* Calls fn(j, arg) once for every job, in no particular order (the table
+ * must not change meanwhile). */
 void jobtable_each(const JobTable *t, void (*fn)(Job *j, void *arg), void *arg);
 
-/* Frees the slot array (not the jobs). */
+/* Frees the slot arrays (not the jobs) and leaves t empty and reusable. */
 void jobtable_free(JobTable *t);
 
 /* Heap orderings: ready heaps by (pri, id); delay and TTR heaps by

@@ -4,7 +4,11 @@
 #
 # Rows, rockstalkd beside Debian's beanstalkd 1.12 where stated:
 #   1  load MEM_JOBS 1 KiB jobs: puts/s and RSS after the load, both servers
-#   2  load MEM_JOBS_BIG 1 KiB jobs into rockstalkd: puts/s and RSS after
+#   2  load MEM_JOBS_BIG 1 KiB jobs into rockstalkd: puts/s and RSS after;
+#      a light client's p99 and maximum round trip (MEM_RTT_CMD, one at a
+#      time, 1 ms apart) during that load: loop stalls show there; and
+#      those of the same client on an idle second rockstalkd meanwhile,
+#      the machine's own noise
 #   3  restart (SIGTERM, start again on the same directory): time until the
 #      server answers `stats`, both servers at MEM_JOBS, rockstalkd (and
 #      beanstalkd when feasible) at MEM_JOBS_BIG
@@ -28,6 +32,8 @@
 #                       auto: durable mode, or -f 50 if the MEM_JOBS load rate
 #                       says the durable load would take over 900 s)
 #   MEM_LAT_SECS        seconds of each latency-client run (default 10)
+#   MEM_RTT_CMD         the light client's command (default "stats-tube
+#                       rsbench", the load's tube: O(1), no store access)
 #   MEM_TMP             where data directories go (default $TMPDIR or /tmp)
 #   MEM_DROP_CACHES=1   as root, drop the kernel's page cache (whole machine)
 #                       before the cold restart, so the cold drain reads the
@@ -48,6 +54,7 @@ BS_BIG=${MEM_BS_BIG:-auto}
 BS_BIG_BUDGET=${MEM_BS_BIG_BUDGET:-600}
 BIG_FLAGS=${MEM_BIG_FLAGS-auto}
 LAT_SECS=${MEM_LAT_SECS:-10}
+RTT_CMD=${MEM_RTT_CMD:-stats-tube rsbench}
 DROP_CACHES=${MEM_DROP_CACHES:-0}
 TMPBASE=${MEM_TMP:-${TMPDIR:-/tmp}}
 BUILD=$HERE/build
@@ -57,6 +64,7 @@ REPORT=$BUILD/memory-report.txt
 ROCKSTALKD=${ROCKSTALKD:-$REPO/rockstalkd}
 BEANSTALKD=${BEANSTALKD:-$(command -v beanstalkd || echo /usr/bin/beanstalkd)}
 RSBENCH=$BUILD/rsbench
+RTT=$BUILD/rtt
 WARM_CACHE=2000000000 # -m of the warm server: above any MEM_JOBS we run
 
 T0=$SECONDS
@@ -64,6 +72,8 @@ FAILED=0
 DIRS=()
 SRV_PID= # the server running now, if any: the only one cleanup kills
 LAT_PID=
+CTL_SRV="" # the idle control server of row 2
+CTL_RTT="" # and its light client
 
 say() { printf '[%4d s] %s\n' "$((SECONDS - T0))" "$*" >&2; }
 note() { echo "$*" >>"$RAW"; }
@@ -75,7 +85,7 @@ fail() {
 
 cleanup() {
     local p
-    for p in $SRV_PID $LAT_PID; do
+    for p in $SRV_PID $LAT_PID $CTL_RTT $CTL_SRV; do
         kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null
     done
     for p in "${DIRS[@]}"; do rm -rf "$p"; done
@@ -112,6 +122,7 @@ new_dir() {
 build_tools() {
     mkdir -p "$BUILD" "$LOGS" || exit 1
     bench_build rsbench || exit 1
+    bench_build rtt || exit 1
     if [ ! -x "$ROCKSTALKD" ]; then
         say "rockstalkd missing: make -C $REPO rockstalkd"
         make -C "$REPO" rockstalkd >"$LOGS/memory-make.log" 2>&1 ||
@@ -263,6 +274,63 @@ idle_latency() {
     IDLE_P50=$(kv p50_us "$RES") IDLE_P99=$(kv p99_us "$RES")
 }
 
+# Starts the light client (rtt.c) on the running server, output to $1
+# (round trips of 20 ms or more are listed there, and then in the log).
+rtt_start() {
+    "$RTT" -p "$SRV_PORT" -c "$RTT_CMD" -t 20000 >"$1" 2>&1 &
+    LAT_PID=$!
+}
+
+# Stops it and sets RTT_P99, RTT_MAX (us), RTT_MAX_AT (s into its run) and
+# RTT_MAX_JOBS (ready jobs then, for stats-tube).
+rtt_stop() {
+    local out=$1 l
+    kill -TERM "$LAT_PID" 2>/dev/null
+    wait "$LAT_PID"
+    LAT_PID=
+    cat "$out" >>"$CUR_LOG"
+    l=$(grep '^RESULT ' "$out")
+    note "light client ($RTT_CMD) during the load: $l"
+    RTT_P99=$(kv p99_us "$l") RTT_MAX=$(kv max_us "$l") RTT_MAX_AT=$(kv max_at_s "$l")
+    RTT_MAX_JOBS=$(kv max_jobs "$l")
+    rm -f "$out"
+}
+
+# The control of row 2: a second, idle rockstalkd (fresh directory, free
+# port) with the light client on it, output to $1, for the big load. What
+# that client sees is the machine's noise (CPU contention, scheduling).
+ctl_start() {
+    local dir port i
+    dir=$(mktemp -d "$TMPBASE/rsmem.XXXXXX") || return 1
+    DIRS+=("$dir")
+    for _ in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 12000))
+        listening "$port" || break
+    done
+    "$ROCKSTALKD" -l 127.0.0.1 -p "$port" -b "$dir" >>"$CUR_LOG" 2>&1 &
+    CTL_SRV=$!
+    for ((i = 0; i < 500; i++)); do
+        listening "$port" && break
+        sleep 0.01
+    done
+    "$RTT" -p "$port" -c "stats-tube default" >"$1" 2>&1 &
+    CTL_RTT=$!
+}
+
+# Stops the control; sets CTL_P99 and CTL_MAX (us).
+ctl_stop() {
+    local l
+    kill -TERM "$CTL_RTT" 2>/dev/null
+    wait "$CTL_RTT"
+    kill -TERM "$CTL_SRV" 2>/dev/null
+    wait "$CTL_SRV"
+    CTL_RTT="" CTL_SRV=""
+    l=$(grep '^RESULT ' "$1")
+    note "light client on an idle second server meanwhile: $l"
+    CTL_P99=$(kv p99_us "$l") CTL_MAX=$(kv max_us "$l")
+    rm -f "$1"
+}
+
 # rockstalkd's last "recovered N jobs ... in X s" in log $1, shortened.
 recovered() {
     sed -n 's/.*\(recovered [0-9]* jobs\) .* \(in [0-9.]* s\).*/\1 \2/p' "$1" |
@@ -407,13 +475,30 @@ rs_big() {
     new_dir
     say "rockstalkd: load $BIG x $SIZE B (${V[big_mode]}, -c 50 -P 16)"
     start_srv rs "$DIR" "$CUR_LOG" "${flags[@]}" || { fail "rockstalkd did not start"; return; }
-    load "$BIG" 1500 || { fail "rockstalkd big load"; stop_srv; return; }
+    local rout cout
+    rout=$(mktemp "$TMPBASE/rsmem-rtt.XXXXXX")
+    cout=$(mktemp "$TMPBASE/rsmem-rtt.XXXXXX")
+    rtt_start "$rout"
+    ctl_start "$cout"
+    if ! load "$BIG" 1500; then
+        fail "rockstalkd big load"
+        ctl_stop "$cout"
+        rtt_stop "$rout"
+        stop_srv
+        return
+    fi
+    ctl_stop "$cout"
+    rtt_stop "$rout"
+    V[rsbig_ctl_p99]=$CTL_P99 V[rsbig_ctl_max]=$CTL_MAX
+    V[rsbig_rtt_p99]=$RTT_P99 V[rsbig_rtt_max]=$RTT_MAX V[rsbig_rtt_max_at]=$RTT_MAX_AT
+    V[rsbig_rtt_max_jobs]=$RTT_MAX_JOBS
     [ "$LOAD_N" = "$BIG" ] || V[big_partial]="stopped at the 1500 s bound after $LOAD_N jobs"
     V[rsbig_load_ops]=$LOAD_OPS V[rsbig_n]=$LOAD_N
     V[rsbig_load_rss]=$(settled_rss)
     V[rsbig_dir_kb]=$(du -sk "$DIR" | cut -f1)
     say "  $LOAD_OPS puts/s, RSS $(mib "$(v rsbig_load_rss)") MiB," \
-        "data dir $(mib "$(v rsbig_dir_kb)") MiB; restart (default mode)"
+        "data dir $(mib "$(v rsbig_dir_kb)") MiB; light client p99 $RTT_P99 us," \
+        "max $RTT_MAX us ($RTT_MAX_AT s in); restart (default mode)"
     restart rs "$LOAD_N" || return
     V[rsbig_stop_s]=$STOP_S V[rsbig_restart_s]=$RESTART_S
     V[rsbig_restart_rss]=$RESTART_RSS
@@ -479,6 +564,9 @@ pct() { # $1 / $2 as a percentage
         awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b ? 100 * a / b : 0 }'
     fi
 }
+ms() { # us -> ms, "-" stays
+    case ${1:--} in -) echo - ;; *) awk -v u="$1" 'BEGIN { printf "%.2f", u / 1000 }' ;; esac
+}
 num() { # thousands separators
     case ${1:--} in -) echo - ;; *) printf "%'d" "$1" 2>/dev/null || echo "$1" ;; esac
 }
@@ -523,6 +611,12 @@ report() {
         row 2 "RSS after load $b, MiB" "$(mib "$(v rsbig_load_rss)")" \
             "$(mib "$(v bsbig_load_rss)")" "rs < 2048 MiB" \
             "$(verdict 'x < 2097152' "$(v rsbig_load_rss)")"
+        row 2 "light client p99 / max round trip during load $b, ms" \
+            "$(ms "$(v rsbig_rtt_p99)") / $(ms "$(v rsbig_rtt_max)")" "-" \
+            "max < 10 ms" "$(verdict 'x < 10000' "$(v rsbig_rtt_max)")"
+        row 2 "control: the same client on an idle second server, ms" \
+            "$(ms "$(v rsbig_ctl_p99)") / $(ms "$(v rsbig_ctl_max)")" "-" \
+            "" "machine noise"
     fi
     row 3 "restart $j: SIGTERM to exit, s" "$(v rs_stop_s)" "$(v bs_stop_s)" "" ""
     row 3 "restart $j: start to first reply, s" "$(v rs_restart_s)" "$(v bs_restart_s)" "" ""
@@ -571,6 +665,10 @@ report() {
         "$(mib "$(v rs_warm_drain_rss)") MiB after its drain"
     echo "latency client: rsbench -m latency (put, reserve-with-timeout 0, delete" \
         "on its own tube, one at a time) for $LAT_SECS s"
+    [ -z "${V[big_skip]:-}" ] &&
+        echo "light client of row 2: rtt '$RTT_CMD', one at a time, 1 ms apart," \
+            "for the whole load; slowest round trip began $(v rsbig_rtt_max_at) s in," \
+            "with $(v rsbig_rtt_max_jobs) jobs ready"
 }
 
 main() {

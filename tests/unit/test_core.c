@@ -144,6 +144,180 @@ test_jobtable(void **state)
     free(jobs);
 }
 
+/* ---- job table against a reference ----------------------------------- */
+
+enum { REF_JOBS = 70000 }; /* job k has id 5k + 1; the table tops at 2^17 */
+
+typedef struct Ref {
+    JobTable t;
+    Job *jobs;
+    unsigned char *in;   /* in[k]: job k is in the table */
+    unsigned char *seen; /* jobtable_each visits per job */
+    size_t *order, *pos; /* order[0..len) are the jobs in, pos its inverse */
+    size_t len;
+    uint64_t rng;
+    size_t migrations, removes_mid, finds_mid; /* coverage */
+    size_t ops_in_migration; /* calls since the current one began */
+} Ref;
+
+static uint64_t
+ref_rand(Ref *r)
+{
+    uint64_t z = (r->rng += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static void
+count_visit(Job *j, void *arg)
+{
+    Ref *r = arg;
+    r->seen[j - r->jobs]++;
+}
+
+/* Every job is found, every absent id is not, jobtable_each visits each job
+ * of the table exactly once and nothing else, and len agrees. */
+static void
+ref_check_all(Ref *r)
+{
+    memset(r->seen, 0, REF_JOBS);
+    jobtable_each(&r->t, count_visit, r);
+    for (size_t k = 0; k < REF_JOBS; k++) {
+        assert_int_equal(r->seen[k], r->in[k]);
+        assert_ptr_equal(jobtable_find(&r->t, r->jobs[k].id),
+                         r->in[k] ? &r->jobs[k] : NULL);
+        assert_null(jobtable_find(&r->t, r->jobs[k].id + 2));
+    }
+    assert_int_equal(r->t.len, r->len);
+}
+
+/* Marks job k in (or out) in the reference, keeping order[0..len) the
+ * jobs in. */
+static void
+ref_mark(Ref *r, size_t k, int in)
+{
+    size_t to = in ? r->len : r->len - 1, other = r->order[to];
+    r->order[r->pos[k]] = other, r->pos[other] = r->pos[k];
+    r->order[to] = k, r->pos[k] = to;
+    r->in[k] = (unsigned char)in;
+    r->len += in ? 1 : (size_t)-1;
+}
+
+/* One insert of a random absent job (if grow) or remove of a random
+ * present one, at times a remove of an absent one (a no-op), then the cheap
+ * checks; a full check whenever a migration starts or ends. */
+static void
+ref_step(Ref *r, int grow)
+{
+    uint64_t x = ref_rand(r);
+    size_t k, out = REF_JOBS - r->len;
+    int was = r->t.old != NULL, changed = 0;
+    if (x % 16 == 0 && out) { /* absent: no change */
+        k = r->order[r->len + x / 16 % out];
+        jobtable_remove(&r->t, &r->jobs[k]);
+    } else if (grow && out) {
+        k = r->order[r->len + x % out];
+        assert_int_equal(jobtable_insert(&r->t, &r->jobs[k]), 0);
+        ref_mark(r, k, 1), changed = 1;
+    } else if (!grow && r->len) {
+        k = r->order[x % r->len];
+        r->removes_mid += was;
+        jobtable_remove(&r->t, &r->jobs[k]);
+        ref_mark(r, k, 0), changed = 1;
+    } else {
+        return;
+    }
+    assert_int_equal(r->t.len, r->len);
+    assert_ptr_equal(jobtable_find(&r->t, r->jobs[k].id),
+                     r->in[k] ? &r->jobs[k] : NULL);
+    x = ref_rand(r) % REF_JOBS;
+    r->finds_mid += r->t.old != NULL;
+    assert_ptr_equal(jobtable_find(&r->t, r->jobs[x].id),
+                     r->in[x] ? &r->jobs[x] : NULL);
+    if (!was && r->t.old) r->migrations++;
+    /* bounded: a migration ends within nold / JOBTABLE_STEP changes */
+    if (!r->t.old) r->ops_in_migration = 0;
+    r->ops_in_migration += changed && r->t.old;
+    if (r->t.old) assert_true(r->ops_in_migration <= r->t.nold / JOBTABLE_STEP);
+    if (was != (r->t.old != NULL)) ref_check_all(r);
+}
+
+/* Random inserts and removes against a reference, swinging the job count
+ * between targets so the table grows and shrinks through many migrations
+ * (between 1024 and 131072 slots, with removes and lookups in mid-way). */
+static void
+test_jobtable_reference(void **state)
+{
+    (void)state;
+    static const size_t targets[] = {60000, 300,   40000, 20000, 65000,
+                                     1000,  30000, 5,     50000, 0};
+    Ref r = {.rng = 42};
+    r.jobs = calloc(REF_JOBS, sizeof *r.jobs);
+    r.in = calloc(REF_JOBS, 1);
+    r.seen = calloc(REF_JOBS, 1);
+    r.order = calloc(REF_JOBS, sizeof *r.order);
+    r.pos = calloc(REF_JOBS, sizeof *r.pos);
+    for (size_t k = 0; k < REF_JOBS; k++) {
+        r.jobs[k].id = (uint64_t)k * 5 + 1;
+        r.order[k] = r.pos[k] = k;
+    }
+    for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
+        size_t goal = targets[i];
+        while (r.len != goal) {
+            int toward = ref_rand(&r) % 4 != 0; /* 3 of 4 steps toward it */
+            ref_step(&r, (r.len < goal) == toward);
+        }
+        ref_check_all(&r);
+    }
+    assert_true(r.migrations >= 20);
+    assert_true(r.removes_mid >= 1000 && r.finds_mid >= 10000);
+    jobtable_free(&r.t);
+    assert_null(jobtable_find(&r.t, 1));
+    free(r.jobs), free(r.in), free(r.seen), free(r.order), free(r.pos);
+}
+
+/* Mid-migration, remove every job still in the old array (each removal
+ * shifts its cluster back), then check the rest and finish. */
+static void
+test_jobtable_remove_old_mid_migration(void **state)
+{
+    (void)state;
+    enum { N = 40000 };
+    Ref r = {.rng = 7};
+    r.jobs = calloc(REF_JOBS, sizeof *r.jobs);
+    r.in = calloc(REF_JOBS, 1);
+    r.seen = calloc(REF_JOBS, 1);
+    size_t k = 0;
+    for (; k < N; k++) {
+        r.jobs[k].id = (uint64_t)k * 5 + 1;
+        assert_int_equal(jobtable_insert(&r.t, &r.jobs[k]), 0);
+        r.in[k] = 1, r.len++;
+        if (r.t.old && r.t.nold >= 16384 && r.t.left < r.t.nold / 2) break;
+    }
+    assert_non_null(r.t.old); /* 16384 -> 32768 slots, half migrated */
+    size_t removed = 0;
+    for (size_t i = 0; i < r.t.nold; i++) {
+        Job *j;
+        while ((j = r.t.old ? r.t.old[i] : NULL) != NULL) {
+            jobtable_remove(&r.t, j);
+            r.in[j - r.jobs] = 0, r.len--, removed++;
+        }
+    }
+    /* each remove also migrates: ~nold / 2 / JOBTABLE_STEP of them */
+    assert_true(removed > 100);
+    ref_check_all(&r);
+    for (k++; r.t.old && k < REF_JOBS; k++) {
+        r.jobs[k].id = (uint64_t)k * 5 + 1;
+        assert_int_equal(jobtable_insert(&r.t, &r.jobs[k]), 0);
+        r.in[k] = 1, r.len++;
+    }
+    assert_null(r.t.old);
+    ref_check_all(&r);
+    jobtable_free(&r.t);
+    free(r.jobs), free(r.in), free(r.seen);
+}
+
 static void
 test_tube_names(void **state)
 {
@@ -213,6 +387,8 @@ main(void)
         cmocka_unit_test(test_heap_fix),
         cmocka_unit_test(test_ptrset_beanstalkd_order),
         cmocka_unit_test(test_jobtable),
+        cmocka_unit_test(test_jobtable_reference),
+        cmocka_unit_test(test_jobtable_remove_old_mid_migration),
         cmocka_unit_test(test_tube_names),
         cmocka_unit_test(test_tube_registry),
         cmocka_unit_test(test_sizes),

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# scripts/bench/jobtable.sh - the job-table benchmark (jobtable.c) against
+# the working tree's src/job.c, or against git revision $1's (for a before
+# and after); `make bench-jobtable [REV=...]` runs it.
+#
+# Knobs (environment): JT_JOBS jobs to insert and remove (default 12600000,
+# just past the growth to 2^25 slots), CC the compiler.
+# Output: the two lines of jobtable.c on stdout. Exit status as jobtable's,
+# or 1 if the build failed.
+set -eu -o pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+REV=${1:-}
+SRC=$REPO/src
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/rsjobtable.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+if [ -n "$REV" ]; then
+    git -C "$REPO" show "$REV:src/job.c" >"$TMP/job.c"
+    git -C "$REPO" show "$REV:src/job.h" >"$TMP/job.h"
+    SRC=$TMP
+fi
+${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$SRC" \
+    -o "$TMP/jobtable" "$HERE/jobtable.c" "$SRC/job.c"
+echo "job table: src/job.c of ${REV:-the working tree} at" \
+    "$(git -C "$REPO" rev-parse --short "${REV:-HEAD}"), ${JT_JOBS:-12600000} jobs"
+"$TMP/jobtable" "${JT_JOBS:-12600000}"
