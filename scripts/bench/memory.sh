@@ -70,7 +70,8 @@ WARM_CACHE=2000000000 # -m of the warm server: above any MEM_JOBS we run
 T0=$SECONDS
 FAILED=0
 DIRS=()
-SRV_PID= # the server running now, if any: the only one cleanup kills
+SRV_PID= # the server running now, if any (cleanup also kills the latency
+         # client LAT_PID and the control server and client CTL_SRV, CTL_RTT)
 LAT_PID=
 CTL_SRV="" # the idle control server of row 2
 CTL_RTT="" # and its light client
