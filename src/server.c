@@ -134,7 +134,7 @@ track_peak(Server *s)
 static void
 stop_step(Server *s)
 {
-    if (s->pending || s->fetching.len ||
+    if (s->pending || s->fetching.len || s->clearing.len ||
         (s->store && s->acked_seq < s->applied_seq))
         return;
     if (!s->conns) {
