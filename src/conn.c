@@ -464,12 +464,14 @@ conn_linger(Conn *c)
     conn_update_read(c);
 }
 
-/* Reads and discards a lingering connection's input; closes it at EOF. */
+/* Reads and discards a lingering connection's input (at most 1 MiB a
+ * call, so a client that keeps sending cannot hold the loop past the
+ * linger timer); closes it at EOF. */
 static void
 linger_read(Conn *c)
 {
     char buf[16384];
-    for (;;) {
+    for (int k = 0; k < 64; k++) {
         ssize_t n = read(c->fd, buf, sizeof buf);
         if (n > 0) continue;
         if (n < 0 && errno == EINTR) continue;
