@@ -17,7 +17,14 @@
  * with its own log file (DIR/ceiling.K.log), so up to N syncs overlap; a
  * generation counts as synced once it and every earlier one are.
  *
- * usage: ceiling [-l ADDR] [-p PORT] [-b DIR [-n SYNCERS]]
+ * -o (with -b): the overwrite sync ceiling. Each log file is preallocated
+ * and zero-filled at start (OVER_SIZE bytes, synced), then written in place
+ * as a ring (pwrite, wrapping to 0), one fdatasync per generation: the file
+ * size never changes and every block was written before, so a sync writes
+ * only the data. What a commit journal of reused, zero-filled files can
+ * reach; the plain sync ceiling measures an appending log.
+ *
+ * usage: ceiling [-l ADDR] [-p PORT] [-b DIR [-n SYNCERS] [-o]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
 #include <errno.h>
@@ -37,6 +44,7 @@
 #include <unistd.h>
 
 #define READ_CHUNK 65536
+#define OVER_SIZE ((off_t)64 << 20) /* -o: bytes of each log file */
 #define MAX_LINE 1024
 #define MARKS 8
 #define SYNCERS_MAX 16
@@ -71,6 +79,7 @@ struct log {
 static int ep;
 static int durable_mode;
 static struct log lg;
+
 static char *pend; /* loop: bytes read since the last hand-off */
 static size_t plen, pcap;
 static struct cli **held; /* loop: clients with marks or unmarked output */
@@ -81,6 +90,41 @@ die(const char *what)
 {
     fprintf(stderr, "ceiling: %s: %s\n", what, strerror(errno));
     exit(1);
+}
+
+/* One syncer's log file; off: -o's write position in the ring. */
+static struct logfile {
+    int fd;
+    off_t off;
+} files[SYNCERS_MAX];
+static int overwrite; /* -o */
+
+/* Writes n bytes at p to f: appended, or (-o) in place, wrapping. */
+static void
+log_write(struct logfile *f, const char *p, size_t n)
+{
+    while (n) {
+        size_t room = overwrite ? (size_t)(OVER_SIZE - f->off) : n;
+        size_t k = n < room ? n : room;
+        ssize_t w =
+            overwrite ? pwrite(f->fd, p, k, f->off) : write(f->fd, p, k);
+        if (w < 0 && errno != EINTR) die("write log");
+        if (w <= 0) continue;
+        p += w;
+        n -= (size_t)w;
+        if (overwrite) f->off = (f->off + w) % OVER_SIZE;
+    }
+}
+
+/* -o: fills the log file with zeros and syncs it, before any client. */
+static void
+log_zero_fill(int fd)
+{
+    static char zeros[1 << 20];
+    for (off_t off = 0; off < OVER_SIZE; off += (off_t)sizeof zeros)
+        if (pwrite(fd, zeros, sizeof zeros, off) != (ssize_t)sizeof zeros)
+            die("zero-fill log");
+    if (fsync(fd) < 0) die("fsync");
 }
 
 static void
@@ -227,7 +271,7 @@ syncer_main(void *arg)
 {
     char *mine = NULL;
     size_t mcap = 0;
-    int fd = (int)(intptr_t)arg;
+    struct logfile *f = arg;
     for (;;) {
         pthread_mutex_lock(&lg.mu);
         while (!lg.len)
@@ -241,12 +285,8 @@ syncer_main(void *arg)
         pthread_mutex_unlock(&lg.mu);
         mine = b;
         mcap = bcap;
-        for (size_t off = 0; off < n;) {
-            ssize_t w = write(fd, mine + off, n - off);
-            if (w < 0 && errno != EINTR) die("write log");
-            if (w > 0) off += (size_t)w;
-        }
-        if (fdatasync(fd) < 0) die("fdatasync");
+        log_write(f, mine, n);
+        if (fdatasync(f->fd) < 0) die("fdatasync");
         pthread_mutex_lock(&lg.mu);
         gen_done(g);
         pthread_mutex_unlock(&lg.mu);
@@ -389,8 +429,9 @@ durable_start(const char *dir, int nsync, struct cli *wake)
             snprintf(path, sizeof path, "%s/ceiling.%d.log", dir, i);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) die(path);
-        if (pthread_create(&th, NULL, syncer_main, (void *)(intptr_t)fd))
-            die("thread");
+        if (overwrite) log_zero_fill(fd);
+        files[i] = (struct logfile){.fd = fd, .off = 0};
+        if (pthread_create(&th, NULL, syncer_main, &files[i])) die("thread");
     }
     durable_mode = 1;
 }
@@ -402,7 +443,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:o")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -411,9 +452,11 @@ main(int argc, char **argv)
             dir = optarg;
         else if (o == 'n' && atoi(optarg) >= 1 && atoi(optarg) <= SYNCERS_MAX)
             nsync = atoi(optarg);
+        else if (o == 'o')
+            overwrite = 1;
         else
             return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] "
-                                   "[-b DIR [-n 1-16]]\n"),
+                                   "[-b DIR [-n 1-16] [-o]]\n"),
                    2;
     }
     int lfd = listen_on(addr, port);

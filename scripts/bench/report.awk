@@ -18,11 +18,13 @@ BEGIN {
     rowname["drain50"] = "drain c=50 " ENVIRON["DRAIN_JOBS"]
     srvname["rs"] = "rockstalkd"
     srvname["rs-f50"] = "rockstalkd -f50"
+    srvname["rs-F"] = "rockstalkd -F"
     srvname["bs-f0"] = "beanstalkd -b -f0"
     srvname["bs-b"] = "beanstalkd -b"
     srvname["bs-mem"] = "beanstalkd mem"
     srvname["ceiling"] = "ceiling probe"
     srvname["ceiling-sync"] = "sync ceiling"
+    srvname["ceiling-over"] = "sync ceiling -o"
 }
 
 # ceiling-syncN: the sync ceiling with N log files.
@@ -121,12 +123,13 @@ function ratio_cell(row, a, b,    x) {
     return x == "" ? "ERR" : sprintf("%.2fx", x)
 }
 
-function ratios_table(    r, row, c1, c2, c3, c4, c5, c6, c7) {
+function ratios_table(    r, row, c1, c2, c3, c4, c5, c6, c7, c8, c9) {
     print "ops/s ratios (medians): rs = rockstalkd default durable mode," \
-        " sync = sync ceiling"
-    printf "%-18s %9s %8s %10s %12s %11s %8s %10s\n", "row", "rs/bs-f0", \
-        "rs/bs-b", "rs/bs-mem", "rs-f50/bs-b", "rs/ceiling", "rs/sync", \
-        "sync/bs-b"
+        " sync = sync ceiling (appending log), over = sync ceiling -o" \
+        " (log written in place)"
+    printf "%-18s %9s %8s %10s %12s %11s %8s %10s %8s %10s\n", "row", \
+        "rs/bs-f0", "rs/bs-b", "rs/bs-mem", "rs-f50/bs-b", "rs/ceiling", \
+        "rs/sync", "sync/bs-b", "rs/over", "over/bs-b"
     for (r = 1; r <= nrows; r++) {
         row = rows[r]
         c1 = ratio_cell(row, "rs", "bs-f0")
@@ -136,9 +139,11 @@ function ratios_table(    r, row, c1, c2, c3, c4, c5, c6, c7) {
         c5 = ratio_cell(row, "rs", "ceiling")
         c6 = ratio_cell(row, "rs", "ceiling-sync")
         c7 = ratio_cell(row, "ceiling-sync", "bs-b")
-        if (c1 c2 c3 c4 c5 c6 c7 != "")
-            printf "%-18s %9s %8s %10s %12s %11s %8s %10s\n", rowname[row], \
-                c1, c2, c3, c4, c5, c6, c7
+        c8 = ratio_cell(row, "rs", "ceiling-over")
+        c9 = ratio_cell(row, "ceiling-over", "bs-b")
+        if (c1 c2 c3 c4 c5 c6 c7 c8 c9 != "")
+            printf "%-18s %9s %8s %10s %12s %11s %8s %10s %8s %10s\n", \
+                rowname[row], c1, c2, c3, c4, c5, c6, c7, c8, c9
     }
 }
 

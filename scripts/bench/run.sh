@@ -12,8 +12,10 @@
 #   BENCH_QUICK=1       1 repetition of 2 s cells (default: 3 of 5 s)
 #   BENCH_REPS, BENCH_SECS  repetitions and seconds per cell, explicitly
 #   BENCH_DRAIN_JOBS    jobs preloaded for the drain row (default 200000)
-#   BENCH_SERVERS       subset of: rs rs-f50 bs-f0 bs-b bs-mem ceiling
-#                       ceiling-sync, or also ceiling-syncN (not in the
+#   BENCH_SERVERS       subset of: rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling
+#                       ceiling-sync ceiling-over (the sync ceiling writing
+#                       a preallocated, zero-filled log in place), or also
+#                       ceiling-syncN (not in the
 #                       default set: the sync ceiling with N = 1-16 log
 #                       files whose syncs overlap)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
@@ -37,7 +39,7 @@ else
     SECS=${BENCH_SECS:-5}
 fi
 DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
-SERVERS=${BENCH_SERVERS:-rs rs-f50 bs-f0 bs-b bs-mem ceiling ceiling-sync}
+SERVERS=${BENCH_SERVERS:-rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over}
 BODY=${BENCH_BODY:-100}
 ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50}
 PIN=${BENCH_PIN:-none}
@@ -74,11 +76,13 @@ server_cmd() {
     case $1 in
     rs) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3") ;;
     rs-f50) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" -f 50) ;;
+    rs-F) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" -F) ;;
     bs-f0) CMD=("$BEANSTALKD" "${l[@]}" -b "$3" -f0) ;;
     bs-b) CMD=("$BEANSTALKD" "${l[@]}" -b "$3") ;;
     bs-mem) CMD=("$BEANSTALKD" "${l[@]}") ;;
     ceiling) CMD=("$BUILD/ceiling" "${l[@]}") ;;
     ceiling-sync) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3") ;;
+    ceiling-over) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o) ;;
     ceiling-sync[0-9]*)
         CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -n "${1#ceiling-sync}")
         ;;
