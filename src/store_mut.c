@@ -156,16 +156,18 @@ mut_group(StoreMut *m, Chunk *chunks)
         }
         bytes += c->len - c->start;
     }
+    int rc = records ? mut_write_group(m) : -1;
     if (records) {
-        int rc = mut_write_group(m);
         atomic_fetch_add_explicit(&m->ack->st_records, records,
                                   memory_order_relaxed);
         atomic_fetch_add_explicit(&m->ack->st_groups, 1, memory_order_relaxed);
-        if (rc == 0) ack_publish(m->ack, seq, m->mode == STORE_SYNC_ALWAYS);
     }
     m->prev_records = records;
     m->prev_puts = puts;
+    /* Written: no longer backlog. Before the publication, so whoever sees
+     * the sequence acknowledged also sees the backlog without it. */
     handoff_done(m->ho, bytes);
+    if (rc == 0) ack_publish(m->ack, seq, m->mode == STORE_SYNC_ALWAYS);
 }
 
 /* What handoff_wait needs to know from this thread. */
