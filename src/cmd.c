@@ -12,8 +12,6 @@
 #include "queue.h"
 #include "stats.h"
 
-#define REPLY(c, lit) conn_reply((c), lit, sizeof(lit) - 1)
-
 static void
 set_producer(Conn *c)
 {
@@ -54,7 +52,7 @@ cmd_put(Conn *c, const Cmd *cmd)
         return;
     }
     if (cmd->put_garbage) {
-        REPLY(c, "BAD_FORMAT\r\n");
+        conn_reply_lit(c, "BAD_FORMAT\r\n");
         return;
     }
     set_producer(c);
@@ -114,7 +112,7 @@ cmd_put_body(Conn *c)
     c->in_body = NULL;
     if (memcmp(body + p->body_size, "\r\n", 2) != 0) {
         free(body);
-        REPLY(c, "EXPECTED_CRLF\r\n");
+        conn_reply_lit(c, "EXPECTED_CRLF\r\n");
         return;
     }
     if (c->put_key_len && put_seen(c)) {
@@ -123,7 +121,7 @@ cmd_put_body(Conn *c)
     }
     if (s->draining) {
         free(body);
-        REPLY(c, "DRAINING\r\n");
+        conn_reply_lit(c, "DRAINING\r\n");
         return;
     }
     Job *j = queue_job_new(s, c->se.use, c->put_id, p->pri, p->delay, p->ttr,
@@ -134,7 +132,7 @@ cmd_put_body(Conn *c)
             queue_job_free(s, j);
         }
         free(body);
-        REPLY(c, "OUT_OF_MEMORY\r\n");
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     }
     s->total_jobs++;
@@ -157,7 +155,7 @@ reply_found(Conn *c, Job *j)
     if (j)
         jobreply_send(c, JR_FOUND, &j, 1);
     else
-        REPLY(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
 }
 
 static void
@@ -195,7 +193,7 @@ cmd_reserve(Conn *c, const Cmd *cmd)
 {
     set_worker(c);
     if (queue_deadline_soon(&c->se, mono_ns()) && !any_ready(c)) {
-        REPLY(c, "DEADLINE_SOON\r\n");
+        conn_reply_lit(c, "DEADLINE_SOON\r\n");
         return;
     }
     c->se.batch = cmd->op == OP_RESERVE_BATCH ? cmd->count : 0;
@@ -208,7 +206,7 @@ cmd_reserve_job(Conn *c, const Cmd *cmd)
 {
     Job *j = jobtable_find(&c->srv->jobs, cmd->id);
     if (!j || j->state == JOB_RESERVED) {
-        REPLY(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     set_worker(c);
@@ -230,13 +228,13 @@ cmd_delete(Conn *c, const Cmd *cmd)
     Server *s = c->srv;
     Job *j = jobtable_find(&s->jobs, cmd->id);
     if (!j || (j->state == JOB_RESERVED && !queue_holds(&c->se, j))) {
-        REPLY(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     queue_detach(s, j, &c->se);
     j->tube->delete_ct++;
     queue_delete(s, j);
-    REPLY(c, "DELETED\r\n");
+    conn_reply_lit(c, "DELETED\r\n");
 }
 
 static void
@@ -245,7 +243,7 @@ cmd_release(Conn *c, const Cmd *cmd)
     Server *s = c->srv;
     Job *j = reserved_by(c, cmd->id);
     if (!j) {
-        REPLY(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     int changed = j->pri != cmd->pri;
@@ -259,7 +257,7 @@ cmd_release(Conn *c, const Cmd *cmd)
     } else {
         queue_requeue(s, j, changed);
     }
-    REPLY(c, "RELEASED\r\n");
+    conn_reply_lit(c, "RELEASED\r\n");
 }
 
 static void
@@ -267,7 +265,7 @@ cmd_bury(Conn *c, const Cmd *cmd)
 {
     Job *j = reserved_by(c, cmd->id);
     if (!j) {
-        REPLY(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     queue_detach(c->srv, j, &c->se);
@@ -275,7 +273,7 @@ cmd_bury(Conn *c, const Cmd *cmd)
     j->buries++;
     queue_make_buried(c->srv, j);
     queue_persist_update(c->srv, j);
-    REPLY(c, "BURIED\r\n");
+    conn_reply_lit(c, "BURIED\r\n");
 }
 
 static void
@@ -306,11 +304,11 @@ cmd_kick_job(Conn *c, const Cmd *cmd)
 {
     Job *j = jobtable_find(&c->srv->jobs, cmd->id);
     if (!j || (j->state != JOB_BURIED && j->state != JOB_DELAYED)) {
-        REPLY(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     kick_one(c->srv, j);
-    REPLY(c, "KICKED\r\n");
+    conn_reply_lit(c, "KICKED\r\n");
 }
 
 static void
@@ -318,11 +316,11 @@ cmd_touch(Conn *c, const Cmd *cmd)
 {
     Job *j = reserved_by(c, cmd->id);
     if (!j) {
-        REPLY(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     queue_touch(c->srv, &c->se, j);
-    REPLY(c, "TOUCHED\r\n");
+    conn_reply_lit(c, "TOUCHED\r\n");
 }
 
 static void
@@ -331,7 +329,7 @@ cmd_use(Conn *c, const Cmd *cmd)
     Server *s = c->srv;
     Tube *t = tubes_get(&s->tubes, cmd->name, cmd->name_len);
     if (!t) {
-        REPLY(c, "OUT_OF_MEMORY\r\n");
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     }
     c->se.use->using_ct--;
@@ -347,14 +345,14 @@ cmd_watch(Conn *c, const Cmd *cmd)
     Server *s = c->srv;
     Tube *t = tubes_get(&s->tubes, cmd->name, cmd->name_len);
     if (!t) {
-        REPLY(c, "OUT_OF_MEMORY\r\n");
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     }
     if (ptrset_find(&c->se.watch, t) >= 0) {
         queue_tube_unref(s, t);
     } else if (ptrset_append(&c->se.watch, t) < 0) {
         queue_tube_unref(s, t);
-        REPLY(c, "OUT_OF_MEMORY\r\n");
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     } else {
         t->watching_ct++;
@@ -368,7 +366,7 @@ cmd_ignore(Conn *c, const Cmd *cmd)
     Tube *t = tubes_find(&c->srv->tubes, cmd->name, cmd->name_len);
     long i = t ? ptrset_find(&c->se.watch, t) : -1;
     if (i >= 0 && c->se.watch.len < 2) {
-        REPLY(c, "NOT_IGNORED\r\n");
+        conn_reply_lit(c, "NOT_IGNORED\r\n");
         return;
     }
     if (i >= 0) {
@@ -384,11 +382,11 @@ cmd_pause(Conn *c, const Cmd *cmd)
 {
     Tube *t = tubes_find(&c->srv->tubes, cmd->name, cmd->name_len);
     if (!t) {
-        REPLY(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     queue_pause(c->srv, t, cmd->delay);
-    REPLY(c, "PAUSED\r\n");
+    conn_reply_lit(c, "PAUSED\r\n");
 }
 
 static void
@@ -401,14 +399,14 @@ cmd_stats(Conn *c, const Cmd *cmd)
     } else if (cmd->op == OP_STATS_JOB) {
         Job *j = jobtable_find(&s->jobs, cmd->id);
         if (!j) {
-            REPLY(c, "NOT_FOUND\r\n");
+            conn_reply_lit(c, "NOT_FOUND\r\n");
             return;
         }
         stats_job(j, &b);
     } else if (cmd->op == OP_STATS_TUBE) {
         Tube *t = tubes_find(&s->tubes, cmd->name, cmd->name_len);
         if (!t) {
-            REPLY(c, "NOT_FOUND\r\n");
+            conn_reply_lit(c, "NOT_FOUND\r\n");
             return;
         }
         stats_tube(t, &b);
@@ -478,9 +476,9 @@ cmd_dispatch(Conn *c, const char *line, size_t len)
     ParseStatus st = proto_parse(line, len, &cmd);
     if (cmd.counted) c->srv->op_ct[cmd.op]++;
     if (st == PARSE_UNKNOWN_COMMAND)
-        REPLY(c, "UNKNOWN_COMMAND\r\n");
+        conn_reply_lit(c, "UNKNOWN_COMMAND\r\n");
     else if (st == PARSE_BAD_FORMAT)
-        REPLY(c, "BAD_FORMAT\r\n");
+        conn_reply_lit(c, "BAD_FORMAT\r\n");
     else
         cmd_run(c, &cmd);
 }
@@ -496,7 +494,7 @@ on_opened(Conn *c)
 static void
 on_bad_line(Conn *c)
 {
-    REPLY(c, "BAD_FORMAT\r\n");
+    conn_reply_lit(c, "BAD_FORMAT\r\n");
 }
 
 /* The client sent FIN while its input is paused: a blocked reserve ends
@@ -507,7 +505,7 @@ on_hangup(Conn *c)
     if (!c->se.waiting) return;
     c->se.batch = 0;
     queue_unwait(c->srv, &c->se);
-    REPLY(c, "TIMED_OUT\r\n");
+    conn_reply_lit(c, "TIMED_OUT\r\n");
 }
 
 static void
@@ -552,9 +550,9 @@ on_wait_over(Server *s, Session *se, int soon)
     (void)s;
     se->batch = 0;
     if (soon)
-        REPLY(conn_of(se), "DEADLINE_SOON\r\n");
+        conn_reply_lit(conn_of(se), "DEADLINE_SOON\r\n");
     else
-        REPLY(conn_of(se), "TIMED_OUT\r\n");
+        conn_reply_lit(conn_of(se), "TIMED_OUT\r\n");
 }
 
 static void

@@ -210,7 +210,7 @@ conn_replyf(Conn *c, const char *fmt, ...)
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof buf)
-        conn_reply(c, "INTERNAL_ERROR\r\n", 16);
+        conn_reply_lit(c, "INTERNAL_ERROR\r\n");
     else
         conn_reply(c, buf, (size_t)n);
 }

@@ -118,6 +118,9 @@ void conn_resume(Conn *c);
  * store has acknowledged the current sequence. */
 void conn_reply(Conn *c, const char *msg, size_t n);
 
+/* Appends a reply given as a string literal (its length is known). */
+#define conn_reply_lit(c, lit) conn_reply((c), lit, sizeof(lit) - 1)
+
 /* Appends a printf-formatted reply line. */
 void conn_replyf(Conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

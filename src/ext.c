@@ -7,8 +7,6 @@
 
 #include "queue.h"
 
-#define LIT(c, lit) conn_reply((c), lit, sizeof(lit) - 1)
-
 static void
 idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
 {
@@ -29,7 +27,7 @@ ext_list_jobs(Conn *c, const Cmd *cmd)
     void *jobs[PROTO_BATCH_MAX];
     size_t n = 0;
     if (!t) {
-        LIT(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     if (cmd->state == LIST_READY) n = heap_first(&t->ready, jobs, cmd->count);
@@ -53,11 +51,11 @@ ext_clear_tube(Conn *c, const Cmd *cmd)
     Server *s = c->srv;
     Tube *t = tubes_find(&s->tubes, cmd->name, cmd->name_len);
     if (!t) {
-        LIT(c, "NOT_FOUND\r\n");
+        conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     if (ptrset_append(&s->clearing, c) < 0) {
-        LIT(c, "OUT_OF_MEMORY\r\n");
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     }
     tube_ref(t); /* deleting its last job must not free it */
@@ -111,6 +109,7 @@ void
 ext_clear_step(Server *s)
 {
     size_t i = 0;
+    if (!s->clearing.len) return;
     /* With a store, the acknowledgement a step waits for wakes the loop;
      * without one (--memory) the idle watcher keeps it turning. */
     if (s->store) ev_idle_stop(s->loop, &s->clear_w);

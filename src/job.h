@@ -23,7 +23,7 @@ enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
  * ready again (a release, a lease's end) must be stored. */
 #define JOB_F_AT_REST_WAITING 0x08
 /* Job.flags: a connection's reply waits for this body from the reader
- * thread (conn.h IN_FETCH); its read is a cache miss, not a prefetch. */
+ * thread (jobreply.h); its read is a cache miss, not a prefetch. */
 #define JOB_F_NEEDED 0x10
 /* Job.flags: the reader thread could not read the body (set when its
  * result comes back; cleared when a reply asks for the body again). */

@@ -6,8 +6,6 @@
 
 #include "queue.h"
 
-#define LIT(c, lit) conn_reply((c), lit, sizeof(lit) - 1)
-
 /* Appends the reply of the jobs still there (all bodies in memory). */
 static void
 emit(Conn *c, int kind, Job **jobs, size_t n)
@@ -122,9 +120,9 @@ step(Conn *c)
     if (n == 0 || (lost && kind != JR_BATCH)) {
         int gone = kind == JR_FOUND && !jobtable_find(&c->srv->jobs, first);
         if (gone)
-            LIT(c, "NOT_FOUND\r\n");
+            conn_reply_lit(c, "NOT_FOUND\r\n");
         else
-            LIT(c, "INTERNAL_ERROR\r\n");
+            conn_reply_lit(c, "INTERNAL_ERROR\r\n");
         return 1;
     }
     for (size_t i = 0; kind != JR_FOUND && i < n; i++)

@@ -9,7 +9,7 @@
  * prepare watcher (prefetch_take) and keeps those whose job still waits.
  * Nothing is shared but the two queues, under one mutex. A reply that
  * needs a body not yet in memory asks this thread for it too and waits
- * (conn.h, IN_FETCH): the loop thread never reads the disk.
+ * (jobreply.h): the loop thread never reads the disk.
  *
  * Fault seam (tests only): with ROCKSTALKD_FAULT_READ_HOLD=PATH, the thread
  * waits before each batch of reads while the file PATH exists (checked every

@@ -93,14 +93,12 @@ ops_total(const Server *s)
  * large) ask it to (malloc_trim). That walks every free chunk with the
  * heap locked: 180 ms at 2M jobs here, so it runs only in a second in
  * which no command ran and no change waits for the store, when it delays
- * no reply in flight. Every second (trim_w). */
+ * no reply in flight. Every second (second_cb). */
 static void
-trim_cb(struct ev_loop *loop, ev_timer *w, int revents)
+maybe_trim(Server *s)
 {
-    Server *s = w->data;
     uint64_t ops = ops_total(s);
     int idle = ops == s->trim_ops && s->acked_seq >= s->applied_seq;
-    (void)loop, (void)revents;
     s->trim_ops = ops;
     if (s->jobs.len > s->jobs_peak) s->jobs_peak = s->jobs.len;
     if (idle && s->jobs_peak >= 100000 && s->jobs.len < s->jobs_peak / 4) {
@@ -112,12 +110,14 @@ trim_cb(struct ev_loop *loop, ev_timer *w, int revents)
     }
 }
 
-/* Each second: forgets the put-unique keys whose window has ended (a
- * bounded number per second; the rest the next second). */
+/* Each second: gives memory back if idle (maybe_trim) and forgets the
+ * put-unique keys whose window has ended (a bounded number per second; the
+ * rest the next second). */
 static void
-dedup_cb(struct ev_loop *loop, ev_timer *w, int revents)
+second_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop, (void)revents;
+    maybe_trim(w->data);
     queue_dedup_sweep(w->data, wall_ns(), 100000);
 }
 
@@ -342,15 +342,12 @@ init_watchers(Server *s)
     ev_signal_init(&s->sigint_w, signal_cb, SIGINT);
     ev_signal_init(&s->sigusr1_w, signal_cb, SIGUSR1);
     ev_timer_init(&s->stop_w, stop_cb, SHUTDOWN_GRACE_S, 0.);
-    ev_timer_init(&s->trim_w, trim_cb, 1., 1.);
-    ev_timer_init(&s->dedup_w, dedup_cb, 1., 1.);
+    ev_timer_init(&s->second_w, second_cb, 1., 1.);
     s->accept_w.data = s->accept_pause_w.data = s->prepare_w.data = s;
-    s->tick_w.data = s->store_w.data = s->stop_w.data = s->trim_w.data = s;
-    s->dedup_w.data = s;
+    s->tick_w.data = s->store_w.data = s->stop_w.data = s->second_w.data = s;
     s->sigterm_w.data = s->sigint_w.data = s->sigusr1_w.data = s;
     ev_prepare_start(s->loop, &s->prepare_w);
-    ev_timer_start(s->loop, &s->trim_w);
-    ev_timer_start(s->loop, &s->dedup_w);
+    ev_timer_start(s->loop, &s->second_w);
     ev_async_start(s->loop, &s->store_w);
     ev_signal_start(s->loop, &s->sigterm_w);
     ev_signal_start(s->loop, &s->sigint_w);

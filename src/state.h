@@ -86,7 +86,7 @@ typedef struct Server {
     struct Conn *dead;    /* closed connections not yet freed */
     const struct ConnHandler *handler; /* runs a connection's input (cmd.c) */
     const struct QueueEvents *events;  /* hears the queue's events (cmd.c) */
-    PtrSet fetching; /* Conn* in IN_FETCH: a reply waits for a body */
+    PtrSet fetching; /* Conn* whose job reply waits for bodies */
     int throttled;   /* backpressure: producers are not read */
 
     /* durability */
@@ -97,8 +97,9 @@ typedef struct Server {
     BodyCache bodies;  /* resident bodies, reader thread */
     uint32_t iter;     /* loop iterations (prepare callbacks) */
     size_t jobs_peak;  /* job count high-water since the last trim */
-    ev_timer trim_w;   /* each second: malloc_trim when idle */
-    uint64_t trim_ops; /* commands run, as of trim_w's last call */
+    ev_timer second_w; /* each second: malloc_trim when idle, expired
+                          put-unique keys (server.c) */
+    uint64_t trim_ops; /* commands run, as of the last second */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];
@@ -111,7 +112,6 @@ typedef struct Server {
     uint64_t batch_jobs;     /* jobs handed out by reserve-batch */
     uint64_t dedup_hits;     /* put-unique answered with an earlier job */
     Dedup dedup;             /* put-unique keys */
-    ev_timer dedup_w;        /* each second: forgets expired keys */
     PtrSet clearing;         /* Conn* with a clear-tube under way */
     ev_idle clear_w;         /* keeps the loop turning while they work */
     int draining;
