@@ -116,6 +116,7 @@ handoff_flush(Handoff *h)
     *h->queue_tail = c;
     h->queue_tail = &c->next;
     h->queued_nrec += c->nrec;
+    atomic_store_explicit(&h->has_input, 1, memory_order_release);
     h->cur = h->spare;
     if (h->spare) {
         h->spare = h->spare->next;
@@ -123,10 +124,12 @@ handoff_flush(Handoff *h)
     }
     /* Wake the thread only when it sleeps and has what it waits for: a
      * futex wake per loop iteration while it gathers a group would cost
-     * more than the group saves. */
-    if (h->sleeping && h->queued_nrec >= h->wake_at_nrec)
-        pthread_cond_signal(&h->cv);
+     * more than the group saves. Signalled after the unlock, so the thread
+     * does not wake only to block on mu (a second wake-up on the reply's
+     * path, seen in strace at c=1). */
+    int wake = h->sleeping && h->queued_nrec >= h->wake_at_nrec;
     pthread_mutex_unlock(&h->mu);
+    if (wake) pthread_cond_signal(&h->cv);
 }
 
 size_t
@@ -244,9 +247,34 @@ queue_take(Handoff *h, uint64_t max)
         *tail = chunk_cut(h->queue, (size_t)(max - took));
         took += (*tail)->nrec;
     }
-    if (!h->queue) h->queue_tail = &h->queue;
+    if (!h->queue) {
+        h->queue_tail = &h->queue;
+        atomic_store_explicit(&h->has_input, 0, memory_order_relaxed);
+    }
     h->queued_nrec -= took;
     return head;
+}
+
+/* Input spin (issue 14, item 3): with nothing queued, the mutation thread
+ * polls has_input a little longer than input has lately taken to come
+ * before it sleeps on cv, so that a lone client's next command finds it
+ * awake: a futex wake-up of an idle core costs its reply tens of
+ * microseconds in a VM. Gaps longer than SPIN_MAX_NS sleep at once. The
+ * gap is measured from here to the input's arrival, sleep or not. */
+#define SPIN_MAX_NS 300000
+#define SPIN_MIN_NS 20000
+static void
+spin_for_input(Handoff *h, int64_t t0)
+{
+    if (atomic_load_explicit(&h->has_input, memory_order_acquire) ||
+        h->gap_ns > SPIN_MAX_NS)
+        return;
+    int64_t end = t0 + h->gap_ns + h->gap_ns / 2 + SPIN_MIN_NS;
+    while (!atomic_load_explicit(&h->has_input, memory_order_acquire) &&
+           util_now_ns() < end) {
+        for (int i = 0; i < 64; i++)
+            util_cpu_relax();
+    }
 }
 
 Chunk *
@@ -254,7 +282,10 @@ handoff_wait(Handoff *h, const HandoffWait *w, int *stop)
 {
     int64_t deadline = w->deadline_ns;
     struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
+    int64_t t0 = util_now_ns();
+    int had_input = atomic_load_explicit(&h->has_input, memory_order_acquire);
 
+    spin_for_input(h, t0);
     pthread_mutex_lock(&h->mu);
     if (h->always) split_update(h, w);
     h->wake_at_nrec = 1;
@@ -267,6 +298,8 @@ handoff_wait(Handoff *h, const HandoffWait *w, int *stop)
         }
     }
     h->sleeping = 0;
+    if (h->queue && !had_input)
+        h->gap_ns += (util_now_ns() - t0 - h->gap_ns) / 8;
     if (h->queue && h->always) gather(h, w);
     Chunk *c = queue_take(
         h, atomic_load_explicit(&h->split_nrec, memory_order_relaxed));

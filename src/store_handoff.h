@@ -60,6 +60,13 @@ typedef struct Handoff {
 
     /* loop thread adds, mutation thread subtracts */
     _Atomic size_t backlog;
+
+    /* input spin (handoff_wait): queue is not empty (set under mu by the
+     * loop, cleared under mu by the mutation thread, read by its spin
+     * without mu) */
+    _Atomic int has_input;
+    int64_t gap_ns; /* mutation thread: moving average of how long input
+                       took to come once it had none */
 } Handoff;
 
 /* What the mutation thread knows when it waits for input (handoff_wait). */

@@ -23,4 +23,13 @@ int64_t util_now_ns(void);
  * Returns the block; the caller owns it. */
 void *util_xrealloc(void *p, size_t n);
 
+/* A spinning thread's hint to the CPU (x86 PAUSE; nothing elsewhere). */
+static inline void
+util_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 #endif
