@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages rockstalk builds and tests with, if missing.
 set -e
-PKGS="build-essential pkg-config libev-dev librocksdb-dev libmicrohttpd-dev libcmocka-dev \
+PKGS="build-essential pkg-config libev-dev librocksdb-dev zlib1g-dev libmicrohttpd-dev libcmocka-dev \
 beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc clang libclang-rt-14-dev \
 ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs \
 libedit-dev libncurses-dev python3-pexpect python3-pyte"

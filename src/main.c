@@ -57,6 +57,10 @@ usage(FILE *f)
             "(default 0: never)\n"
             "     --dedup-window S   seconds a put-unique key is remembered "
             "(default 300)\n"
+            "     --journal-size N   bytes of each of the 2 commit journal "
+            "files\n"
+            "                        (default mode only; default 16 MiB, "
+            "0: none)\n"
             "     --metrics HOST:PORT  serve Prometheus metrics at "
             "http://HOST:PORT/metrics\n"
             " -V, --verbose          more log output (repeatable)\n"
@@ -92,6 +96,7 @@ static const struct option longopts[] = {
     {"max-connections", required_argument, NULL, 'C'},
     {"max-timeouts", required_argument, NULL, 'T'},
     {"dedup-window", required_argument, NULL, 'D'},
+    {"journal-size", required_argument, NULL, 'J'},
     {"metrics", required_argument, NULL, 'P'},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
@@ -136,6 +141,15 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 'D':
         cfg->dedup_window = (uint32_t)num("--dedup-window", arg, 0, 1 << 30);
+        break;
+    case 'J':
+        cfg->journal_bytes = (uint64_t)num("--journal-size", arg, 0, 1L << 40);
+        if (cfg->journal_bytes && cfg->journal_bytes < STORE_JOURNAL_SIZE_MIN) {
+            fprintf(stderr,
+                    "rockstalkd: --journal-size: 0 or at least %llu bytes\n",
+                    (unsigned long long)STORE_JOURNAL_SIZE_MIN);
+            exit(1);
+        }
         break;
     case 'T':
         cfg->max_timeouts = (uint32_t)num("--max-timeouts", arg, 0, UINT32_MAX);
@@ -229,7 +243,8 @@ main(int argc, char **argv)
                         .max_job_size = JOB_SIZE_DEFAULT,
                         .binlog_size = 10485760,
                         .cache_max = 64 << 20,
-                        .dedup_window = 300};
+                        .dedup_window = 300,
+                        .journal_bytes = STORE_JOURNAL_SIZE_DEFAULT};
     static Server srv; /* the one Server; everything hangs off it */
     char err[1024];
     int ch;

@@ -311,6 +311,7 @@ open_store(Server *s, char *err, size_t errcap)
         .nshards = s->cfg.nshards,
         .sync_mode = s->cfg.sync_mode,
         .sync_interval_ms = s->cfg.sync_ms,
+        .journal_bytes = s->cfg.journal_bytes,
         .notify = store_notify,
         .notify_arg = s,
     };
@@ -324,6 +325,11 @@ open_store(Server *s, char *err, size_t errcap)
     log_msg(0, "recovered %zu jobs from %s in %.3f s (next id %llu)",
             s->jobs.len, s->cfg.dir, (double)(mono_ns() - t0) / 1e9,
             (unsigned long long)next_id);
+    StoreStats st;
+    store_stats(s->store, &st);
+    if (st.replayed)
+        log_msg(0, "the commit journal gave %llu groups RocksDB lacked",
+                (unsigned long long)st.replayed);
     if (store_start(s->store, err, errcap) < 0) return -1;
     return prefetch_start(s->store, store_notify, s, &s->bodies.reader, err,
                           errcap);

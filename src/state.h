@@ -44,6 +44,8 @@ typedef struct ServerConfig {
                                  out this many times; 0 = never */
     uint32_t dedup_window;    /* --dedup-window: seconds a put-unique key is
                                  remembered after its put (default 300) */
+    uint64_t journal_bytes;   /* --journal-size: bytes of each commit
+                                 journal file, 0 = none (StoreConfig) */
     int verbose;              /* -V count */
 } ServerConfig;
 

@@ -3,9 +3,10 @@
  *
  *   store.c                       this facade (store.h)
  *   store_mut.c                   the mutation thread, group commit
- *   store_sync.c  store_handoff.c  store_recover.c
+ *   store_sync.c  store_handoff.c  store_recover.c  store_journal.c
  *                                 syncs and syncers; the loop's hand-off
- *                                 queue; the recovery scan
+ *                                 queue; the recovery scan; the commit
+ *                                 journal
  *   store_ack.c  store_shard.c  store_dir.c  store_fault.c
  *                                 publication and fail-stop; a RocksDB
  *                                 shard; the data directory; fault injection
@@ -25,6 +26,7 @@
 #include "store_enc.h"
 #include "store_fault.h"
 #include "store_handoff.h"
+#include "store_journal.h"
 #include "store_mut.h"
 #include "store_recover.h"
 #include "store_shard.h"
@@ -39,7 +41,10 @@ struct Store {
     StoreDir dir;
     StoreFault fault;
     ShardOpts opts;
-    const StoreIO *io; /* cfg.io, fault.inner (RocksDB) or fault.wrap */
+    const StoreIO *io; /* cfg.io (or io_cfg), fault.inner (RocksDB) or
+                          fault.wrap */
+    StoreIO io_cfg;    /* cfg.io with the plain journal IO where it has none */
+    Journal journal;
     int nshards;
     StoreShard shard[STORE_SHARDS_MAX];
     int started;
@@ -124,6 +129,7 @@ store_stats(const Store *s, StoreStats *out)
 {
     ack_stats(&s->ack, out);
     out->nshards = s->nshards;
+    out->journal = s->mut.journal != NULL;
 }
 
 /* ---- reads (any thread) ---- */
@@ -135,6 +141,7 @@ store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
     if (fault_read_fails(&s->fault))
         return util_fail(err, errcap, "read body of job %" PRIu64 ": %s", id,
                          FAULT_READ_MSG);
+    ack_wait_applied(&s->ack);
     return shard_get_body(&s->shard[store_shard_of(id, s->nshards)], id, body,
                           len, err, errcap);
 }
@@ -152,6 +159,7 @@ store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
     }
     if (fault_read_fails(&s->fault))
         return util_fail(err, errcap, "read bodies: %s", FAULT_READ_MSG);
+    ack_wait_applied(&s->ack);
     for (int k = 0; k < s->nshards; k++)
         if (((todo >> k) & 1) && shard_get_bodies(&s->shard[k], ids, n, bodies,
                                                   lens, err, errcap) < 0)
@@ -175,6 +183,10 @@ config_check(const StoreConfig *cfg, char *err, size_t errcap)
         return util_fail(err, errcap, "bad sync mode %d", (int)cfg->sync_mode);
     if (cfg->sync_mode == STORE_SYNC_INTERVAL && cfg->sync_interval_ms <= 0)
         return util_fail(err, errcap, "sync interval must be > 0 ms");
+    if (cfg->journal_bytes && cfg->journal_bytes < STORE_JOURNAL_SIZE_MIN)
+        return util_fail(err, errcap, "journal size %llu below %llu bytes",
+                         (unsigned long long)cfg->journal_bytes,
+                         (unsigned long long)STORE_JOURNAL_SIZE_MIN);
     return 0;
 }
 
@@ -186,6 +198,7 @@ store_free(Store *s)
     for (int i = 0; i < STORE_SHARDS_MAX; i++)
         shard_close(&s->shard[i]);
     mut_destroy(&s->mut);
+    journal_close(&s->journal);
     sync_destroy(&s->sync);
     shard_opts_destroy(&s->opts);
     handoff_destroy(&s->ho);
@@ -208,6 +221,42 @@ store_open_shards(Store *s, char *err, size_t errcap)
     return 0;
 }
 
+/* The StoreIO of cfg->io, with the plain journal IO where it has none. */
+static const StoreIO *
+io_complete(Store *s, const StoreIO *io)
+{
+    if (!io || (io->jwrite && io->jsync)) return io;
+    s->io_cfg = *io;
+    if (!s->io_cfg.jwrite) s->io_cfg.jwrite = journal_io_write;
+    if (!s->io_cfg.jsync) s->io_cfg.jsync = journal_io_sync;
+    return &s->io_cfg;
+}
+
+/* Opens the commit journal, replays what the shards lack, syncs them and
+ * sets the journal up for this run's mode (store_journal.h): kept only in
+ * STORE_SYNC_ALWAYS with a journal size, else its files are removed once
+ * replayed. */
+static int
+store_journal_open(Store *s, char *err, size_t errcap)
+{
+    uint64_t size =
+        s->cfg.sync_mode == STORE_SYNC_ALWAYS ? s->cfg.journal_bytes : 0;
+    char msg[sizeof s->ack.failmsg];
+
+    if (journal_open(&s->journal, s->dir.path, size, s->io, err, errcap) < 0 ||
+        journal_replay(&s->journal, mut_replay, &s->mut, err, errcap) < 0)
+        goto failed;
+    if (mut_replay_end(&s->mut, size ? &s->journal : NULL,
+                       s->journal.top_group) < 0)
+        goto failed;
+    if (size) sync_use_journal(&s->sync);
+    return journal_reset(&s->journal, err, errcap);
+failed:
+    if (store_failed(s, msg, sizeof msg))
+        util_fail(err, errcap, "journal replay: %s", msg);
+    return -1;
+}
+
 int
 store_open(const StoreConfig *cfg, Store **out, char *err, size_t errcap)
 {
@@ -224,7 +273,10 @@ store_open(const StoreConfig *cfg, Store **out, char *err, size_t errcap)
                  &s->ack.durable_seq);
     sync_init(&s->sync, cfg->sync_mode, cfg->sync_interval_ms, &s->ack);
     StoreIO rocks = shard_rocks_io(&s->opts);
-    if (fault_setup(&s->fault, &rocks, cfg->io, &s->io, err, errcap) < 0 ||
+    rocks.jwrite = journal_io_write;
+    rocks.jsync = journal_io_sync;
+    if (fault_setup(&s->fault, &rocks, io_complete(s, cfg->io), &s->io, err,
+                    errcap) < 0 ||
         dir_open(&s->dir, cfg->dir, cfg->nshards, err, errcap) < 0)
         goto bad;
     s->cfg.dir = s->dir.path;
@@ -233,6 +285,7 @@ store_open(const StoreConfig *cfg, Store **out, char *err, size_t errcap)
     sync_attach(&s->sync, s->shard, s->nshards, s->io);
     mut_init(&s->mut, cfg->sync_mode, s->shard, s->nshards, s->io, &s->ho,
              &s->sync, &s->ack);
+    if (store_journal_open(s, err, errcap) < 0) goto bad;
     *out = s;
     return 0;
 bad:

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 void
 ack_init(StoreAck *a, void (*notify)(void *arg), void *notify_arg)
@@ -26,13 +27,34 @@ ack_fail(StoreAck *a, const char *what, int shard, char *msg)
      * first to take mu writes the message. */
     pthread_mutex_lock(&a->mu);
     if (!atomic_load_explicit(&a->failed, memory_order_relaxed)) {
-        snprintf(a->failmsg, sizeof a->failmsg, "%s shard-%02d: %s", what,
-                 shard, msg ? msg : "unknown error");
+        if (shard >= 0)
+            snprintf(a->failmsg, sizeof a->failmsg, "%s shard-%02d: %s", what,
+                     shard, msg ? msg : "unknown error");
+        else
+            snprintf(a->failmsg, sizeof a->failmsg, "%s: %s", what,
+                     msg ? msg : "unknown error");
         atomic_store_explicit(&a->failed, 1, memory_order_release);
     }
     pthread_mutex_unlock(&a->mu);
     free(msg);
     if (a->notify) a->notify(a->notify_arg);
+}
+
+void
+ack_applied(StoreAck *a, uint64_t seq)
+{
+    atomic_store_explicit(&a->applied_seq, seq, memory_order_release);
+}
+
+void
+ack_wait_applied(const StoreAck *a)
+{
+    const struct timespec tick = {0, 10000};
+    uint64_t want = atomic_load_explicit(&a->written_seq, memory_order_acquire);
+
+    while (atomic_load_explicit(&a->applied_seq, memory_order_acquire) < want &&
+           !ack_is_failed(a))
+        nanosleep(&tick, NULL);
 }
 
 int
@@ -114,6 +136,7 @@ ack_stats(const StoreAck *a, StoreStats *out)
     out->sync_ns = atomic_load_explicit(&a->st_sync_ns, r);
     out->last_sync_ns = atomic_load_explicit(&a->st_last_sync_ns, r);
     out->bytes = atomic_load_explicit(&a->st_bytes, r);
+    out->replayed = atomic_load_explicit(&a->st_replayed, r);
     for (int i = 0; i < STORE_SYNC_BUCKETS; i++)
         out->sync_hist[i] = atomic_load_explicit(&a->st_sync_hist[i], r);
 }

@@ -30,10 +30,13 @@ typedef struct StoreAck {
     /* written under mu (sequences by the mutation thread, failed by any
      * thread), read by any thread */
     _Atomic uint64_t written_seq, durable_seq;
+    /* by the mutation thread only: the latest sequence in RocksDB (the
+     * commit journal publishes a group before RocksDB takes it) */
+    _Atomic uint64_t applied_seq;
     _Atomic int failed;
     char failmsg[512]; /* written once, under mu, before failed (release) */
     _Atomic uint64_t st_records, st_groups, st_syncs, st_sync_ns,
-        st_last_sync_ns, st_bytes;
+        st_last_sync_ns, st_bytes, st_replayed;
     _Atomic uint64_t st_sync_hist[STORE_SYNC_BUCKETS];
 } StoreAck;
 
@@ -43,10 +46,22 @@ void ack_init(StoreAck *a, void (*notify)(void *arg), void *notify_arg);
 /* Releases what ack_init set up. */
 void ack_destroy(StoreAck *a);
 
-/* Fail-stop: records the first failure ("<what> shard-NN: <msg>"), then
+/* Fail-stop: records the first failure ("<what> shard-NN: <msg>", or
+ * "<what>: <msg>" for a shard < 0, the commit journal), then
  * nothing more is published; calls notify. Takes ownership of msg
  * (malloc'd, may be NULL). Any thread. */
 void ack_fail(StoreAck *a, const char *what, int shard, char *msg);
+
+/* Mutation thread: RocksDB holds every record up to seq (written with its
+ * WAL, synced or not). */
+void ack_applied(StoreAck *a, uint64_t seq);
+
+/* Any thread but the mutation thread: waits until RocksDB holds every
+ * record published so far (the written sequence when called), or a
+ * failure is recorded, so a read finds what the loop was told is stored.
+ * Polls every 10 us: the wait is one RocksDB write at most, and only in
+ * the commit journal's window between publication and write. */
+void ack_wait_applied(const StoreAck *a);
 
 /* Nonzero once a failure is recorded. Any thread. */
 int ack_is_failed(const StoreAck *a);

@@ -171,7 +171,9 @@ format_check(StoreDir *d, int want, char *err, size_t errcap)
             "the shard count cannot change (omit -S or use -S %d)",
             d->path, have, want, want, have);
     d->nshards = have;
-    return 0;
+    /* An older format is upgraded once the checks passed: version 2 adds
+     * the commit journal, which a version 1 server would not replay. */
+    return version < STORE_FORMAT_VERSION ? format_write(d, err, errcap) : 0;
 }
 
 int

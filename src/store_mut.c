@@ -1,6 +1,7 @@
 /* store_mut.c - the mutation thread and group commit (see store_mut.h). */
 #include "store_mut.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "store_enc.h"
@@ -28,6 +29,8 @@ mut_destroy(StoreMut *m)
         if (m->batch[i]) rocksdb_writebatch_destroy(m->batch[i]);
         m->batch[i] = NULL;
     }
+    free(m->iov);
+    m->iov = NULL;
 }
 
 /* Adds one record to its shard's batch; returns the record's length. */
@@ -78,17 +81,24 @@ mut_apply(StoreMut *m, const unsigned char *p, uint64_t *seq)
     return len;
 }
 
-/* Adds the next_id high-water mark to a batch whose puts raised it. In the
- * same batch as the puts, so a durable id is always covered by it. */
+/* Adds the marks of shard i's batch: the group's number (jgroup), and the
+ * next_id high-water mark if the group's puts raised it. In the same batch
+ * as the group, so a durable id is always covered by next_id and a shard
+ * holds a group exactly when its jgroup is at least that group's. */
 static void
-mut_put_hwm(StoreMut *m, int i)
+mut_put_marks(StoreMut *m, int i)
 {
+    StoreShard *sh = &m->shard[i];
+    rocksdb_column_family_handle_t *cf = sh->cf[SHARD_CF_DEFAULT];
     unsigned char v[8];
 
+    enc_put_u64le(v, m->group);
+    rocksdb_writebatch_put_cf(m->batch[i], cf, "jgroup", 6, (const char *)v, 8);
+    sh->jgroup = m->group;
     if (!m->hwm_changed[i]) return;
-    enc_put_u64le(v, m->shard[i].hwm);
-    rocksdb_writebatch_put_cf(m->batch[i], m->shard[i].cf[SHARD_CF_DEFAULT],
-                              "next_id", 7, (const char *)v, 8);
+    enc_put_u64le(v, sh->hwm);
+    rocksdb_writebatch_put_cf(m->batch[i], cf, "next_id", 7, (const char *)v,
+                              8);
     m->hwm_changed[i] = 0;
 }
 
@@ -112,31 +122,89 @@ mut_write_one(StoreMut *m, int i, int sync)
     return 0;
 }
 
-/* Writes the batch of every shard this group touched. STORE_SYNC_ALWAYS:
- * a group touching one shard is written with sync=1 (measured as fast as or
- * faster than write + flush_wal); a group touching several is written with
- * sync=0 and then synced in parallel (sync_dirty). */
+/* Writes the batch of every shard this group touched (and syncs them if
+ * sync: a group touching one shard is written with sync=1, measured as
+ * fast as or faster than write + flush_wal; a group touching several is
+ * written with sync=0 and then synced in parallel, sync_dirty). */
 static int
-mut_write_group(StoreMut *m)
+mut_write_group(StoreMut *m, int sync)
 {
-    int n = 0, rc = 0, one = m->mode == STORE_SYNC_ALWAYS;
+    int n = 0, rc = 0, one;
 
     for (int i = 0; i < m->nshards; i++) {
         if (m->in_group[i]) {
-            mut_put_hwm(m, i);
+            mut_put_marks(m, i);
             n++;
         }
     }
-    one = one && n == 1;
+    one = sync && n == 1;
     for (int i = 0; i < m->nshards; i++) {
         if (!m->in_group[i]) continue;
         if (rc == 0) rc = mut_write_one(m, i, one);
         rocksdb_writebatch_clear(m->batch[i]); /* after a failure: drop */
         m->in_group[i] = 0;
     }
-    if (rc == 0 && m->mode == STORE_SYNC_ALWAYS && !one)
-        rc = sync_dirty(m->sync);
+    if (rc == 0 && sync && !one) rc = sync_dirty(m->sync);
     return rc;
+}
+
+/* The journal record's pieces: m->iov[1..] the chunks' bytes ([0] is the
+ * header's, journal_append). Returns the count with [0]. */
+static int
+mut_iov(StoreMut *m, const Chunk *chunks)
+{
+    int n = 1;
+
+    for (const Chunk *c = chunks; c; c = c->next) {
+        if (n >= m->iov_cap) {
+            m->iov_cap = m->iov_cap ? 2 * m->iov_cap : 16;
+            m->iov = util_xrealloc(m->iov, (size_t)m->iov_cap * sizeof *m->iov);
+        }
+        m->iov[n++] = (struct iovec){c->p + c->start, c->len - c->start};
+    }
+    return n;
+}
+
+/* Commit journal: the group goes to the journal and is synced (starting
+ * the next file first if it does not fit in this one, sync_cover), is
+ * published as durable, and then goes to RocksDB with the WAL unsynced,
+ * off the reply's path. A group larger than a journal file is written and
+ * synced in RocksDB instead. Returns 0, or -1 after a failure. */
+static int
+mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
+                   uint64_t seq)
+{
+    Journal *j = m->journal;
+    char *msg = NULL;
+    uint64_t ns;
+
+    if (!journal_fits(j, bytes) || nrec > UINT32_MAX) {
+        int rc = mut_write_group(m, 1);
+        handoff_done(m->ho, bytes);
+        if (rc == 0) ack_publish(m->ack, seq, 1);
+        return rc;
+    }
+    if (journal_full(j, bytes)) {
+        if (sync_cover(m->sync) < 0) goto fail;
+        journal_roll(j);
+    }
+    int n = mut_iov(m, chunks);
+    if (journal_append(j, m->group, (uint32_t)nrec, m->iov, n, bytes, &ns,
+                       &msg) < 0) {
+        ack_fail(m->ack, "commit journal", -1, msg);
+        goto fail;
+    }
+    sync_note_synced_write(m->sync, ns);
+    handoff_done(m->ho, bytes);
+    ack_publish(m->ack, seq, 1);
+    return mut_write_group(m, 0);
+fail:
+    handoff_done(m->ho, bytes);
+    for (int i = 0; i < m->nshards; i++) { /* drop the batches */
+        rocksdb_writebatch_clear(m->batch[i]);
+        m->in_group[i] = 0;
+    }
+    return -1;
 }
 
 /* Commits one group (all chunks taken at once) and publishes its last seq.
@@ -146,6 +214,7 @@ mut_group(StoreMut *m, Chunk *chunks)
 {
     uint64_t seq = 0, records = 0, puts = 0;
     size_t bytes = 0;
+    int rc = -1;
 
     for (Chunk *c = chunks; c; c = c->next) {
         if (!ack_is_failed(m->ack)) {
@@ -156,18 +225,63 @@ mut_group(StoreMut *m, Chunk *chunks)
         }
         bytes += c->len - c->start;
     }
-    int rc = records ? mut_write_group(m) : -1;
+    m->prev_records = records;
+    m->prev_puts = puts;
     if (records) {
+        m->group++;
         atomic_fetch_add_explicit(&m->ack->st_records, records,
                                   memory_order_relaxed);
         atomic_fetch_add_explicit(&m->ack->st_groups, 1, memory_order_relaxed);
     }
-    m->prev_records = records;
-    m->prev_puts = puts;
+    if (records && m->journal) {
+        if (mut_commit_journal(m, chunks, records, bytes, seq) == 0)
+            ack_applied(m->ack, seq);
+        return;
+    }
+    if (records) rc = mut_write_group(m, m->mode == STORE_SYNC_ALWAYS);
+    if (rc == 0) ack_applied(m->ack, seq);
     /* Written: no longer backlog. Before the publication, so whoever sees
      * the sequence acknowledged also sees the backlog without it. */
     handoff_done(m->ho, bytes);
     if (rc == 0) ack_publish(m->ack, seq, m->mode == STORE_SYNC_ALWAYS);
+}
+
+/* ---- journal replay (main thread, before the thread starts) ---- */
+
+int
+mut_replay(void *arg, uint64_t group, const unsigned char *p, size_t len,
+           uint32_t nrec)
+{
+    StoreMut *m = arg;
+    uint64_t seq;
+    int any = 0;
+    (void)nrec;
+
+    for (size_t off = 0; off < len;) {
+        EncRec r;
+        size_t rl = enc_rec_get(p + off, &r);
+        if (group > m->shard[store_shard_of(r.id, m->nshards)].jgroup) {
+            mut_apply(m, p + off, &seq);
+            any = 1;
+        }
+        off += rl;
+    }
+    if (!any) return 0;
+    m->group = group;
+    atomic_fetch_add_explicit(&m->ack->st_replayed, 1, memory_order_relaxed);
+    return mut_write_group(m, 0);
+}
+
+int
+mut_replay_end(StoreMut *m, Journal *j, uint64_t top_group)
+{
+    int rc = sync_dirty(m->sync);
+
+    if (top_group > m->group) m->group = top_group;
+    for (int i = 0; i < m->nshards; i++)
+        if (m->shard[i].jgroup > m->group) m->group = m->shard[i].jgroup;
+    m->journal = j;
+    return rc;
 }
 
 /* What handoff_wait needs to know from this thread. */

@@ -2,13 +2,16 @@
  * each group from the hand-off queue, applies its records to one
  * WriteBatch per shard, writes the batches of the shards the group touched
  * (group commit), has them synced as the sync mode says and publishes the
- * group's last sequence.
+ * group's last sequence. With the commit journal (STORE_SYNC_ALWAYS), a
+ * group is first written to the journal and synced, published, and then
+ * written to RocksDB with the WAL unsynced (store_journal.h).
  *
  * Threads: mut_init, mut_start, mut_join and mut_destroy on the main
  * thread; mut_run is the mutation thread's body (or runs on the main thread
  * for a store that was never started). Calls: store_handoff (input),
  * store_sync (syncs), store_ack (publication, fail-stop, counters),
- * store_shard (RocksDB handles), store_enc (records), store_util.
+ * store_shard (RocksDB handles), store_journal, store_enc (records),
+ * store_util.
  */
 #ifndef ROCKSTALK_STORE_MUT_H
 #define ROCKSTALK_STORE_MUT_H
@@ -21,6 +24,7 @@
 #include "store_types.h"
 #include "store_ack.h"
 #include "store_handoff.h"
+#include "store_journal.h"
 #include "store_shard.h"
 #include "store_sync.h"
 
@@ -39,6 +43,10 @@ typedef struct StoreMut {
     int hwm_changed[STORE_SHARDS_MAX]; /* this group raised the shard's hwm */
     uint64_t prev_records;             /* records in the previous group */
     uint64_t prev_puts;                /* ...of which puts */
+    Journal *journal;                  /* borrowed; NULL: no commit journal */
+    uint64_t group;    /* number of the latest group (store_journal.h) */
+    struct iovec *iov; /* journal_append's pieces: [0] header, chunks */
+    int iov_cap;
     pthread_t thread;
     int started;
 } StoreMut;
@@ -47,6 +55,20 @@ typedef struct StoreMut {
  * creates a WriteBatch per shard. */
 void mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
               const StoreIO *io, Handoff *ho, StoreSync *sync, StoreAck *ack);
+
+/* Main thread, before mut_start: one journal record (journal_replay's
+ * JournalReplayFn; ctx is m): its records whose shard does not hold the
+ * group yet (StoreShard.jgroup) are written to RocksDB, unsynced. Returns
+ * 0, or -1 after recording the failure (store_ack). */
+int mut_replay(void *m, uint64_t group, const unsigned char *p, size_t len,
+               uint32_t nrec);
+
+/* Main thread, after the replay: syncs every shard the replay wrote and
+ * makes m number its groups from above every group seen (the shards'
+ * jgroup and top_group, the journal's highest); j: the commit journal the
+ * groups go to from now on (NULL: none). Returns 0, or -1 after recording
+ * the failure. */
+int mut_replay_end(StoreMut *m, Journal *j, uint64_t top_group);
 
 /* Starts the mutation thread (mut_run). Returns 0, or -1 with a message in
  * err. */
@@ -61,7 +83,8 @@ void mut_run(StoreMut *m);
  * mut_run here. */
 void mut_join(StoreMut *m);
 
-/* Frees the WriteBatches (the thread must be gone). */
+/* Frees the WriteBatches and the journal's iovec (the thread must be
+ * gone). */
 void mut_destroy(StoreMut *m);
 
 #endif

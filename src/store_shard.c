@@ -154,7 +154,8 @@ header_create(StoreShard *sh, char *err, size_t errcap)
     return 0;
 }
 
-/* Checks an existing shard's header (or creates it) and loads next_id. */
+/* Checks an existing shard's header (or creates it) and loads next_id and
+ * jgroup. */
 static int
 header_check(StoreShard *sh, const char *dir, char *err, size_t errcap)
 {
@@ -182,6 +183,8 @@ header_check(StoreShard *sh, const char *dir, char *err, size_t errcap)
                          enc_get_u32le(idx + 4), sh->index, sh->nshards);
     if ((r = header_get(sh, "next_id", nid, 8, err, errcap)) < 0) return -1;
     sh->hwm = r ? enc_get_u64le(nid) : 0;
+    if ((r = header_get(sh, "jgroup", nid, 8, err, errcap)) < 0) return -1;
+    sh->jgroup = r ? enc_get_u64le(nid) : 0;
     return 0;
 }
 
@@ -214,7 +217,7 @@ shard_open(StoreShard *sh, const ShardOpts *o, const char *dir, int index,
 StoreIO
 shard_rocks_io(ShardOpts *o)
 {
-    return (StoreIO){rocks_write, rocks_sync, o};
+    return (StoreIO){.write = rocks_write, .sync = rocks_sync, .ctx = o};
 }
 
 /* Reads go straight to RocksDB, which is safe next to the mutation thread's

@@ -1,6 +1,7 @@
 /* store_shard.h - one shard: a RocksDB instance in <dir>/shard-NN with the
  * column families default (header: "format" u32, "shard" u32 index + u32
- * count, "next_id" u64 highest id ever put here), meta (job key ->
+ * count, "next_id" u64 highest id ever put here, "jgroup" u64 the latest
+ * group written here), meta (job key ->
  * JobMeta v1) and body (job key -> raw body bytes); the RocksDB options
  * every shard shares; the StoreIO of RocksDB itself; body reads.
  *
@@ -36,8 +37,12 @@ typedef struct StoreShard {
     int index, nshards;
     rocksdb_t *db; /* NULL: not open */
     rocksdb_column_family_handle_t *cf[SHARD_CF_COUNT];
-    uint64_t hwm; /* highest id put here: set by shard_open, then raised
-                     only by the mutation thread */
+    uint64_t hwm;    /* highest id put here: set by shard_open, then raised
+                        only by the mutation thread */
+    uint64_t jgroup; /* number of the latest group written here ("jgroup",
+                        in the same batch as the group): set by shard_open,
+                        then by the mutation thread; a journal record of a
+                        group not above it is already here */
 } StoreShard;
 
 /* Creates the shared options into o (sizes in store_shard.c). Aborts only
@@ -52,8 +57,8 @@ StoreIO shard_rocks_io(ShardOpts *o);
 
 /* Opens <dir>/shard-NN (index of nshards), creating it and its header if
  * missing, else checking the header's format and shard numbers, and loads
- * next_id into sh->hwm. Returns 0, or -1 with a message in err; call
- * shard_close either way. */
+ * next_id into sh->hwm and jgroup into sh->jgroup. Returns 0, or -1 with a
+ * message in err; call shard_close either way. */
 int shard_open(StoreShard *sh, const ShardOpts *o, const char *dir, int index,
                int nshards, char *err, size_t errcap);
 

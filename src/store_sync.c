@@ -63,6 +63,12 @@ sync_init(StoreSync *y, StoreSyncMode mode, int interval_ms, StoreAck *ack)
 }
 
 void
+sync_use_journal(StoreSync *y)
+{
+    y->journal = 1;
+}
+
+void
 sync_attach(StoreSync *y, StoreShard *shard, int nshards, const StoreIO *io)
 {
     y->shard = shard;
@@ -279,6 +285,24 @@ sync_interval(StoreSync *y)
     y->last_sync_mono = util_now_ns();
 }
 
+int
+sync_cover(StoreSync *y)
+{
+    if (!y->post[0].t.started) { /* no helpers: sync here */
+        for (int i = 0; i < y->nshards; i++)
+            y->dirty[i] = 1;
+        return sync_dirty(y);
+    }
+    for (int i = 0; i < y->nshards; i++) {
+        if (y->post[i].t.started) post_wait_idle(&y->post[i]);
+    }
+    if (ack_is_failed(y->ack)) return -1;
+    for (int i = 0; i < y->nshards; i++) {
+        if (y->post[i].t.started) post_try(&y->post[i]);
+    }
+    return 0;
+}
+
 /* Every shard once: after the posted fsyncs (each counted by its syncer)
  * are done, the shards are synced by sync_dirty alone, so a shard that
  * was still dirty is synced and counted once, not once more by its
@@ -316,7 +340,7 @@ sync_start(StoreSync *y, char *err, size_t errcap)
     if (y->mode == STORE_SYNC_NEVER) return 0; /* no syncs until close */
     for (int i = 0; i < y->nshards; i++) {
         int rc = 0;
-        if (y->mode == STORE_SYNC_INTERVAL)
+        if (y->mode == STORE_SYNC_INTERVAL || y->journal)
             rc = thread_start(&y->post[i].t, post_main, &y->post[i], err,
                               errcap);
         else if (i > 0) /* shard 0 is never posted (sync_dirty) */

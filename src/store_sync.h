@@ -67,6 +67,8 @@ typedef struct SyncPost {
 typedef struct StoreSync {
     StoreSyncMode mode;
     int interval_ms; /* STORE_SYNC_INTERVAL */
+    int journal;     /* STORE_SYNC_ALWAYS with the commit journal: SyncPost
+                        helpers for sync_cover, no SyncJoin ones */
     int nshards;
     StoreShard *shard; /* the store's, [nshards] */
     const StoreIO *io;
@@ -89,6 +91,10 @@ void sync_init(StoreSync *y, StoreSyncMode mode, int interval_ms,
  * through, both borrowed for y's life. Before sync_start. */
 void sync_attach(StoreSync *y, StoreShard *shard, int nshards,
                  const StoreIO *io);
+
+/* STORE_SYNC_ALWAYS: the groups go to the commit journal (store_journal.h),
+ * which needs the SyncPost helpers (sync_cover). Before sync_start. */
+void sync_use_journal(StoreSync *y);
 
 /* Starts the syncer threads the mode needs (SyncJoin or SyncPost). Returns 0,
  * or -1 (message in err; call sync_stop). */
@@ -118,6 +124,14 @@ int sync_any_dirty(const StoreSync *y);
 /* Mutation thread, STORE_SYNC_INTERVAL: when the interval has passed since
  * the last sync, posts every dirty shard to its syncer (fire and forget). */
 void sync_interval(StoreSync *y);
+
+/* Mutation thread, commit journal: waits until the fsyncs posted by the
+ * previous call are done, then posts one of every shard's WAL, which makes
+ * durable everything written before this call; returns 0, or -1 if a
+ * failure is recorded (a posted fsync failed: nothing the previous call
+ * covered may be relied on). So what was written before call k is durable
+ * once call k+1 returns 0. */
+int sync_cover(StoreSync *y);
 
 /* Mutation thread, at stop: waits for the posted fsyncs (SyncPost), then one
  * fsync of every shard whatever the mode, each counted once; then the

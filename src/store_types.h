@@ -10,10 +10,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* On-disk format version written to the data directory and each shard. A
  * directory with a newer version is refused (store_open fails). */
-#define STORE_FORMAT_VERSION 1
+#define STORE_FORMAT_VERSION 2
 
 /* Longest tube name, bytes (protocol: 200). */
 #define STORE_TUBE_MAX 200
@@ -68,12 +69,18 @@ typedef struct StoreJob {
 } StoreJob;
 
 /* Fault-injection seam: every RocksDB write and WAL sync of the mutation
- * thread goes through these. db is a rocksdb_t*, batch a
- * rocksdb_writebatch_t*; each returns 0 or -1 with a malloc'd message in
- * *errmsg (freed by the store with free()). */
+ * thread goes through write and sync, every commit journal write and sync
+ * (store_journal.h) through jwrite and jsync. db is a rocksdb_t*, batch a
+ * rocksdb_writebatch_t*, fd a journal file, off a byte offset in it; each
+ * returns 0 or -1 with a malloc'd message in *errmsg (freed by the store
+ * with free()). jwrite and jsync may be NULL in a StoreConfig.io: the
+ * store then uses the plain file system's (journal_io_write, _sync). */
 typedef struct StoreIO {
     int (*write)(void *ctx, void *db, void *batch, int sync, char **errmsg);
     int (*sync)(void *ctx, void *db, char **errmsg);
+    int (*jwrite)(void *ctx, int fd, const struct iovec *iov, int iovcnt,
+                  uint64_t off, char **errmsg);
+    int (*jsync)(void *ctx, int fd, char **errmsg);
     void *ctx;
 } StoreIO;
 
@@ -83,6 +90,11 @@ typedef struct StoreConfig {
                         dir, or STORE_DEFAULT_SHARDS for a new dir */
     StoreSyncMode sync_mode;
     int sync_interval_ms;      /* STORE_SYNC_INTERVAL only: > 0 */
+    uint64_t journal_bytes;    /* STORE_SYNC_ALWAYS: bytes of each commit
+                                  journal file (store_journal.h), >=
+                                  STORE_JOURNAL_SIZE_MIN; 0: no journal (each
+                                  group is synced in RocksDB's WAL). Other
+                                  modes keep none. */
     const StoreIO *io;         /* NULL: RocksDB itself, possibly wrapped by the
                                   fault injection the ROCKSTALKD_FAULT_*
                                   variables ask for (see
@@ -96,6 +108,11 @@ typedef struct StoreConfig {
 } StoreConfig;
 
 #define STORE_DEFAULT_SHARDS 1
+
+/* Smallest and default size of one commit journal file, bytes
+ * (StoreConfig.journal_bytes, store_journal.h). */
+#define STORE_JOURNAL_SIZE_MIN ((uint64_t)1 << 20)
+#define STORE_JOURNAL_SIZE_DEFAULT ((uint64_t)16 << 20)
 
 /* Upper bounds (microseconds) of the WAL fsync latency histogram buckets;
  * the last bucket counts everything slower. */
@@ -111,6 +128,9 @@ typedef struct StoreStats {
     uint64_t sync_ns; /* total nanoseconds spent in WAL fsyncs */
     uint64_t last_sync_ns; /* duration of the latest fsync */
     uint64_t bytes;        /* bytes of WriteBatch data written */
+    uint64_t replayed;     /* commit journal records replayed at start-up
+                              (RocksDB lacked them in a shard) */
+    int journal;           /* the commit journal is on */
     uint64_t sync_hist[STORE_SYNC_BUCKETS]; /* fsyncs per latency bucket */
     int nshards;
 } StoreStats;

@@ -49,6 +49,7 @@ class Server:
     def __init__(self, argv, dir, port, log):
         self.host, self.port, self.dir, self.argv = "127.0.0.1", port, dir, argv
         self.log = log
+        self.env = None     # restart's environment (None: the test's own)
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         wait_listening(port, self.proc)
 
@@ -60,7 +61,7 @@ class Server:
     def restart(self):
         self.stop()
         self.proc = subprocess.Popen(self.argv, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT, env=self.env)
         wait_listening(self.port, self.proc)
 
     def kill9(self):

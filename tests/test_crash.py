@@ -26,11 +26,14 @@ state found after the restart settles it. Every reply of rockstalkd waits for
 the acknowledgement of everything applied before it, so a job another client
 saw in a RESERVED reply was stored even if the put's own reply was lost.
 
-Rounds 1-4 run in the default mode (reply after fsync), rounds 5-6 with
--f 50 (reply after write(2)). A SIGKILL loses nothing written, so the checks
-are the same, except that for ops of a -f round only "no acknowledged put
-lost, nothing corrupted" fails the test; a deviation of another acknowledged
-op there is printed as a warning. After the last round everything is drained
+Rounds 1-4 run in the default mode (reply after the commit journal's
+fsync; rounds 3 and 4 with ROCKSTALKD_FAULT_DEFER_UNSYNCED=1, so that the
+kill also loses RocksDB's unsynced writes, as a power cut would, and the
+acknowledged state comes back through the journal alone), round 5 with
+-f 50 and round 6 with -F (reply after write(2)). A SIGKILL loses nothing
+written, so the checks are the same, except that for ops of a -f or -F
+round only "no acknowledged put lost, nothing corrupted" fails the test; a
+deviation of another acknowledged op there is printed as a warning. After the last round everything is drained
 (kick, reserve-with-timeout 0, delete) and checked once more; a final
 SIGKILL + restart must then find nothing, and the next id must still be
 higher than every id issued before.
@@ -64,7 +67,24 @@ TUBES = ("default", TUBE_B)
 TTR = 120               # long enough that no reservation times out
 READ_TIMEOUT = 10.0     # any read that waits this long is a hang
 DEFAULT_MODE = ()
-ROUNDS = [DEFAULT_MODE] * 4 + [("-f", "50")] * 2
+# The default mode with ROCKSTALKD_FAULT_DEFER_UNSYNCED: RocksDB's writes
+# since its last WAL sync die with the process, as in a power cut, so what
+# was acknowledged comes back through the commit journal alone.
+POWER_CUT = ("power-cut",)
+ROUNDS = [DEFAULT_MODE] * 2 + [POWER_CUT] * 2 + [("-f", "50"), ("-F",)]
+STRICT = (DEFAULT_MODE, POWER_CUT)
+
+
+def mode_flags(mode):
+    return [] if mode == POWER_CUT else list(mode)
+
+
+def mode_env(mode):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("ROCKSTALKD_FAULT_")}
+    if mode == POWER_CUT:
+        env["ROCKSTALKD_FAULT_DEFER_UNSYNCED"] = "1"
+    return env
 N_PRODUCERS = 8
 N_WORKERS = 8
 KILL_AFTER = (0.4, 2.2)  # seconds into a round
@@ -780,8 +800,10 @@ def test_sigkill_rounds(rockstalkd):
           % (seed, seed), flush=True)
     rng = random.Random(seed)
     led = Ledger(seed)
-    srv = rockstalkd(*ROUNDS[0])
-    base = srv.argv[:len(srv.argv) - len(ROUNDS[0])]
+    srv = rockstalkd(*mode_flags(ROUNDS[0]))
+    base = srv.argv[:len(srv.argv) - len(mode_flags(ROUNDS[0]))]
+    srv.env = mode_env(ROUNDS[0])
+    srv.restart()       # with the first round's environment
     t_start = time.monotonic()
 
     def fail_if_bad():
@@ -789,7 +811,7 @@ def test_sigkill_rounds(rockstalkd):
             seed, "\n".join(led.violations[:40]))
 
     for r, mode in enumerate(ROUNDS):
-        led.round, led.strict, led.c = r, mode == DEFAULT_MODE, {}
+        led.round, led.strict, led.c = r, mode in STRICT, {}
         stop = threading.Event()
         threads = [threading.Thread(
             target=producer, name="producer-%d" % i,
@@ -816,7 +838,8 @@ def test_sigkill_rounds(rockstalkd):
         fail_if_bad()
         assert ok
         nxt = ROUNDS[r + 1] if r + 1 < len(ROUNDS) else DEFAULT_MODE
-        srv.argv = base + list(nxt)
+        srv.argv = base + mode_flags(nxt)
+        srv.env = mode_env(nxt)
         t0 = time.monotonic()
         srv.restart()
         t_restart = time.monotonic() - t0
@@ -976,6 +999,11 @@ def test_put_reply_waits_for_sync(tmp_path):
 @pytest.mark.parametrize("var,extra,message", [
     ("ROCKSTALKD_FAULT_WRITE_FAIL_AFTER", {}, "Input/output error"),
     ("ROCKSTALKD_FAULT_SYNC_FAIL_AFTER", {}, "Input/output error"),
+    # the commit journal's own writes and syncs (PROTOCOL.md 11.5)
+    ("ROCKSTALKD_FAULT_JOURNAL_WRITE_FAIL_AFTER", {},
+     "commit journal: IO error: Input/output error (injected journal write"),
+    ("ROCKSTALKD_FAULT_JOURNAL_SYNC_FAIL_AFTER", {},
+     "commit journal: IO error: Input/output error (injected journal sync"),
     # a full disk: the same fail-stop, with the reason in the log
     ("ROCKSTALKD_FAULT_WRITE_FAIL_AFTER", {"ROCKSTALKD_FAULT_ENOSPC": "1"},
      "No space left on device"),
@@ -985,6 +1013,7 @@ def test_fail_stop(tmp_path, var, extra, message):
     proc, port = _start([], dict(extra, **{var: "3"}), datadir, logpath)
     acked = {}
     failed_reply = None
+    lost = None     # the put whose reply never came
     try:
         c = Client(port, timeout=3.0)
         for i in range(10):
@@ -993,6 +1022,7 @@ def test_fail_stop(tmp_path, var, extra, message):
                 acked[c.put(i, 0, 60, body)] = body
             except (Dead, Hang) as e:
                 failed_reply = "%s: %s" % (type(e).__name__, e)
+                lost = body
                 break
         else:
             pytest.fail("10 puts acknowledged with %s=3" % var)
@@ -1018,8 +1048,20 @@ def test_fail_stop(tmp_path, var, extra, message):
     try:
         c = Client(port)
         found = c.peek_many(range(1, max(acked) + SLACK_IDS + 1))
-        assert found == acked, "after the restart: %r, acknowledged: %r" % (
-            found, acked)
+        # Every acknowledged put is back, intact. Besides them only the put
+        # whose reply never came may be (11.2: an unacknowledged change may
+        # or may not survive): with the commit journal a group is durable
+        # before its shard write, so a shard write failing after the
+        # journal's sync stops the server with that group stored but not
+        # answered, as a crash at that moment would.
+        extra = {k: v for k, v in found.items() if k not in acked}
+        assert {k: found.get(k) for k in acked} == acked, \
+            "after the restart: %r, acknowledged: %r" % (found, acked)
+        assert not extra or (len(extra) == 1 and
+                             list(extra.values()) == [lost] and
+                             min(extra) > max(acked)), \
+            "after the restart, besides the acknowledged: %r (lost put %r)" \
+            % (extra, lost)
         jid = c.put(0, 0, 60, b"x")
         assert jid > max(acked)
         c.close()

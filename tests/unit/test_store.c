@@ -566,7 +566,7 @@ test_nshards_mismatch(void **state)
 
     close_store(open_store(f->dir, 3, STORE_SYNC_ALWAYS, NULL, NULL));
     strcpy(before, read_file(f->dir, "FORMAT"));
-    assert_string_equal(before, "rockstalk-format 1\nshards 3\n");
+    assert_string_equal(before, "rockstalk-format 2\nshards 3\n");
     assert_int_equal(stat(f->dir, &st0), 0);
     assert_int_equal(store_open(&cfg, &s, err, sizeof err), -1);
     assert_null(s);
@@ -596,7 +596,7 @@ test_newer_format_refused(void **state)
     fprintf(fp, "rockstalk-format %d\nshards 1\n", STORE_FORMAT_VERSION + 1);
     fclose(fp);
     assert_int_equal(store_open(&cfg, &s, err, sizeof err), -1);
-    assert_non_null(strstr(err, "format version 2"));
+    assert_non_null(strstr(err, "format version 3"));
     assert_false(exists(f->dir, "shard-00"));
 }
 
@@ -873,7 +873,7 @@ test_fault_custom_io(void **state)
 {
     Fixture *f = *state;
     TestIO t = {.ok_writes = 1};
-    StoreIO io = {tio_write, tio_sync, &t};
+    StoreIO io = {.write = tio_write, .sync = tio_sync, .ctx = &t};
     _Atomic int notes = 0;
     char msg[512];
 
@@ -1089,7 +1089,7 @@ test_interval_sync_fail_stops_acks(void **state)
 {
     Fixture *f = *state;
     RaceIO r = {.tio = {.ok_writes = INT_MAX}};
-    StoreIO io = {race_write, race_sync, &r};
+    StoreIO io = {.write = race_write, .sync = race_sync, .ctx = &r};
     char msg[512];
 
     r.tio.wo[0] = rocksdb_writeoptions_create();
