@@ -181,3 +181,38 @@ def test_torn_journal_tail(rockstalkd, case, monkeypatch):
     c.close()
     log = open(srv.dir + ".log", "rb").read().decode("utf-8", "replace")
     assert "the commit journal gave" in log, log[-2000:]
+
+
+def test_journal_laps(rockstalkd, monkeypatch):
+    """Several laps of a 1 MiB journal (each file started syncs the shards'
+    WALs in the background before the other file is overwritten), then a
+    power cut: every acknowledged job is back with its body, whether the
+    shards or the journal held it."""
+    monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
+    srv = rockstalkd("--journal-size", str(JOURNAL_SIZE))
+    monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
+    c = Conn(srv.port)
+    ids, size = {}, 1000
+    for batch in range(40):         # 40 x 100 puts of 1000 bytes: ~4 laps
+        bodies = [(b"%05d-" % (batch * 100 + i)).ljust(size, b"b")
+                  for i in range(100)]
+        c.s.sendall(b"".join(b"put 0 0 60 %d\r\n%s\r\n" % (size, b)
+                             for b in bodies))
+        for b in bodies:
+            r = c.f.readline().rstrip(b"\r\n").decode()
+            m = re.fullmatch(r"INSERTED (\d+)", r)
+            assert m, r
+            ids[int(m.group(1))] = b
+    for jid in sorted(ids)[::7]:    # and some deletes
+        assert c.cmd("delete %d" % jid) == "DELETED"
+        del ids[jid]
+    c.close()
+    srv.kill9()
+    srv.restart()
+    c = Conn(srv.port)
+    for jid, body in sorted(ids.items()):
+        assert c.peek(jid) == body, "job %d after the restart" % jid
+    st = c.cmd("stats")
+    text = c.f.read(int(st.split()[1]) + 2).decode()
+    assert "current-jobs-ready: %d\n" % len(ids) in text, text
+    c.close()
