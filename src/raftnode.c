@@ -55,6 +55,13 @@ typedef struct ApplyReq {
     RaftNode *node;
 } ApplyReq;
 
+/* The barrier a new leader appends (see publish); freed by its callback. */
+typedef struct BarrierReq {
+    struct raft_barrier req;
+    RaftNode *node;
+    uint64_t term;
+} BarrierReq;
+
 /* A list of proposals, oldest first. */
 typedef struct PropList {
     Prop *head, **tail;
@@ -83,6 +90,7 @@ struct RaftNode {
     /* published: written by the raft thread, read by any */
     _Atomic int role;
     _Atomic uint64_t leader_id, term, commit_index, applied;
+    _Atomic int ready;
     _Atomic int failed;
     char fail_msg[ERR_MAX]; /* written once before failed is set */
 
@@ -97,6 +105,8 @@ struct RaftNode {
     PropList inflight; /* appended by this leader, index order */
     uint64_t inflight_term;
     uint64_t last_index; /* latest index applied or restored */
+    int barrier_pending; /* a barrier is in the log, not yet applied */
+    uint64_t ready_term; /* the term whose barrier was applied here */
     int closing;
 };
 
@@ -192,6 +202,7 @@ node_fail(RaftNode *n, const char *fmt, ...)
     va_end(ap);
     atomic_store(&n->failed, 1);
     atomic_store(&n->role, RAFTNODE_NONE);
+    atomic_store(&n->ready, 0);
     if (n->cb.notify) n->cb.notify(n->cb.arg);
 }
 
@@ -222,8 +233,39 @@ check_inflight(RaftNode *n)
         lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
 }
 
-/* Raft thread: publishes the status; notifies on a change of role, leader
- * or term. */
+static void
+on_barrier(struct raft_barrier *req, int status)
+{
+    BarrierReq *br = (BarrierReq *)req;
+    RaftNode *n = br->node;
+
+    n->barrier_pending = 0;
+    if (status == 0 && raft_state(&n->raft) == RAFT_LEADER &&
+        n->raft.current_term == br->term)
+        n->ready_term = br->term;
+    free(br);
+}
+
+/* Raft thread: a new leader appends a barrier; once it is applied, so is
+ * every entry committed by earlier leaders (libraft 0.15 appends no entry
+ * of its own on election), and the leader is ready to serve reads. */
+static void
+start_barrier(RaftNode *n)
+{
+    BarrierReq *br = malloc(sizeof *br);
+
+    if (!br) return; /* tried again at the next loop iteration */
+    br->node = n;
+    br->term = n->raft.current_term;
+    if (raft_barrier(&n->raft, &br->req, on_barrier) != 0) {
+        free(br);
+        return;
+    }
+    n->barrier_pending = 1;
+}
+
+/* Raft thread: publishes the status; notifies on a change of role, leader,
+ * term or readiness. */
 static void
 publish(RaftNode *n)
 {
@@ -233,13 +275,18 @@ publish(RaftNode *n)
     uint64_t term = n->raft.current_term;
 
     if (role != RAFTNODE_NONE) raft_leader(&n->raft, &leader, &addr);
+    if (role == RAFTNODE_LEADER && n->ready_term != term && !n->barrier_pending)
+        start_barrier(n);
+    int ready = role == RAFTNODE_LEADER && n->ready_term == term;
     int changed =
         atomic_load_explicit(&n->role, memory_order_relaxed) != role ||
         atomic_load_explicit(&n->leader_id, memory_order_relaxed) != leader ||
-        atomic_load_explicit(&n->term, memory_order_relaxed) != term;
+        atomic_load_explicit(&n->term, memory_order_relaxed) != term ||
+        atomic_load_explicit(&n->ready, memory_order_relaxed) != ready;
     atomic_store(&n->term, term);
     atomic_store(&n->leader_id, leader);
     atomic_store(&n->commit_index, n->raft.commit_index);
+    atomic_store(&n->ready, ready);
     atomic_store(&n->role, role);
     if (changed && n->cb.notify) n->cb.notify(n->cb.arg);
 }
@@ -414,6 +461,7 @@ begin_close(RaftNode *n, int raft_open)
 {
     n->closing = 1;
     atomic_store(&n->role, RAFTNODE_NONE);
+    atomic_store(&n->ready, 0);
     pthread_mutex_lock(&n->mu);
     n->wake_open = 0;
     pthread_mutex_unlock(&n->mu);
@@ -682,6 +730,7 @@ raftnode_status(const RaftNode *n, RaftNodeStatus *st)
     st->term = atomic_load(&n->term);
     st->commit_index = atomic_load(&n->commit_index);
     st->applied = atomic_load(&n->applied);
+    st->ready = atomic_load(&n->ready);
     st->failed = atomic_load(&n->failed);
 }
 

@@ -95,8 +95,8 @@ typedef struct RaftNodeCallbacks {
      * follow through apply. Returns 0 or -1 (the node fails). NULL: only
      * an empty manifest is accepted. */
     int (*restore)(void *arg, uint64_t index, const void *buf, size_t len);
-    /* The role, leader or term changed (read raftnode_status). Cheap and
-     * non-blocking, e.g. ev_async_send. May be NULL. */
+    /* The role, leader, term or ready changed (read raftnode_status).
+     * Cheap and non-blocking, e.g. ev_async_send. May be NULL. */
     void (*notify)(void *arg);
 } RaftNodeCallbacks;
 
@@ -116,7 +116,9 @@ typedef struct RaftNodeStatus {
     uint64_t term;         /* current term */
     uint64_t commit_index; /* highest index known committed */
     uint64_t applied;      /* highest index applied here (or restored) */
-    int failed;            /* an apply or restore failed */
+    int ready;  /* leader, and everything committed before its term is
+                   applied here (its barrier entry applied): it may serve */
+    int failed; /* an apply or restore failed */
 } RaftNodeStatus;
 
 typedef struct RaftNode RaftNode;

@@ -366,6 +366,8 @@ test_cluster(void **state)
         RAFTNODE_ETOOBIG);
     t0 = now_s();
     propose_range(leader, 1, 200);
+    wait_count(1u << leader, 200, 10);
+    printf("# 200 entries applied on the leader in %.3f s\n", now_s() - t0);
     wait_count(all, 200, 10);
     printf("# 200 entries applied on all three in %.3f s\n", now_s() - t0);
     check_same(all);
@@ -374,6 +376,7 @@ test_cluster(void **state)
                      0);
     raftnode_status(nodes[leader].rn, &st);
     uint64_t term1 = st.term;
+    assert_true(st.ready);
     assert_true(st.commit_index >= 200);
     assert_int_equal(st.applied, nodes[leader].last_index);
     for (int i = 0; i < NODES; i++)
@@ -391,6 +394,13 @@ test_cluster(void **state)
            leader + 1, failover);
     raftnode_status(nodes[leader].rn, &st);
     assert_true(st.term > term1);
+    while (!st.ready && now_s() < t0 + 5) {
+        sleep_ms(5);
+        raftnode_status(nodes[leader].rn, &st);
+    }
+    assert_true(st.ready);
+    printf("# ... and is ready (its barrier applied) after %.2f s\n",
+           now_s() - t0);
     propose_range(leader, 201, 100);
     wait_count(all & ~(1u << old), 300, 10);
     check_same(all & ~(1u << old));
@@ -410,6 +420,7 @@ test_cluster(void **state)
     raftnode_status(nodes[old].rn, &st);
     assert_int_equal(st.role, RAFTNODE_FOLLOWER);
     assert_int_equal(st.leader_id, (uint64_t)leader + 1);
+    assert_false(st.ready);
 }
 
 /* start refuses a directory it cannot use, and a node id that is not a
