@@ -9,10 +9,14 @@
  *  - the FSM's apply runs for entry last_applied + 1 (last_applied moves on
  *    after it returns), so raft_last_applied() + 1 is the entry's index;
  *  - a snapshot is taken at last_applied (with everything applied);
- *  - a raft_apply of n entries calls back once, when its first entry is
- *    applied or when the leadership is lost, so completion of each entry
- *    is tracked here (the in-flight list), not from that callback;
+ *  - raft_apply takes one buffer per call (0.22.1 asserts n == 1; 0.15
+ *    takes n but calls back once, at the first entry);
+ *  - a new leader appends no entry of its own (so ready waits for a
+ *    barrier);
  *  - restore owns the buffer it was given once it returns 0.
+ * Which proposal an applied entry is comes from the in-flight list (index
+ * and term of each entry this leader appended), not from raft_apply's
+ * callback, which fires after the FSM's apply.
  */
 #include "raftnode.h"
 
@@ -34,11 +38,6 @@
 #define SNAP_MAGIC 0x4e534b52u /* "RKSN" */
 #define SNAP_VERSION 1u
 #define SNAP_HDR 16
-/* One raft_apply takes at most this many entries and bytes (at least one
- * entry): a batch stays well inside one 8 MiB log segment and one
- * AppendEntries message. */
-#define BATCH_ENTRIES 256
-#define BATCH_BYTES RAFTNODE_ENTRY_MAX
 #define ERR_MAX 256
 
 /* A proposal: queued by propose, then in flight once appended. */
@@ -174,17 +173,23 @@ get_le(const unsigned char *p, int n)
     return v;
 }
 
-/* Raft thread: reports every proposal of l as lost (why) and frees it,
- * with its buffer if we still own it. */
+/* Raft thread: reports proposal p as lost (why) and frees it, with its
+ * buffer if we still own it. */
+static void
+lose_one(RaftNode *n, Prop *p, int why)
+{
+    if (n->cb.lost) n->cb.lost(n->cb.arg, p->seq, why);
+    raft_free(p->buf.base);
+    free(p);
+}
+
+/* Raft thread: lose_one for every proposal of l, oldest first. */
 static void
 lose_all(RaftNode *n, PropList *l, int why)
 {
     Prop *p;
-    while ((p = list_pop(l))) {
-        if (n->cb.lost) n->cb.lost(n->cb.arg, p->seq, why);
-        raft_free(p->buf.base);
-        free(p);
-    }
+    while ((p = list_pop(l)))
+        lose_one(n, p, why);
 }
 
 /* Raft thread: marks the node failed with a message (first failure wins)
@@ -305,11 +310,8 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
         return RAFT_IOERR;
     }
     check_inflight(n);
-    while (n->inflight.head && n->inflight.head->index < index) {
-        Prop *p = list_pop(&n->inflight); /* not expected: lost track */
-        if (n->cb.lost) n->cb.lost(n->cb.arg, p->seq, RAFTNODE_LOST_UNKNOWN);
-        free(p);
-    }
+    while (n->inflight.head && n->inflight.head->index < index)
+        lose_one(n, list_pop(&n->inflight), RAFTNODE_LOST_UNKNOWN);
     if (n->inflight.head && n->inflight.head->index == index) {
         Prop *p = list_pop(&n->inflight);
         seq = p->seq;
@@ -393,54 +395,39 @@ on_applied(struct raft_apply *req, int status, void *result)
     if (status != 0) lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
 }
 
-/* Raft thread: hands l's proposals to raft_apply, BATCH_ENTRIES and
- * BATCH_BYTES at most per call; those appended go in flight. */
+/* Raft thread: hands l's proposals to raft_apply, one entry per call (the
+ * API subset of both libraft versions: 0.22.1's raft_apply takes bufs[0]
+ * alone, its assert(n == 1) compiled out in Debian's build). Calls in one
+ * loop iteration still share a disk write: libraft's uv layer merges the
+ * appends that arrive while one is being written. Those appended go in
+ * flight; once one is refused, so are the rest. */
 static void
 submit(RaftNode *n, PropList *l)
 {
-    while (l->head) {
-        struct raft_buffer bufs[BATCH_ENTRIES];
-        Prop *batch = l->head, *p = batch, *last = NULL;
-        unsigned k = 0;
-        size_t bytes = 0;
+    Prop *p;
 
-        while (p && k < BATCH_ENTRIES &&
-               (k == 0 || bytes + p->buf.len <= BATCH_BYTES)) {
-            bufs[k++] = p->buf;
-            bytes += p->buf.len;
-            last = p;
-            p = p->next;
-        }
-        l->head = p;
-        if (!p) l->tail = &l->head;
-        last->next = NULL;
-
+    while ((p = list_pop(l))) {
         ApplyReq *ar = malloc(sizeof *ar);
         int rv = RAFT_NOMEM;
         if (ar) {
             ar->node = n;
-            rv = raft_apply(&n->raft, &ar->req, bufs, k, on_applied);
+            rv = raft_apply(&n->raft, &ar->req, &p->buf, 1, on_applied);
         }
         if (rv != 0) {
             free(ar);
-            PropList refused = {batch, &last->next};
             if (rv != RAFT_NOTLEADER && rv != RAFT_NOMEM)
-                /* libraft may have freed the buffers with the appended
-                 * entries it discarded: leak rather than free twice. */
-                for (Prop *q = batch; q; q = q->next)
-                    q->buf.base = NULL;
-            lose_all(n, &refused, RAFTNODE_LOST_REFUSED);
-            continue;
+                /* libraft may have freed the buffer with an appended entry
+                 * it discarded: leak rather than free it twice. */
+                p->buf.base = NULL;
+            lose_one(n, p, RAFTNODE_LOST_REFUSED);
+            lose_all(n, l, RAFTNODE_LOST_REFUSED);
+            return;
         }
         check_inflight(n);
         if (!n->inflight.head) n->inflight_term = n->raft.current_term;
-        uint64_t index = ar->req.index;
-        while ((p = batch)) {
-            batch = p->next;
-            p->index = index++;
-            p->buf.base = NULL; /* raft's now */
-            list_push(&n->inflight, p);
-        }
+        p->index = ar->req.index;
+        p->buf.base = NULL; /* raft's now */
+        list_push(&n->inflight, p);
     }
 }
 
@@ -519,6 +506,11 @@ node_open(RaftNode *n, char *err, size_t errcap)
     n->wake_open = 1;
     pthread_mutex_unlock(&n->mu);
 
+#ifdef RAFT_VERSION_NUMBER
+    /* libraft >= 0.16 (it defines RAFT_VERSION_NUMBER; 0.15 does not) wants
+     * the transport struct's version filled in by its user. */
+    n->transport.version = 1;
+#endif
     rv = raft_uv_tcp_init(&n->transport, &n->loop);
     if (rv != 0) {
         set_err(err, errcap, "raft transport: %s", raft_strerror(rv));

@@ -6,8 +6,10 @@
  *
  *   in   raftnode_propose: a mutex-protected queue of entries and a
  *        uv_async wake-up; the raft thread hands everything queued to
- *        raft_apply in as few calls as it can (one append, one disk write
- *        and one message per follower for a whole batch).
+ *        raft_apply at once, one entry per call (the subset both libraft
+ *        versions take), and libraft writes the appends that arrive during
+ *        a disk write together. Batching many commands into one entry is
+ *        the proposer's: one propose per group of mutations.
  *   out  callbacks on the raft thread (apply, lost, snapshot, restore,
  *        notify) and the status published in atomics (raftnode_status).
  *
@@ -61,7 +63,7 @@ enum {
     RAFTNODE_LOST_UNKNOWN = 2
 };
 
-/* Largest entry: half of libraft's 8 MiB log segment, so a batch never
+/* Largest entry: half of libraft's 8 MiB log segment, so an entry never
  * needs a segment of its own. Bytes. */
 #define RAFTNODE_ENTRY_MAX (4u << 20)
 /* Most bytes queued for the raft thread; propose refuses more

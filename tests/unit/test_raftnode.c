@@ -231,6 +231,10 @@ wait_count(unsigned mask, uint64_t want, double timeout_s)
             if ((mask & 1u << i) && count_of(i) < want) done = 0;
         if (done) return;
         if (now_s() > end) {
+            for (int i = 0; i < NODES; i++) {
+                const char *e = nodes[i].rn ? raftnode_error(nodes[i].rn) : 0;
+                if (e) printf("# node %d failed: %s\n", i + 1, e);
+            }
             fail_msg("applied %llu/%llu/%llu of %llu after %.1f s",
                      (unsigned long long)count_of(0),
                      (unsigned long long)count_of(1),
@@ -486,6 +490,7 @@ test_start_errors(void **state)
 int
 main(void)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines survive a crash */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_errors),
         cmocka_unit_test(test_cluster),
