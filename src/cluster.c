@@ -1,0 +1,410 @@
+/* cluster.c - cluster identity: flags and the CLUSTER file (see cluster.h).
+ */
+#include "cluster.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The CLUSTER file's version; a newer one is refused. */
+#define CLUSTER_FILE_VERSION 1
+/* Largest CLUSTER file read: the longest valid text is far shorter. */
+#define CLUSTER_FILE_MAX 4096
+/* Largest --cluster value: five voters of "65535@255.255.255.255:65535". */
+#define CLUSTER_SPEC_MAX 160
+
+static int fail(char *err, size_t errcap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *err, size_t errcap, const char *fmt, ...)
+{
+    if (err && errcap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errcap, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Parses s[0..len) as a decimal number in 1..max: digits only. Returns the
+ * number, or 0 if s is not one. */
+static uint64_t
+parse_num(const char *s, size_t len, uint64_t max)
+{
+    uint64_t v = 0;
+
+    if (len == 0 || len > 20) return 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+        if (v > max) return 0;
+    }
+    return v;
+}
+
+/* Parses "A.B.C.D:PORT" (s[0..len)) into its canonical spelling in out
+ * (CLUSTER_ADDR_MAX bytes). Returns 0, or -1 with the reason in *why. */
+static int
+parse_addr(const char *s, size_t len, char *out, const char **why)
+{
+    const char *colon = memrchr(s, ':', len);
+    char host[INET_ADDRSTRLEN];
+    struct in_addr a;
+
+    if (!colon) {
+        *why = "no :PORT";
+        return -1;
+    }
+    size_t hlen = (size_t)(colon - s);
+    if (hlen == 0 || hlen >= sizeof host) {
+        *why = "HOST is not an IPv4 address";
+        return -1;
+    }
+    memcpy(host, s, hlen);
+    host[hlen] = '\0';
+    if (inet_pton(AF_INET, host, &a) != 1) {
+        *why = "HOST is not an IPv4 address (A.B.C.D)";
+        return -1;
+    }
+    uint64_t port = parse_num(colon + 1, len - hlen - 1, 65535);
+    if (port == 0) {
+        *why = "PORT is not a number in 1..65535";
+        return -1;
+    }
+    inet_ntop(AF_INET, &a, host, sizeof host);
+    snprintf(out, CLUSTER_ADDR_MAX, "%s:%u", host, (unsigned)port);
+    return 0;
+}
+
+/* Sorts c->voters by id (insertion sort: five at most). */
+static void
+sort_voters(ClusterConfig *c)
+{
+    for (int i = 1; i < c->n; i++) {
+        ClusterPeer p = c->voters[i];
+        int j = i - 1;
+        while (j >= 0 && c->voters[j].id > p.id) {
+            c->voters[j + 1] = c->voters[j];
+            j--;
+        }
+        c->voters[j + 1] = p;
+    }
+}
+
+/* Parses one "ID@HOST:PORT" item (s[0..len)) as voter number k (1-based,
+ * for messages) into c->voters[c->n]. Returns 0 or -1 (err set). */
+static int
+parse_voter(ClusterConfig *c, const char *s, size_t len, int k, char *err,
+            size_t errcap)
+{
+    const char *at = memchr(s, '@', len);
+    const char *why;
+    ClusterPeer *p = &c->voters[c->n];
+    int shown = len > 40 ? 40 : (int)len;
+
+    if (c->n == CLUSTER_MAX_VOTERS)
+        return fail(err, errcap, "--cluster: more than %d voters",
+                    CLUSTER_MAX_VOTERS);
+    if (!at)
+        return fail(err, errcap,
+                    "--cluster: voter %d \"%.*s\": not ID@HOST:PORT", k, shown,
+                    s);
+    p->id = parse_num(s, (size_t)(at - s), CLUSTER_MAX_ID);
+    if (p->id == 0)
+        return fail(err, errcap,
+                    "--cluster: voter %d \"%.*s\": ID is not a number in 1..%d",
+                    k, shown, s, CLUSTER_MAX_ID);
+    if (parse_addr(at + 1, len - (size_t)(at - s) - 1, p->addr, &why) < 0)
+        return fail(err, errcap, "--cluster: voter %d \"%.*s\": %s", k, shown,
+                    s, why);
+    for (int i = 0; i < c->n; i++) {
+        if (c->voters[i].id == p->id)
+            return fail(err, errcap, "--cluster: node id %llu given twice",
+                        (unsigned long long)p->id);
+        if (strcmp(c->voters[i].addr, p->addr) == 0)
+            return fail(err, errcap, "--cluster: address %s given twice",
+                        p->addr);
+    }
+    c->n++;
+    return 0;
+}
+
+int
+cluster_parse(const char *cluster, const char *node_id, ClusterConfig *c,
+              char *err, size_t errcap)
+{
+    size_t len = strlen(cluster);
+
+    memset(c, 0, sizeof *c);
+    if (len == 0) return fail(err, errcap, "--cluster: empty");
+    if (len > CLUSTER_SPEC_MAX)
+        return fail(err, errcap, "--cluster: longer than %d bytes",
+                    CLUSTER_SPEC_MAX);
+    for (const char *s = cluster, *end;; s = end + 1) {
+        end = strchr(s, ',');
+        if (!end) end = cluster + len;
+        if (end == s)
+            return fail(err, errcap, "--cluster: empty voter %d", c->n + 1);
+        if (parse_voter(c, s, (size_t)(end - s), c->n + 1, err, errcap) < 0)
+            return -1;
+        if (*end == '\0') break;
+    }
+    if (c->n != 3 && c->n != 5)
+        return fail(err, errcap, "--cluster: %d voters; a cluster has 3 or 5",
+                    c->n);
+    c->self_id = parse_num(node_id, strlen(node_id), CLUSTER_MAX_ID);
+    if (c->self_id == 0)
+        return fail(err, errcap,
+                    "--node-id: \"%.20s\" is not a number in 1..%d", node_id,
+                    CLUSTER_MAX_ID);
+    sort_voters(c);
+    if (cluster_find(c, c->self_id) < 0)
+        return fail(err, errcap, "--node-id %llu is not one of --cluster's ids",
+                    (unsigned long long)c->self_id);
+    return 0;
+}
+
+int
+cluster_find(const ClusterConfig *c, uint64_t id)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->voters[i].id == id) return i;
+    return -1;
+}
+
+void
+cluster_spec(const ClusterConfig *c, char *buf, size_t cap)
+{
+    size_t off = 0;
+
+    if (cap == 0) return;
+    buf[0] = '\0';
+    for (int i = 0; i < c->n && off < cap; i++) {
+        int w =
+            snprintf(buf + off, cap - off, "%s%llu@%s", i ? "," : "",
+                     (unsigned long long)c->voters[i].id, c->voters[i].addr);
+        if (w < 0) return;
+        off += (size_t)w;
+    }
+}
+
+size_t
+cluster_format(const ClusterConfig *c, char *buf, size_t cap)
+{
+    size_t off = 0;
+    int w = snprintf(buf, cap, "rockstalk-cluster %d\nnode %llu\n",
+                     CLUSTER_FILE_VERSION, (unsigned long long)c->self_id);
+
+    if (w > 0) off = (size_t)w;
+    for (int i = 0; i < c->n && off < cap; i++) {
+        w = snprintf(buf + off, cap - off, "voter %llu %s\n",
+                     (unsigned long long)c->voters[i].id, c->voters[i].addr);
+        if (w > 0) off += (size_t)w;
+    }
+    return off < cap ? off : cap - 1;
+}
+
+/* Copies the next line of t (up to '\n', which is consumed) into line
+ * (cap bytes). Returns 0, or -1 if there is no whole line or it is too
+ * long. */
+static int
+next_line(const char **t, const char *end, char *line, size_t cap)
+{
+    const char *nl = memchr(*t, '\n', (size_t)(end - *t));
+
+    if (!nl || (size_t)(nl - *t) >= cap) return -1;
+    memcpy(line, *t, (size_t)(nl - *t));
+    line[nl - *t] = '\0';
+    *t = nl + 1;
+    return 0;
+}
+
+int
+cluster_identity_parse(const char *text, size_t len, ClusterConfig *c,
+                       char *err, size_t errcap)
+{
+    const char *t = text, *end = text + len;
+    char line[64], node[24], spec[CLUSTER_SPEC_MAX + 1] = "", sub[96];
+    unsigned version;
+    int n = 0, used;
+
+    if (next_line(&t, end, line, sizeof line) < 0 ||
+        sscanf(line, "rockstalk-cluster %u%n", &version, &used) != 1 ||
+        line[used] != '\0')
+        return fail(err, errcap, "CLUSTER: not a rockstalk cluster file");
+    if (version != CLUSTER_FILE_VERSION)
+        return fail(err, errcap,
+                    "CLUSTER: version %u; this rockstalkd knows version %d",
+                    version, CLUSTER_FILE_VERSION);
+    if (next_line(&t, end, line, sizeof line) < 0 ||
+        sscanf(line, "node %20s%n", node, &used) != 1 || line[used] != '\0')
+        return fail(err, errcap, "CLUSTER: no node line");
+    while (t < end) {
+        char id[8], addr[CLUSTER_ADDR_MAX];
+        if (next_line(&t, end, line, sizeof line) < 0 ||
+            sscanf(line, "voter %7s %21s%n", id, addr, &used) != 2 ||
+            line[used] != '\0' || ++n > CLUSTER_MAX_VOTERS)
+            return fail(err, errcap, "CLUSTER: bad voter line %d", n + 1);
+        size_t off = strlen(spec);
+        snprintf(spec + off, sizeof spec - off, "%s%s@%s", n > 1 ? "," : "", id,
+                 addr);
+    }
+    if (n == 0) return fail(err, errcap, "CLUSTER: no voters");
+    if (cluster_parse(spec, node, c, sub, sizeof sub) < 0)
+        return fail(err, errcap, "CLUSTER: %s", sub);
+    return 0;
+}
+
+/* Whether a and b name the same voters (ids and addresses; both sorted). */
+static int
+same_voters(const ClusterConfig *a, const ClusterConfig *b)
+{
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->voters[i].id != b->voters[i].id ||
+            strcmp(a->voters[i].addr, b->voters[i].addr) != 0)
+            return 0;
+    return 1;
+}
+
+/* Reads path (at most cap bytes) into buf. Returns its length, -1 with
+ * errno ENOENT if it does not exist, or -1 with err set. */
+static ssize_t
+read_small(const char *path, char *buf, size_t cap, char *err, size_t errcap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t len = 0;
+
+    if (fd < 0) {
+        int e = errno;
+        if (e != ENOENT) fail(err, errcap, "open %s: %s", path, strerror(e));
+        errno = e;
+        return -1;
+    }
+    for (;;) {
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            errno = EIO;
+            return fail(err, errcap, "read %s: %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+        if (len == cap) {
+            close(fd);
+            errno = EFBIG;
+            return fail(err, errcap, "%s: larger than %zu bytes", path, cap);
+        }
+    }
+    close(fd);
+    return (ssize_t)len;
+}
+
+/* fsyncs path, opened with flags. Returns 0 or -1 (err set). */
+static int
+fsync_path(const char *path, int flags, char *err, size_t errcap)
+{
+    int fd = open(path, flags | O_CLOEXEC);
+
+    if (fd < 0) return fail(err, errcap, "open %s: %s", path, strerror(errno));
+    if (fsync(fd) < 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, errcap, "fsync %s: %s", path, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+/* Writes text (len bytes) to path atomically, through tmp: write, fsync,
+ * rename, fsync of dir. Returns 0 or -1 (err set). */
+static int
+write_atomic(const char *dir, const char *tmp, const char *path,
+             const char *text, size_t len, char *err, size_t errcap)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+    if (fd < 0) return fail(err, errcap, "open %s: %s", tmp, strerror(errno));
+    if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return fail(err, errcap, "write %s: %s", tmp, strerror(e));
+    }
+    close(fd);
+    if (rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return fail(err, errcap, "rename %s: %s", tmp, strerror(e));
+    }
+    return fsync_path(dir, O_RDONLY | O_DIRECTORY, err, errcap);
+}
+
+/* Compares the identity in the file (have) with the flags' (want). */
+static int
+check_match(const char *dir, const ClusterConfig *have,
+            const ClusterConfig *want, char *err, size_t errcap)
+{
+    char a[CLUSTER_SPEC_MAX + 1], b[CLUSTER_SPEC_MAX + 1];
+
+    if (!same_voters(have, want)) {
+        cluster_spec(have, a, sizeof a);
+        cluster_spec(want, b, sizeof b);
+        return fail(err, errcap,
+                    "data directory %s belongs to cluster %s; --cluster %s "
+                    "given (nothing changed)",
+                    dir, a, b);
+    }
+    if (have->self_id != want->self_id)
+        return fail(err, errcap,
+                    "data directory %s belongs to node %llu; --node-id %llu "
+                    "given (nothing changed)",
+                    dir, (unsigned long long)have->self_id,
+                    (unsigned long long)want->self_id);
+    return CLUSTER_ID_MATCH;
+}
+
+int
+cluster_identity_check(const char *dir, const ClusterConfig *c, char *err,
+                       size_t errcap)
+{
+    char path[4096], tmp[4096], raft[4096], buf[CLUSTER_FILE_MAX];
+    char sub[200];
+    ClusterConfig have;
+    struct stat st;
+
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, CLUSTER_FILE) >=
+            sizeof path ||
+        (size_t)snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, CLUSTER_FILE) >=
+            sizeof tmp ||
+        (size_t)snprintf(raft, sizeof raft, "%s/%s", dir,
+                         CLUSTER_RAFT_SUBDIR) >= sizeof raft)
+        return fail(err, errcap, "data directory path too long");
+    ssize_t len = read_small(path, buf, sizeof buf, err, errcap);
+    if (len >= 0) {
+        if (cluster_identity_parse(buf, (size_t)len, &have, sub, sizeof sub) <
+            0)
+            return fail(err, errcap, "%s: %s", path, sub);
+        return check_match(dir, &have, c, err, errcap);
+    }
+    if (errno != ENOENT) return -1;
+    if (stat(raft, &st) == 0)
+        return fail(err, errcap,
+                    "%s holds a Raft log but no %s file: refusing to guess "
+                    "which node it belongs to",
+                    dir, CLUSTER_FILE);
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return fail(err, errcap, "mkdir %s: %s", dir, strerror(errno));
+    size_t n = cluster_format(c, buf, sizeof buf);
+    if (write_atomic(dir, tmp, path, buf, n, err, errcap) < 0) return -1;
+    return CLUSTER_ID_WRITTEN;
+}

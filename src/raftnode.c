@@ -1,0 +1,760 @@
+/* raftnode.c - one Raft node on its own thread and libuv loop (see
+ * raftnode.h).
+ *
+ * libraft facts this file relies on, true of 0.15.0 (Debian 12) and of
+ * 0.22.1 (cowsql's, bookworm-backports) alike:
+ *  - every call on the thread running the loop; raft_apply's buffers come
+ *    from raft_malloc and are raft's once it returns 0 (and still ours when
+ *    it returns RAFT_NOTLEADER, refused before anything is appended);
+ *  - the FSM's apply runs for entry last_applied + 1 (last_applied moves on
+ *    after it returns), so raft_last_applied() + 1 is the entry's index;
+ *  - a snapshot is taken at last_applied (with everything applied);
+ *  - raft_apply takes one buffer per call (0.22.1 asserts n == 1; 0.15
+ *    takes n but calls back once, at the first entry);
+ *  - a new leader appends no entry of its own (so ready waits for a
+ *    barrier);
+ *  - restore owns the buffer it was given once it returns 0.
+ * Which proposal an applied entry is comes from the in-flight list (index
+ * and term of each entry this leader appended), not from raft_apply's
+ * callback, which fires after the FSM's apply.
+ */
+#include "raftnode.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <uv.h>
+
+/* The manifest's header: magic, version (u32 LE each), index (u64 LE). */
+#define SNAP_MAGIC 0x4e534b52u /* "RKSN" */
+#define SNAP_VERSION 1u
+#define SNAP_HDR 16
+#define ERR_MAX 256
+
+/* A proposal: queued by propose, then in flight once appended. */
+typedef struct Prop {
+    struct Prop *next;
+    uint64_t seq;
+    uint64_t index;         /* raft thread: its log index once appended */
+    struct raft_buffer buf; /* raft_malloc'd; raft's once appended */
+} Prop;
+
+/* One raft_apply call; freed by its callback. */
+typedef struct ApplyReq {
+    struct raft_apply req;
+    RaftNode *node;
+} ApplyReq;
+
+/* The barrier a new leader appends (see publish); freed by its callback. */
+typedef struct BarrierReq {
+    struct raft_barrier req;
+    RaftNode *node;
+    uint64_t term;
+} BarrierReq;
+
+/* A list of proposals, oldest first. */
+typedef struct PropList {
+    Prop *head, **tail;
+} PropList;
+
+struct RaftNode {
+    /* set by raftnode_start, read-only after */
+    ClusterConfig cfg;
+    const char *self_addr; /* into cfg */
+    char *dir;
+    RaftNodeOptions opt;
+    RaftNodeCallbacks cb;
+    pthread_t thread;
+
+    /* any thread, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* the start handshake */
+    int init_done, init_rc;
+    char init_err[ERR_MAX];
+    PropList queue; /* proposed, not yet taken by the raft thread */
+    size_t queued_bytes;
+    uint64_t next_seq;
+    int stopping;  /* raftnode_stop asked */
+    int wake_open; /* the raft thread may be woken through wake */
+
+    /* published: written by the raft thread, read by any */
+    _Atomic int role;
+    _Atomic uint64_t leader_id, term, commit_index, applied;
+    _Atomic int ready;
+    _Atomic int failed;
+    char fail_msg[ERR_MAX]; /* written once before failed is set */
+
+    /* raft thread only */
+    uv_loop_t loop;
+    uv_async_t wake;
+    uv_check_t check;
+    struct raft_uv_transport transport;
+    struct raft_io io;
+    struct raft_fsm fsm;
+    struct raft raft;
+    PropList inflight; /* appended by this leader, index order */
+    uint64_t inflight_term;
+    uint64_t last_index; /* latest index applied or restored */
+    int barrier_pending; /* a barrier is in the log, not yet applied */
+    uint64_t ready_term; /* the term whose barrier was applied here */
+    int closing;
+};
+
+static void
+list_init(PropList *l)
+{
+    l->head = NULL;
+    l->tail = &l->head;
+}
+
+static void
+list_push(PropList *l, Prop *p)
+{
+    p->next = NULL;
+    *l->tail = p;
+    l->tail = &p->next;
+}
+
+static Prop *
+list_pop(PropList *l)
+{
+    Prop *p = l->head;
+    if (p) {
+        l->head = p->next;
+        if (!l->head) l->tail = &l->head;
+    }
+    return p;
+}
+
+static int set_err(char *err, size_t errcap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+set_err(char *err, size_t errcap, const char *fmt, ...)
+{
+    if (err && errcap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errcap, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static void
+put_u32le(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void
+put_u64le(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t
+get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Raft thread: reports proposal p as lost (why) and frees it, with its
+ * buffer if we still own it. */
+static void
+lose_one(RaftNode *n, Prop *p, int why)
+{
+    if (n->cb.lost) n->cb.lost(n->cb.arg, p->seq, why);
+    raft_free(p->buf.base);
+    free(p);
+}
+
+/* Raft thread: lose_one for every proposal of l, oldest first. */
+static void
+lose_all(RaftNode *n, PropList *l, int why)
+{
+    Prop *p;
+    while ((p = list_pop(l)))
+        lose_one(n, p, why);
+}
+
+/* Raft thread: marks the node failed with a message (first failure wins)
+ * and publishes role NONE. */
+static void node_fail(RaftNode *n, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+node_fail(RaftNode *n, const char *fmt, ...)
+{
+    if (atomic_load(&n->failed)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n->fail_msg, sizeof n->fail_msg, fmt, ap);
+    va_end(ap);
+    atomic_store(&n->failed, 1);
+    atomic_store(&n->role, RAFTNODE_NONE);
+    atomic_store(&n->ready, 0);
+    if (n->cb.notify) n->cb.notify(n->cb.arg);
+}
+
+/* Raft thread: the role as published. */
+static int
+current_role(RaftNode *n)
+{
+    if (n->closing || atomic_load(&n->failed)) return RAFTNODE_NONE;
+    switch (raft_state(&n->raft)) {
+    case RAFT_FOLLOWER:
+        return RAFTNODE_FOLLOWER;
+    case RAFT_CANDIDATE:
+        return RAFTNODE_CANDIDATE;
+    case RAFT_LEADER:
+        return RAFTNODE_LEADER;
+    default:
+        return RAFTNODE_NONE;
+    }
+}
+
+/* Raft thread: in-flight proposals can only complete while this node leads
+ * in the term it appended them; otherwise their fate is unknown here. */
+static void
+check_inflight(RaftNode *n)
+{
+    if (n->inflight.head && (raft_state(&n->raft) != RAFT_LEADER ||
+                             n->raft.current_term != n->inflight_term))
+        lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
+}
+
+static void
+on_barrier(struct raft_barrier *req, int status)
+{
+    BarrierReq *br = (BarrierReq *)req;
+    RaftNode *n = br->node;
+
+    n->barrier_pending = 0;
+    if (status == 0 && raft_state(&n->raft) == RAFT_LEADER &&
+        n->raft.current_term == br->term)
+        n->ready_term = br->term;
+    free(br);
+}
+
+/* Raft thread: a new leader appends a barrier; once it is applied, so is
+ * every entry committed by earlier leaders (libraft 0.15 appends no entry
+ * of its own on election), and the leader is ready to serve reads. */
+static void
+start_barrier(RaftNode *n)
+{
+    BarrierReq *br = malloc(sizeof *br);
+
+    if (!br) return; /* tried again at the next loop iteration */
+    br->node = n;
+    br->term = n->raft.current_term;
+    if (raft_barrier(&n->raft, &br->req, on_barrier) != 0) {
+        free(br);
+        return;
+    }
+    n->barrier_pending = 1;
+}
+
+/* Raft thread: publishes the status; notifies on a change of role, leader,
+ * term or readiness. */
+static void
+publish(RaftNode *n)
+{
+    int role = current_role(n);
+    raft_id leader = 0;
+    const char *addr = NULL;
+    uint64_t term = n->raft.current_term;
+
+    if (role != RAFTNODE_NONE) raft_leader(&n->raft, &leader, &addr);
+    if (role == RAFTNODE_LEADER && n->ready_term != term && !n->barrier_pending)
+        start_barrier(n);
+    int ready = role == RAFTNODE_LEADER && n->ready_term == term;
+    int changed =
+        atomic_load_explicit(&n->role, memory_order_relaxed) != role ||
+        atomic_load_explicit(&n->leader_id, memory_order_relaxed) != leader ||
+        atomic_load_explicit(&n->term, memory_order_relaxed) != term ||
+        atomic_load_explicit(&n->ready, memory_order_relaxed) != ready;
+    atomic_store(&n->term, term);
+    atomic_store(&n->leader_id, leader);
+    atomic_store(&n->commit_index, n->raft.commit_index);
+    atomic_store(&n->ready, ready);
+    atomic_store(&n->role, role);
+    if (changed && n->cb.notify) n->cb.notify(n->cb.arg);
+}
+
+static int
+fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+    RaftNode *n = fsm->data;
+    uint64_t index = raft_last_applied(&n->raft) + 1, seq = 0;
+
+    *result = NULL;
+    if (atomic_load(&n->failed)) return RAFT_IOERR;
+    if (index <= n->last_index) {
+        node_fail(n, "raft: entry %llu applied after %llu",
+                  (unsigned long long)index, (unsigned long long)n->last_index);
+        return RAFT_IOERR;
+    }
+    check_inflight(n);
+    while (n->inflight.head && n->inflight.head->index < index)
+        lose_one(n, list_pop(&n->inflight), RAFTNODE_LOST_UNKNOWN);
+    if (n->inflight.head && n->inflight.head->index == index) {
+        Prop *p = list_pop(&n->inflight);
+        seq = p->seq;
+        free(p);
+    }
+    if (n->cb.apply(n->cb.arg, index, buf->base, buf->len, seq) != 0) {
+        node_fail(n, "raft: applying entry %llu failed",
+                  (unsigned long long)index);
+        return RAFT_IOERR;
+    }
+    n->last_index = index;
+    atomic_store(&n->applied, index);
+    return 0;
+}
+
+static int
+fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *nbufs)
+{
+    RaftNode *n = fsm->data;
+    uint64_t index = raft_last_applied(&n->raft);
+    void *man = NULL;
+    size_t len = 0;
+
+    if (n->cb.snapshot && n->cb.snapshot(n->cb.arg, index, &man, &len) != 0)
+        return RAFT_BUSY; /* libraft retries at the next threshold */
+    struct raft_buffer *b = raft_malloc(sizeof *b);
+    unsigned char *p = raft_malloc(SNAP_HDR + len);
+    if (!b || !p) {
+        raft_free(b);
+        raft_free(p);
+        free(man);
+        return RAFT_NOMEM;
+    }
+    put_u32le(p, SNAP_MAGIC);
+    put_u32le(p + 4, SNAP_VERSION);
+    put_u64le(p + 8, index);
+    if (len) memcpy(p + SNAP_HDR, man, len);
+    free(man);
+    b->base = p;
+    b->len = SNAP_HDR + len;
+    *bufs = b;
+    *nbufs = 1;
+    return 0;
+}
+
+static int
+fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+    RaftNode *n = fsm->data;
+    const unsigned char *p = buf->base;
+
+    if (buf->len < SNAP_HDR || get_le(p, 4) != SNAP_MAGIC ||
+        get_le(p + 4, 4) != SNAP_VERSION) {
+        node_fail(n, "raft: snapshot without a rockstalk manifest header");
+        return RAFT_MALFORMED;
+    }
+    uint64_t index = get_le(p + 8, 8);
+    size_t len = buf->len - SNAP_HDR;
+    int rc = n->cb.restore ? n->cb.restore(n->cb.arg, index, p + SNAP_HDR, len)
+                           : (len == 0 ? 0 : -1);
+    if (rc != 0) {
+        node_fail(n, "raft: restoring the snapshot at %llu failed",
+                  (unsigned long long)index);
+        return RAFT_IOERR;
+    }
+    lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
+    raft_free(buf->base); /* ours on success */
+    n->last_index = index;
+    atomic_store(&n->applied, index);
+    return 0;
+}
+
+static void
+on_applied(struct raft_apply *req, int status, void *result)
+{
+    ApplyReq *ar = (ApplyReq *)req;
+    RaftNode *n = ar->node;
+
+    (void)result;
+    free(ar);
+    if (status != 0) lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
+}
+
+/* Raft thread: hands l's proposals to raft_apply, one entry per call (the
+ * API subset of both libraft versions: 0.22.1's raft_apply takes bufs[0]
+ * alone, its assert(n == 1) compiled out in Debian's build). Calls in one
+ * loop iteration still share a disk write: libraft's uv layer merges the
+ * appends that arrive while one is being written. Those appended go in
+ * flight; once one is refused, so are the rest. */
+static void
+submit(RaftNode *n, PropList *l)
+{
+    Prop *p;
+
+    while ((p = list_pop(l))) {
+        ApplyReq *ar = malloc(sizeof *ar);
+        int rv = RAFT_NOMEM;
+        if (ar) {
+            ar->node = n;
+            rv = raft_apply(&n->raft, &ar->req, &p->buf, 1, on_applied);
+        }
+        if (rv != 0) {
+            free(ar);
+            if (rv != RAFT_NOTLEADER && rv != RAFT_NOMEM)
+                /* libraft may have freed the buffer with an appended entry
+                 * it discarded: leak rather than free it twice. */
+                p->buf.base = NULL;
+            lose_one(n, p, RAFTNODE_LOST_REFUSED);
+            lose_all(n, l, RAFTNODE_LOST_REFUSED);
+            return;
+        }
+        check_inflight(n);
+        if (!n->inflight.head) n->inflight_term = n->raft.current_term;
+        p->index = ar->req.index;
+        p->buf.base = NULL; /* raft's now */
+        list_push(&n->inflight, p);
+    }
+}
+
+static void
+on_raft_closed(struct raft *r)
+{
+    RaftNode *n = r->data;
+
+    lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
+    raft_uv_close(&n->io);
+    raft_uv_tcp_close(&n->transport);
+}
+
+/* Raft thread: closes libraft (if started) and our handles; the loop ends
+ * once everything is closed. */
+static void
+begin_close(RaftNode *n, int raft_open)
+{
+    n->closing = 1;
+    atomic_store(&n->role, RAFTNODE_NONE);
+    atomic_store(&n->ready, 0);
+    pthread_mutex_lock(&n->mu);
+    n->wake_open = 0;
+    pthread_mutex_unlock(&n->mu);
+    if (raft_open) raft_close(&n->raft, on_raft_closed);
+    uv_close((uv_handle_t *)&n->wake, NULL);
+    uv_close((uv_handle_t *)&n->check, NULL);
+}
+
+static void
+on_wake(uv_async_t *h)
+{
+    RaftNode *n = h->data;
+    PropList l;
+
+    pthread_mutex_lock(&n->mu);
+    l = n->queue;
+    if (!l.head) l.tail = &l.head;
+    list_init(&n->queue);
+    n->queued_bytes = 0;
+    int stopping = n->stopping;
+    pthread_mutex_unlock(&n->mu);
+
+    if (n->closing || stopping || atomic_load(&n->failed)) {
+        lose_all(n, &l, RAFTNODE_LOST_REFUSED);
+        if (stopping && !n->closing) begin_close(n, 1);
+        return;
+    }
+    submit(n, &l);
+}
+
+static void
+on_check(uv_check_t *h)
+{
+    RaftNode *n = h->data;
+
+    if (n->closing) return;
+    check_inflight(n);
+    publish(n);
+}
+
+/* Raft thread: sets up the loop, libraft and the bootstrap. Returns 0 with
+ * everything running, or -1 (err set) with everything closed but the loop,
+ * which the caller runs to its end and closes. */
+static int
+node_open(RaftNode *n, char *err, size_t errcap)
+{
+    struct raft_configuration conf;
+    int rv;
+
+    uv_async_init(&n->loop, &n->wake, on_wake);
+    uv_check_init(&n->loop, &n->check);
+    uv_check_start(&n->check, on_check);
+    n->wake.data = n->check.data = n;
+    pthread_mutex_lock(&n->mu);
+    n->wake_open = 1;
+    pthread_mutex_unlock(&n->mu);
+
+#ifdef RAFT_VERSION_NUMBER
+    /* libraft >= 0.16 (it defines RAFT_VERSION_NUMBER; 0.15 does not) wants
+     * the transport struct's version filled in by its user. */
+    n->transport.version = 1;
+#endif
+    rv = raft_uv_tcp_init(&n->transport, &n->loop);
+    if (rv != 0) {
+        set_err(err, errcap, "raft transport: %s", raft_strerror(rv));
+        goto fail_handles;
+    }
+    rv = raft_uv_init(&n->io, &n->loop, n->dir, &n->transport);
+    if (rv != 0) {
+        set_err(err, errcap, "raft log in %s: %s", n->dir, n->io.errmsg);
+        raft_uv_tcp_close(&n->transport);
+        goto fail_handles;
+    }
+    n->fsm.version = 1;
+    n->fsm.data = n;
+    n->fsm.apply = fsm_apply;
+    n->fsm.snapshot = fsm_snapshot;
+    n->fsm.restore = fsm_restore;
+    rv = raft_init(&n->raft, &n->io, &n->fsm, n->cfg.self_id, n->self_addr);
+    if (rv != 0) {
+        set_err(err, errcap, "raft log in %s: %s", n->dir,
+                raft_errmsg(&n->raft));
+        raft_uv_close(&n->io);
+        raft_uv_tcp_close(&n->transport);
+        goto fail_handles;
+    }
+    n->raft.data = n;
+    raft_set_election_timeout(&n->raft, n->opt.election_ms);
+    raft_set_heartbeat_timeout(&n->raft, n->opt.heartbeat_ms);
+    if (n->opt.snapshot_threshold)
+        raft_set_snapshot_threshold(&n->raft, n->opt.snapshot_threshold);
+    if (n->opt.snapshot_trailing)
+        raft_set_snapshot_trailing(&n->raft, n->opt.snapshot_trailing);
+    raft_set_pre_vote(&n->raft, !n->opt.no_pre_vote);
+
+    /* Every voter bootstraps the same configuration (cluster.h keeps it
+     * canonical); a used directory refuses with RAFT_CANTBOOTSTRAP. */
+    raft_configuration_init(&conf);
+    for (int i = 0; i < n->cfg.n && rv == 0; i++)
+        rv = raft_configuration_add(&conf, n->cfg.voters[i].id,
+                                    n->cfg.voters[i].addr, RAFT_VOTER);
+    if (rv == 0) rv = raft_bootstrap(&n->raft, &conf);
+    raft_configuration_close(&conf);
+    if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
+        set_err(err, errcap, "raft bootstrap in %s: %s", n->dir,
+                raft_errmsg(&n->raft));
+        goto fail_raft;
+    }
+    rv = raft_start(&n->raft);
+    if (rv != 0) {
+        if (atomic_load(&n->failed))
+            set_err(err, errcap, "%s", n->fail_msg);
+        else
+            set_err(err, errcap, "raft start in %s: %s", n->dir,
+                    raft_errmsg(&n->raft));
+        goto fail_raft;
+    }
+    publish(n);
+    return 0;
+
+fail_raft:
+    begin_close(n, 1);
+    return -1;
+fail_handles:
+    begin_close(n, 0);
+    return -1;
+}
+
+static void *
+node_main(void *arg)
+{
+    RaftNode *n = arg;
+    char err[ERR_MAX] = "";
+    int rc = node_open(n, err, sizeof err);
+
+    pthread_mutex_lock(&n->mu);
+    n->init_rc = rc;
+    memcpy(n->init_err, err, sizeof err);
+    n->init_done = 1;
+    pthread_cond_signal(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+
+    uv_run(&n->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&n->loop);
+    return NULL;
+}
+
+static void
+node_free(RaftNode *n)
+{
+    Prop *p;
+    while ((p = list_pop(&n->queue))) {
+        raft_free(p->buf.base);
+        free(p);
+    }
+    pthread_mutex_destroy(&n->mu);
+    pthread_cond_destroy(&n->cv);
+    free(n->dir);
+    free(n);
+}
+
+int
+raftnode_start(const ClusterConfig *cfg, const char *dir,
+               const RaftNodeOptions *opt, const RaftNodeCallbacks *cb,
+               RaftNode **out, char *err, size_t errcap)
+{
+    int self = cluster_find(cfg, cfg->self_id);
+    RaftNode *n;
+
+    *out = NULL;
+    if (self < 0)
+        return set_err(err, errcap, "raft: node %llu is not a voter",
+                       (unsigned long long)cfg->self_id);
+    if (!cb || !cb->apply)
+        return set_err(err, errcap, "raft: no apply callback");
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return set_err(err, errcap, "mkdir %s: %s", dir, strerror(errno));
+    n = calloc(1, sizeof *n);
+    if (!n || !(n->dir = strdup(dir))) {
+        free(n);
+        return set_err(err, errcap, "raft: out of memory");
+    }
+    n->cfg = *cfg;
+    n->self_addr = n->cfg.voters[self].addr;
+    if (opt) n->opt = *opt;
+    if (!n->opt.election_ms) n->opt.election_ms = 1000;
+    if (!n->opt.heartbeat_ms) n->opt.heartbeat_ms = 100;
+    n->cb = *cb;
+    n->next_seq = 1;
+    list_init(&n->queue);
+    list_init(&n->inflight);
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->cv, NULL);
+    if (uv_loop_init(&n->loop) != 0) {
+        node_free(n);
+        return set_err(err, errcap, "raft: uv_loop_init failed");
+    }
+    /* The thread starts with every signal blocked: signals are the owner's
+     * (ev_signal on the loop), and a write to a peer that closed its socket
+     * gets EPIPE rather than a SIGPIPE that would kill the process. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int prc = pthread_create(&n->thread, NULL, node_main, n);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (prc != 0) {
+        uv_loop_close(&n->loop);
+        node_free(n);
+        return set_err(err, errcap, "raft: cannot start its thread");
+    }
+    pthread_mutex_lock(&n->mu);
+    while (!n->init_done)
+        pthread_cond_wait(&n->cv, &n->mu);
+    int rc = n->init_rc;
+    pthread_mutex_unlock(&n->mu);
+    if (rc != 0) {
+        pthread_join(n->thread, NULL);
+        set_err(err, errcap, "%s", n->init_err);
+        node_free(n);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+int
+raftnode_propose(RaftNode *n, const void *data, size_t len, uint64_t *seq)
+{
+    if (len > RAFTNODE_ENTRY_MAX) return RAFTNODE_ETOOBIG;
+    if (atomic_load(&n->failed)) return RAFTNODE_ESTOPPED;
+    if (atomic_load(&n->role) != RAFTNODE_LEADER) return RAFTNODE_ENOTLEADER;
+
+    Prop *p = malloc(sizeof *p);
+    void *copy = raft_malloc(len ? len : 1);
+    if (!p || !copy) {
+        free(p);
+        raft_free(copy);
+        return RAFTNODE_ENOMEM;
+    }
+    if (len) memcpy(copy, data, len);
+    p->buf.base = copy;
+    p->buf.len = len;
+    p->index = 0;
+
+    int rc = RAFTNODE_OK;
+    pthread_mutex_lock(&n->mu);
+    if (n->stopping || !n->wake_open)
+        rc = RAFTNODE_ESTOPPED;
+    else if (n->queued_bytes + len > RAFTNODE_QUEUE_MAX && n->queue.head)
+        rc = RAFTNODE_EFULL;
+    if (rc == RAFTNODE_OK) {
+        p->seq = *seq = n->next_seq++;
+        int was_empty = n->queue.head == NULL;
+        list_push(&n->queue, p);
+        n->queued_bytes += len;
+        if (was_empty) uv_async_send(&n->wake);
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (rc != RAFTNODE_OK) {
+        raft_free(copy);
+        free(p);
+    }
+    return rc;
+}
+
+void
+raftnode_status(const RaftNode *n, RaftNodeStatus *st)
+{
+    st->role = atomic_load(&n->role);
+    st->leader_id = atomic_load(&n->leader_id);
+    st->term = atomic_load(&n->term);
+    st->commit_index = atomic_load(&n->commit_index);
+    st->applied = atomic_load(&n->applied);
+    st->ready = atomic_load(&n->ready);
+    st->failed = atomic_load(&n->failed);
+}
+
+const char *
+raftnode_error(const RaftNode *n)
+{
+    return atomic_load(&n->failed) ? n->fail_msg : NULL;
+}
+
+const char *
+raftnode_role_name(int role)
+{
+    switch (role) {
+    case RAFTNODE_FOLLOWER:
+        return "follower";
+    case RAFTNODE_CANDIDATE:
+        return "candidate";
+    case RAFTNODE_LEADER:
+        return "leader";
+    default:
+        return "none";
+    }
+}
+
+void
+raftnode_stop(RaftNode *n)
+{
+    if (!n) return;
+    pthread_mutex_lock(&n->mu);
+    n->stopping = 1;
+    if (n->wake_open) uv_async_send(&n->wake);
+    pthread_mutex_unlock(&n->mu);
+    pthread_join(n->thread, NULL);
+    node_free(n);
+}

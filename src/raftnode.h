@@ -1,0 +1,161 @@
+/* raftnode.h - one Raft node (libraft, canonical raft's C library) on its
+ * own thread, with its own libuv loop: libraft's uv disk I/O for the log in
+ * a directory of its own and its uv TCP transport to the other voters.
+ * libraft takes no locks, so every libraft call happens on that thread;
+ * other threads talk to it only through what this header offers:
+ *
+ *   in   raftnode_propose: a mutex-protected queue of entries and a
+ *        uv_async wake-up; the raft thread hands everything queued to
+ *        raft_apply at once, one entry per call (the subset both libraft
+ *        versions take), and libraft writes the appends that arrive during
+ *        a disk write together. Batching many commands into one entry is
+ *        the proposer's: one propose per group of mutations.
+ *   out  callbacks on the raft thread (apply, lost, snapshot, restore,
+ *        notify) and the status published in atomics (raftnode_status).
+ *
+ * The state machine lives outside: apply is called for every committed
+ * entry, in index order, on every node (the leader included). Snapshots
+ * are small manifests (the caller's state lives in its own storage, e.g.
+ * RocksDB, and moves out of band); raftnode prefixes each with its index.
+ *
+ * Threads: raftnode_start, raftnode_stop on the owner's thread (one call
+ * each); raftnode_propose and raftnode_status on any thread; every callback
+ * on the raft thread, never on the caller's. Calls: cluster (ClusterConfig)
+ * and libraft, libuv. Errors: start returns -1 with a message in err
+ * (errcap bytes); propose returns a RAFTNODE_E* code; nothing here prints.
+ */
+#ifndef ROCKSTALK_RAFTNODE_H
+#define ROCKSTALK_RAFTNODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster.h"
+
+/* Roles as published (RaftNodeStatus.role). NONE: not running (before
+ * start, while stopping, or after a failed apply). */
+enum {
+    RAFTNODE_NONE = 0,
+    RAFTNODE_FOLLOWER,
+    RAFTNODE_CANDIDATE,
+    RAFTNODE_LEADER
+};
+
+/* raftnode_propose's results. */
+enum {
+    RAFTNODE_OK = 0,
+    RAFTNODE_ENOTLEADER = -1, /* not the leader as last published */
+    RAFTNODE_ETOOBIG = -2,    /* len > RAFTNODE_ENTRY_MAX */
+    RAFTNODE_EFULL = -3,      /* RAFTNODE_QUEUE_MAX bytes already queued */
+    RAFTNODE_ESTOPPED = -4,   /* stopping, or failed */
+    RAFTNODE_ENOMEM = -5
+};
+
+/* Why a proposal ends in lost() rather than in apply() with its seq. */
+enum {
+    /* Never appended to the log (this node was not the leader when the
+     * raft thread took it, or it was stopping): it will not commit. */
+    RAFTNODE_LOST_REFUSED = 1,
+    /* Appended, but this node lost its leadership (or stopped) before the
+     * entry was applied here: it may still commit under the next leader,
+     * and then arrives in apply() with seq 0. Whoever needs to know must
+     * recognise the entry by its content. */
+    RAFTNODE_LOST_UNKNOWN = 2
+};
+
+/* Largest entry: half of libraft's 8 MiB log segment, so an entry never
+ * needs a segment of its own. Bytes. */
+#define RAFTNODE_ENTRY_MAX (4u << 20)
+/* Most bytes queued for the raft thread; propose refuses more
+ * (backpressure on the proposer, not memory without bound). */
+#define RAFTNODE_QUEUE_MAX (64u << 20)
+
+/* Callbacks, all on the raft thread; arg is handed to each. A callback must
+ * not call raftnode_stop (propose and status are fine). */
+typedef struct RaftNodeCallbacks {
+    void *arg;
+    /* A committed entry: index (strictly increasing, except that a restore
+     * restarts it from the snapshot's index), data[0..len) borrowed for the
+     * call. seq is propose's number if this node proposed it as leader, 0
+     * otherwise. After a restart, entries after the last snapshot come
+     * again: an idempotent state machine skips index <= what it has.
+     * Returns 0, or -1 to fail the node: it stops applying, publishes
+     * failed and role NONE and calls notify; the owner should stop it. */
+    int (*apply)(void *arg, uint64_t index, const void *data, size_t len,
+                 uint64_t seq);
+    /* A proposal that will not reach apply() with its seq; why is
+     * RAFTNODE_LOST_*. May be NULL. */
+    void (*lost)(void *arg, uint64_t seq, int why);
+    /* Takes a snapshot manifest of the state as of index (every entry up to
+     * it applied): *buf malloc'd (the node frees it), *len bytes, small
+     * (the log keeps it in memory and sends it whole). Returns 0 or -1
+     * (raft retries later). NULL: an empty manifest. */
+    int (*snapshot)(void *arg, uint64_t index, void **buf, size_t *len);
+    /* Replaces the state with the manifest of a snapshot at index (borrowed
+     * for the call): at start from the local snapshot, or later from the
+     * leader's when this node fell behind its log. Entries after index
+     * follow through apply. Returns 0 or -1 (the node fails). NULL: only
+     * an empty manifest is accepted. */
+    int (*restore)(void *arg, uint64_t index, const void *buf, size_t len);
+    /* The role, leader, term or ready changed (read raftnode_status).
+     * Cheap and non-blocking, e.g. ev_async_send. May be NULL. */
+    void (*notify)(void *arg);
+} RaftNodeCallbacks;
+
+/* Tuning; zero fields take the defaults. */
+typedef struct RaftNodeOptions {
+    unsigned election_ms;        /* election timeout, ms (libraft's 1000) */
+    unsigned heartbeat_ms;       /* heartbeat interval, ms (libraft's 100) */
+    unsigned snapshot_threshold; /* entries between snapshots (1024) */
+    unsigned snapshot_trailing;  /* entries kept behind one (2048) */
+    int no_pre_vote; /* 1: no pre-vote round (default: pre-vote on) */
+} RaftNodeOptions;
+
+/* A copy of the published status. */
+typedef struct RaftNodeStatus {
+    int role;              /* RAFTNODE_NONE..RAFTNODE_LEADER */
+    uint64_t leader_id;    /* 0: none known */
+    uint64_t term;         /* current term */
+    uint64_t commit_index; /* highest index known committed */
+    uint64_t applied;      /* highest index applied here (or restored) */
+    int ready;  /* leader, and everything committed before its term is
+                   applied here (its barrier entry applied): it may serve */
+    int failed; /* an apply or restore failed */
+} RaftNodeStatus;
+
+typedef struct RaftNode RaftNode;
+
+/* Starts node cfg->self_id of cfg's voters on its own thread, its log in
+ * dir (created if missing; its parent must exist), listening on its own
+ * voter address. A fresh dir is bootstrapped with cfg's configuration
+ * (every node bootstraps the same one, as libraft allows); a used one
+ * starts from what it holds (its snapshot is restored before this returns).
+ * cb is copied; opt may be NULL. Returns 0 and the node in *out, or -1 with
+ * a message in err (nothing left running). */
+int raftnode_start(const ClusterConfig *cfg, const char *dir,
+                   const RaftNodeOptions *opt, const RaftNodeCallbacks *cb,
+                   RaftNode **out, char *err, size_t errcap);
+
+/* Any thread: queues data[0..len) (copied) as one log entry. Returns
+ * RAFTNODE_OK and the proposal's number in *seq (from 1, increasing), then
+ * exactly one of apply(seq) or lost(seq) follows; or a RAFTNODE_E* code and
+ * nothing follows. */
+int raftnode_propose(RaftNode *n, const void *data, size_t len, uint64_t *seq);
+
+/* Any thread: the published status (each field read atomically; fields may
+ * come from consecutive updates). */
+void raftnode_status(const RaftNode *n, RaftNodeStatus *st);
+
+/* Any thread: why the node failed (status.failed), or NULL. The text
+ * stays valid until raftnode_stop. */
+const char *raftnode_error(const RaftNode *n);
+
+/* "leader", "follower", "candidate" or "none". */
+const char *raftnode_role_name(int role);
+
+/* Stops the node: fails what is queued (lost REFUSED) and in flight (lost
+ * UNKNOWN), closes libraft and joins the thread; frees everything. No
+ * callback runs after it returns. NULL is fine. */
+void raftnode_stop(RaftNode *n);
+
+#endif

@@ -1,0 +1,209 @@
+/* Unit tests for cluster.c: the --cluster/--node-id parser and the CLUSTER
+ * identity file of a data directory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+
+#define THREE "1@127.0.0.1:7001,2@127.0.0.1:7002,3@127.0.0.1:7003"
+
+static void
+test_parse_three_and_five(void **state)
+{
+    (void)state;
+    ClusterConfig c;
+    char err[200], spec[200];
+
+    assert_int_equal(cluster_parse(THREE, "2", &c, err, sizeof err), 0);
+    assert_int_equal(c.n, 3);
+    assert_int_equal(c.self_id, 2);
+    assert_int_equal(c.voters[1].id, 2);
+    assert_string_equal(c.voters[1].addr, "127.0.0.1:7002");
+    assert_int_equal(cluster_find(&c, 3), 2);
+    assert_int_equal(cluster_find(&c, 4), -1);
+
+    /* Order given does not matter: voters come back sorted by id. */
+    assert_int_equal(cluster_parse("5@10.0.0.5:1,3@10.0.0.3:1,4@10.0.0.4:1,"
+                                   "1@10.0.0.1:1,2@10.0.0.2:65535",
+                                   "4", &c, err, sizeof err),
+                     0);
+    assert_int_equal(c.n, 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(c.voters[i].id, (uint64_t)i + 1);
+    cluster_spec(&c, spec, sizeof spec);
+    assert_string_equal(spec, "1@10.0.0.1:1,2@10.0.0.2:65535,3@10.0.0.3:1,"
+                              "4@10.0.0.4:1,5@10.0.0.5:1");
+}
+
+/* Each bad input is refused with a message naming what is wrong. */
+static void
+test_parse_refuses(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *cluster, *node, *msg;
+    } bad[] = {
+        {"", "1", "empty"},
+        {"1@127.0.0.1:1,2@127.0.0.1:2", "1", "2 voters"},
+        {"1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3,4@127.0.0.1:4", "1",
+         "4 voters"},
+        {"1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3,4@127.0.0.1:4,"
+         "5@127.0.0.1:5,6@127.0.0.1:6",
+         "1", "more than 5"},
+        {"1@127.0.0.1:1,1@127.0.0.1:2,3@127.0.0.1:3", "1", "id 1 given twice"},
+        {"1@127.0.0.1:1,2@127.0.0.1:1,3@127.0.0.1:3", "1",
+         "127.0.0.1:1 given twice"},
+        {THREE, "4", "--node-id 4 is not"},
+        {THREE, "0", "--node-id"},
+        {THREE, "x", "--node-id"},
+        {THREE, "", "--node-id"},
+        {THREE, "2 ", "--node-id"},
+        {"0@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "voter 1"},
+        {"65536@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "ID"},
+        {"a@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "ID"},
+        {"1127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "ID@HOST:PORT"},
+        {"1@127.0.0.1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "no :PORT"},
+        {"1@127.0.0.1:0,2@127.0.0.1:2,3@127.0.0.1:3", "2", "PORT"},
+        {"1@127.0.0.1:65536,2@127.0.0.1:2,3@127.0.0.1:3", "2", "PORT"},
+        {"1@127.0.0.1:1x,2@127.0.0.1:2,3@127.0.0.1:3", "2", "PORT"},
+        {"1@localhost:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "IPv4"},
+        {"1@[::1]:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "IPv4"},
+        {"1@:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "IPv4"},
+        {"1@127.0.0.1:1,,3@127.0.0.1:3", "2", "empty voter 2"},
+        {"1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3,", "2", "empty voter 4"},
+        {" 1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "ID"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ClusterConfig c;
+        char err[200] = "";
+        int rc =
+            cluster_parse(bad[i].cluster, bad[i].node, &c, err, sizeof err);
+        if (rc != -1 || !strstr(err, bad[i].msg))
+            fail_msg("case %zu (%s / %s): rc %d, err \"%s\", want \"%s\"", i,
+                     bad[i].cluster, bad[i].node, rc, err, bad[i].msg);
+    }
+}
+
+static void
+test_format_roundtrip(void **state)
+{
+    (void)state;
+    ClusterConfig c, d;
+    char err[200], text[CLUSTER_TEXT_MAX];
+
+    assert_int_equal(
+        cluster_parse("3@127.0.0.1:7003,1@127.0.0.1:7001,2@127.0.0.1:7002", "3",
+                      &c, err, sizeof err),
+        0);
+    size_t n = cluster_format(&c, text, sizeof text);
+    assert_string_equal(text, "rockstalk-cluster 1\nnode 3\n"
+                              "voter 1 127.0.0.1:7001\n"
+                              "voter 2 127.0.0.1:7002\n"
+                              "voter 3 127.0.0.1:7003\n");
+    assert_int_equal(cluster_identity_parse(text, n, &d, err, sizeof err), 0);
+    assert_memory_equal(&c, &d, sizeof c);
+
+    /* Truncated, newer or damaged files are refused. */
+    assert_int_equal(cluster_identity_parse(text, n - 1, &d, err, sizeof err),
+                     -1);
+    assert_int_equal(cluster_identity_parse("rockstalk-cluster 2\n", 20, &d,
+                                            err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "version 2"));
+    assert_int_equal(cluster_identity_parse("hello\n", 6, &d, err, sizeof err),
+                     -1);
+    const char *four = "rockstalk-cluster 1\nnode 1\nvoter 1 127.0.0.1:1\n"
+                       "voter 2 127.0.0.1:2\nvoter 3 127.0.0.1:3\n"
+                       "voter 4 127.0.0.1:4\n";
+    assert_int_equal(
+        cluster_identity_parse(four, strlen(four), &d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "4 voters"));
+}
+
+/* A fresh directory gets a CLUSTER file; the same flags match it later; a
+ * different node id or voter set is refused and changes nothing. */
+static void
+test_identity_file(void **state)
+{
+    (void)state;
+    char tmpl[] = "/tmp/rockstalk-cluster-XXXXXX";
+    char dir[64], path[128], err[300], before[CLUSTER_TEXT_MAX],
+        after[CLUSTER_TEXT_MAX];
+    ClusterConfig c, other;
+
+    assert_non_null(mkdtemp(tmpl));
+    snprintf(dir, sizeof dir, "%s/data", tmpl); /* created by the check */
+    snprintf(path, sizeof path, "%s/CLUSTER", dir);
+    assert_int_equal(cluster_parse(THREE, "1", &c, err, sizeof err), 0);
+
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err),
+                     CLUSTER_ID_WRITTEN);
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err),
+                     CLUSTER_ID_MATCH);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(before, 1, sizeof before - 1, f);
+    before[n] = '\0';
+    fclose(f);
+
+    assert_int_equal(cluster_parse(THREE, "2", &other, err, sizeof err), 0);
+    assert_int_equal(cluster_identity_check(dir, &other, err, sizeof err), -1);
+    assert_non_null(strstr(err, "belongs to node 1; --node-id 2"));
+
+    assert_int_equal(cluster_parse("1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                                   "3@127.0.0.1:7004",
+                                   "1", &other, err, sizeof err),
+                     0);
+    assert_int_equal(cluster_identity_check(dir, &other, err, sizeof err), -1);
+    assert_non_null(strstr(err, "belongs to cluster 1@127.0.0.1:7001,"
+                                "2@127.0.0.1:7002,3@127.0.0.1:7003"));
+
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = fread(after, 1, sizeof after - 1, f);
+    after[n] = '\0';
+    fclose(f);
+    assert_string_equal(before, after);
+
+    /* A damaged file is an error, not a fresh start. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("rockstalk-cluster 1\nnode 1\n", f);
+    fclose(f);
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "voters"));
+
+    /* A Raft log without its CLUSTER file is refused. */
+    unlink(path);
+    char raft[128];
+    snprintf(raft, sizeof raft, "%s/raft", dir);
+    assert_int_equal(mkdir(raft, 0755), 0);
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no CLUSTER file"));
+    assert_int_equal(access(path, F_OK), -1);
+
+    rmdir(raft);
+    rmdir(dir);
+    rmdir(tmpl);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_three_and_five),
+        cmocka_unit_test(test_parse_refuses),
+        cmocka_unit_test(test_format_roundtrip),
+        cmocka_unit_test(test_identity_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
