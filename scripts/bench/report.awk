@@ -185,6 +185,16 @@ function targets_table() {
     target("put50", "rs-f50", "bs-b", 1.3)
     target("cycle50", "rs-f50", "bs-b", 1.3)
     target("put50", "rs", "ceiling", 0.7, 1)
+    # issue 14 (the commit journal): default mode against the durable
+    # beanstalkds, -f 50 against beanstalkd -b, and the default mode against
+    # the overwrite sync ceiling, which does the same work (a hand-off to a
+    # second thread, one write and one fdatasync in place per group)
+    target("put1", "rs", "bs-f0", 1.0)
+    target("put50", "rs", "bs-b", 0.9)
+    target("cycle50", "rs", "bs-b", 0.9)
+    target("put50p16", "rs", "bs-b", 3.0)
+    target("put1", "rs-f50", "bs-b", 1.3)
+    target("put1", "rs", "ceiling-over", 1.0)
 }
 
 END {
