@@ -18,11 +18,8 @@
 /* Largest --cluster value: five voters of "65535@255.255.255.255:65535". */
 #define CLUSTER_SPEC_MAX 160
 
-static int fail(char *err, size_t errcap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errcap, const char *fmt, ...)
+int
+cluster_errf(char *err, size_t errcap, const char *fmt, ...)
 {
     if (err && errcap) {
         va_list ap;
@@ -110,27 +107,29 @@ parse_voter(ClusterConfig *c, const char *s, size_t len, int k, char *err,
     int shown = len > 40 ? 40 : (int)len;
 
     if (c->n == CLUSTER_MAX_VOTERS)
-        return fail(err, errcap, "--cluster: more than %d voters",
-                    CLUSTER_MAX_VOTERS);
+        return cluster_errf(err, errcap, "--cluster: more than %d voters",
+                            CLUSTER_MAX_VOTERS);
     if (!at)
-        return fail(err, errcap,
-                    "--cluster: voter %d \"%.*s\": not ID@HOST:PORT", k, shown,
-                    s);
+        return cluster_errf(err, errcap,
+                            "--cluster: voter %d \"%.*s\": not ID@HOST:PORT", k,
+                            shown, s);
     p->id = parse_num(s, (size_t)(at - s), CLUSTER_MAX_ID);
     if (p->id == 0)
-        return fail(err, errcap,
-                    "--cluster: voter %d \"%.*s\": ID is not a number in 1..%d",
-                    k, shown, s, CLUSTER_MAX_ID);
+        return cluster_errf(
+            err, errcap,
+            "--cluster: voter %d \"%.*s\": ID is not a number in 1..%d", k,
+            shown, s, CLUSTER_MAX_ID);
     if (parse_addr(at + 1, len - (size_t)(at - s) - 1, p->addr, &why) < 0)
-        return fail(err, errcap, "--cluster: voter %d \"%.*s\": %s", k, shown,
-                    s, why);
+        return cluster_errf(err, errcap, "--cluster: voter %d \"%.*s\": %s", k,
+                            shown, s, why);
     for (int i = 0; i < c->n; i++) {
         if (c->voters[i].id == p->id)
-            return fail(err, errcap, "--cluster: node id %llu given twice",
-                        (unsigned long long)p->id);
+            return cluster_errf(err, errcap,
+                                "--cluster: node id %llu given twice",
+                                (unsigned long long)p->id);
         if (strcmp(c->voters[i].addr, p->addr) == 0)
-            return fail(err, errcap, "--cluster: address %s given twice",
-                        p->addr);
+            return cluster_errf(err, errcap,
+                                "--cluster: address %s given twice", p->addr);
     }
     c->n++;
     return 0;
@@ -143,31 +142,33 @@ cluster_parse(const char *cluster, const char *node_id, ClusterConfig *c,
     size_t len = strlen(cluster);
 
     memset(c, 0, sizeof *c);
-    if (len == 0) return fail(err, errcap, "--cluster: empty");
+    if (len == 0) return cluster_errf(err, errcap, "--cluster: empty");
     if (len > CLUSTER_SPEC_MAX)
-        return fail(err, errcap, "--cluster: longer than %d bytes",
-                    CLUSTER_SPEC_MAX);
+        return cluster_errf(err, errcap, "--cluster: longer than %d bytes",
+                            CLUSTER_SPEC_MAX);
     for (const char *s = cluster, *end;; s = end + 1) {
         end = strchr(s, ',');
         if (!end) end = cluster + len;
         if (end == s)
-            return fail(err, errcap, "--cluster: empty voter %d", c->n + 1);
+            return cluster_errf(err, errcap, "--cluster: empty voter %d",
+                                c->n + 1);
         if (parse_voter(c, s, (size_t)(end - s), c->n + 1, err, errcap) < 0)
             return -1;
         if (*end == '\0') break;
     }
     if (c->n != 3 && c->n != 5)
-        return fail(err, errcap, "--cluster: %d voters; a cluster has 3 or 5",
-                    c->n);
+        return cluster_errf(err, errcap,
+                            "--cluster: %d voters; a cluster has 3 or 5", c->n);
     c->self_id = parse_num(node_id, strlen(node_id), CLUSTER_MAX_ID);
     if (c->self_id == 0)
-        return fail(err, errcap,
-                    "--node-id: \"%.20s\" is not a number in 1..%d", node_id,
-                    CLUSTER_MAX_ID);
+        return cluster_errf(err, errcap,
+                            "--node-id: \"%.20s\" is not a number in 1..%d",
+                            node_id, CLUSTER_MAX_ID);
     sort_voters(c);
     if (cluster_find(c, c->self_id) < 0)
-        return fail(err, errcap, "--node-id %llu is not one of --cluster's ids",
-                    (unsigned long long)c->self_id);
+        return cluster_errf(err, errcap,
+                            "--node-id %llu is not one of --cluster's ids",
+                            (unsigned long long)c->self_id);
     return 0;
 }
 
@@ -238,27 +239,30 @@ cluster_identity_parse(const char *text, size_t len, ClusterConfig *c,
     if (next_line(&t, end, line, sizeof line) < 0 ||
         sscanf(line, "rockstalk-cluster %u%n", &version, &used) != 1 ||
         line[used] != '\0')
-        return fail(err, errcap, "CLUSTER: not a rockstalk cluster file");
+        return cluster_errf(err, errcap,
+                            "CLUSTER: not a rockstalk cluster file");
     if (version != CLUSTER_FILE_VERSION)
-        return fail(err, errcap,
-                    "CLUSTER: version %u; this rockstalkd knows version %d",
-                    version, CLUSTER_FILE_VERSION);
+        return cluster_errf(
+            err, errcap,
+            "CLUSTER: version %u; this rockstalkd knows version %d", version,
+            CLUSTER_FILE_VERSION);
     if (next_line(&t, end, line, sizeof line) < 0 ||
         sscanf(line, "node %20s%n", node, &used) != 1 || line[used] != '\0')
-        return fail(err, errcap, "CLUSTER: no node line");
+        return cluster_errf(err, errcap, "CLUSTER: no node line");
     while (t < end) {
         char id[8], addr[CLUSTER_ADDR_MAX];
         if (next_line(&t, end, line, sizeof line) < 0 ||
             sscanf(line, "voter %7s %21s%n", id, addr, &used) != 2 ||
             line[used] != '\0' || ++n > CLUSTER_MAX_VOTERS)
-            return fail(err, errcap, "CLUSTER: bad voter line %d", n + 1);
+            return cluster_errf(err, errcap, "CLUSTER: bad voter line %d",
+                                n + 1);
         size_t off = strlen(spec);
         snprintf(spec + off, sizeof spec - off, "%s%s@%s", n > 1 ? "," : "", id,
                  addr);
     }
-    if (n == 0) return fail(err, errcap, "CLUSTER: no voters");
+    if (n == 0) return cluster_errf(err, errcap, "CLUSTER: no voters");
     if (cluster_parse(spec, node, c, sub, sizeof sub) < 0)
-        return fail(err, errcap, "CLUSTER: %s", sub);
+        return cluster_errf(err, errcap, "CLUSTER: %s", sub);
     return 0;
 }
 
@@ -284,7 +288,8 @@ read_small(const char *path, char *buf, size_t cap, char *err, size_t errcap)
 
     if (fd < 0) {
         int e = errno;
-        if (e != ENOENT) fail(err, errcap, "open %s: %s", path, strerror(e));
+        if (e != ENOENT)
+            cluster_errf(err, errcap, "open %s: %s", path, strerror(e));
         errno = e;
         return -1;
     }
@@ -295,14 +300,15 @@ read_small(const char *path, char *buf, size_t cap, char *err, size_t errcap)
             int e = errno;
             close(fd);
             errno = EIO;
-            return fail(err, errcap, "read %s: %s", path, strerror(e));
+            return cluster_errf(err, errcap, "read %s: %s", path, strerror(e));
         }
         if (r == 0) break;
         len += (size_t)r;
         if (len == cap) {
             close(fd);
             errno = EFBIG;
-            return fail(err, errcap, "%s: larger than %zu bytes", path, cap);
+            return cluster_errf(err, errcap, "%s: larger than %zu bytes", path,
+                                cap);
         }
     }
     close(fd);
@@ -315,11 +321,12 @@ fsync_path(const char *path, int flags, char *err, size_t errcap)
 {
     int fd = open(path, flags | O_CLOEXEC);
 
-    if (fd < 0) return fail(err, errcap, "open %s: %s", path, strerror(errno));
+    if (fd < 0)
+        return cluster_errf(err, errcap, "open %s: %s", path, strerror(errno));
     if (fsync(fd) < 0) {
         int e = errno;
         close(fd);
-        return fail(err, errcap, "fsync %s: %s", path, strerror(e));
+        return cluster_errf(err, errcap, "fsync %s: %s", path, strerror(e));
     }
     close(fd);
     return 0;
@@ -333,18 +340,19 @@ write_atomic(const char *dir, const char *tmp, const char *path,
 {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 
-    if (fd < 0) return fail(err, errcap, "open %s: %s", tmp, strerror(errno));
+    if (fd < 0)
+        return cluster_errf(err, errcap, "open %s: %s", tmp, strerror(errno));
     if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0) {
         int e = errno;
         close(fd);
         unlink(tmp);
-        return fail(err, errcap, "write %s: %s", tmp, strerror(e));
+        return cluster_errf(err, errcap, "write %s: %s", tmp, strerror(e));
     }
     close(fd);
     if (rename(tmp, path) < 0) {
         int e = errno;
         unlink(tmp);
-        return fail(err, errcap, "rename %s: %s", tmp, strerror(e));
+        return cluster_errf(err, errcap, "rename %s: %s", tmp, strerror(e));
     }
     return fsync_path(dir, O_RDONLY | O_DIRECTORY, err, errcap);
 }
@@ -359,17 +367,19 @@ check_match(const char *dir, const ClusterConfig *have,
     if (!same_voters(have, want)) {
         cluster_spec(have, a, sizeof a);
         cluster_spec(want, b, sizeof b);
-        return fail(err, errcap,
-                    "data directory %s belongs to cluster %s; --cluster %s "
-                    "given (nothing changed)",
-                    dir, a, b);
+        return cluster_errf(
+            err, errcap,
+            "data directory %s belongs to cluster %s; --cluster %s "
+            "given (nothing changed)",
+            dir, a, b);
     }
     if (have->self_id != want->self_id)
-        return fail(err, errcap,
-                    "data directory %s belongs to node %llu; --node-id %llu "
-                    "given (nothing changed)",
-                    dir, (unsigned long long)have->self_id,
-                    (unsigned long long)want->self_id);
+        return cluster_errf(
+            err, errcap,
+            "data directory %s belongs to node %llu; --node-id %llu "
+            "given (nothing changed)",
+            dir, (unsigned long long)have->self_id,
+            (unsigned long long)want->self_id);
     return CLUSTER_ID_MATCH;
 }
 
@@ -388,22 +398,23 @@ cluster_identity_check(const char *dir, const ClusterConfig *c, char *err,
             sizeof tmp ||
         (size_t)snprintf(raft, sizeof raft, "%s/%s", dir,
                          CLUSTER_RAFT_SUBDIR) >= sizeof raft)
-        return fail(err, errcap, "data directory path too long");
+        return cluster_errf(err, errcap, "data directory path too long");
     ssize_t len = read_small(path, buf, sizeof buf, err, errcap);
     if (len >= 0) {
         if (cluster_identity_parse(buf, (size_t)len, &have, sub, sizeof sub) <
             0)
-            return fail(err, errcap, "%s: %s", path, sub);
+            return cluster_errf(err, errcap, "%s: %s", path, sub);
         return check_match(dir, &have, c, err, errcap);
     }
     if (errno != ENOENT) return -1;
     if (stat(raft, &st) == 0)
-        return fail(err, errcap,
-                    "%s holds a Raft log but no %s file: refusing to guess "
-                    "which node it belongs to",
-                    dir, CLUSTER_FILE);
+        return cluster_errf(
+            err, errcap,
+            "%s holds a Raft log but no %s file: refusing to guess "
+            "which node it belongs to",
+            dir, CLUSTER_FILE);
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return fail(err, errcap, "mkdir %s: %s", dir, strerror(errno));
+        return cluster_errf(err, errcap, "mkdir %s: %s", dir, strerror(errno));
     size_t n = cluster_format(c, buf, sizeof buf);
     if (write_atomic(dir, tmp, path, buf, n, err, errcap) < 0) return -1;
     return CLUSTER_ID_WRITTEN;

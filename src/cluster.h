@@ -52,6 +52,12 @@ typedef struct ClusterConfig {
     ClusterPeer voters[CLUSTER_MAX_VOTERS];
 } ClusterConfig;
 
+/* Formats a message into err (errcap bytes, NUL-terminated; nothing if err
+ * is NULL or errcap is 0) and returns -1: the 0 / -1 error convention of
+ * this module and of raftnode. */
+int cluster_errf(char *err, size_t errcap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Parses --cluster ("ID@HOST:PORT,ID@HOST:PORT,...") and --node-id (a
  * decimal id) into *c. Refuses: a voter count other than 3 or 5, an id out
  * of 1..CLUSTER_MAX_ID or given twice, an address that is not an IPv4

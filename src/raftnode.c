@@ -135,21 +135,6 @@ list_pop(PropList *l)
     return p;
 }
 
-static int set_err(char *err, size_t errcap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-set_err(char *err, size_t errcap, const char *fmt, ...)
-{
-    if (err && errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static void
 put_u32le(unsigned char *p, uint32_t v)
 {
@@ -513,12 +498,12 @@ node_open(RaftNode *n, char *err, size_t errcap)
 #endif
     rv = raft_uv_tcp_init(&n->transport, &n->loop);
     if (rv != 0) {
-        set_err(err, errcap, "raft transport: %s", raft_strerror(rv));
+        cluster_errf(err, errcap, "raft transport: %s", raft_strerror(rv));
         goto fail_handles;
     }
     rv = raft_uv_init(&n->io, &n->loop, n->dir, &n->transport);
     if (rv != 0) {
-        set_err(err, errcap, "raft log in %s: %s", n->dir, n->io.errmsg);
+        cluster_errf(err, errcap, "raft log in %s: %s", n->dir, n->io.errmsg);
         raft_uv_tcp_close(&n->transport);
         goto fail_handles;
     }
@@ -529,8 +514,8 @@ node_open(RaftNode *n, char *err, size_t errcap)
     n->fsm.restore = fsm_restore;
     rv = raft_init(&n->raft, &n->io, &n->fsm, n->cfg.self_id, n->self_addr);
     if (rv != 0) {
-        set_err(err, errcap, "raft log in %s: %s", n->dir,
-                raft_errmsg(&n->raft));
+        cluster_errf(err, errcap, "raft log in %s: %s", n->dir,
+                     raft_errmsg(&n->raft));
         raft_uv_close(&n->io);
         raft_uv_tcp_close(&n->transport);
         goto fail_handles;
@@ -553,17 +538,17 @@ node_open(RaftNode *n, char *err, size_t errcap)
     if (rv == 0) rv = raft_bootstrap(&n->raft, &conf);
     raft_configuration_close(&conf);
     if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
-        set_err(err, errcap, "raft bootstrap in %s: %s", n->dir,
-                raft_errmsg(&n->raft));
+        cluster_errf(err, errcap, "raft bootstrap in %s: %s", n->dir,
+                     raft_errmsg(&n->raft));
         goto fail_raft;
     }
     rv = raft_start(&n->raft);
     if (rv != 0) {
         if (atomic_load(&n->failed))
-            set_err(err, errcap, "%s", n->fail_msg);
+            cluster_errf(err, errcap, "%s", n->fail_msg);
         else
-            set_err(err, errcap, "raft start in %s: %s", n->dir,
-                    raft_errmsg(&n->raft));
+            cluster_errf(err, errcap, "raft start in %s: %s", n->dir,
+                         raft_errmsg(&n->raft));
         goto fail_raft;
     }
     publish(n);
@@ -620,16 +605,16 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
 
     *out = NULL;
     if (self < 0)
-        return set_err(err, errcap, "raft: node %llu is not a voter",
-                       (unsigned long long)cfg->self_id);
+        return cluster_errf(err, errcap, "raft: node %llu is not a voter",
+                            (unsigned long long)cfg->self_id);
     if (!cb || !cb->apply)
-        return set_err(err, errcap, "raft: no apply callback");
+        return cluster_errf(err, errcap, "raft: no apply callback");
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return set_err(err, errcap, "mkdir %s: %s", dir, strerror(errno));
+        return cluster_errf(err, errcap, "mkdir %s: %s", dir, strerror(errno));
     n = calloc(1, sizeof *n);
     if (!n || !(n->dir = strdup(dir))) {
         free(n);
-        return set_err(err, errcap, "raft: out of memory");
+        return cluster_errf(err, errcap, "raft: out of memory");
     }
     n->cfg = *cfg;
     n->self_addr = n->cfg.voters[self].addr;
@@ -644,7 +629,7 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     pthread_cond_init(&n->cv, NULL);
     if (uv_loop_init(&n->loop) != 0) {
         node_free(n);
-        return set_err(err, errcap, "raft: uv_loop_init failed");
+        return cluster_errf(err, errcap, "raft: uv_loop_init failed");
     }
     /* The thread starts with every signal blocked: signals are the owner's
      * (ev_signal on the loop), and a write to a peer that closed its socket
@@ -657,7 +642,7 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     if (prc != 0) {
         uv_loop_close(&n->loop);
         node_free(n);
-        return set_err(err, errcap, "raft: cannot start its thread");
+        return cluster_errf(err, errcap, "raft: cannot start its thread");
     }
     pthread_mutex_lock(&n->mu);
     while (!n->init_done)
@@ -666,7 +651,7 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     pthread_mutex_unlock(&n->mu);
     if (rc != 0) {
         pthread_join(n->thread, NULL);
-        set_err(err, errcap, "%s", n->init_err);
+        cluster_errf(err, errcap, "%s", n->init_err);
         node_free(n);
         return -1;
     }
