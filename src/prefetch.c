@@ -134,6 +134,7 @@ prefetch_start(Store *st, void (*notify)(void *), void *arg, Prefetch **out,
         free(p);
         return -1;
     }
+    pthread_setname_np(p->thread, "rs-reader"); /* top -H, perf */
     *out = p;
     return 0;
 }

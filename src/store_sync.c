@@ -1,6 +1,7 @@
 /* store_sync.c - WAL syncs and syncer threads (see store_sync.h). */
 #include "store_sync.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -327,8 +328,11 @@ thread_start(SyncThread *t, void *(*body)(void *), void *arg, char *err,
              size_t errcap)
 {
     int e = pthread_create(&t->th, NULL, body, arg);
+    char name[16];
 
     if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+    snprintf(name, sizeof name, "rs-sync-%02d", t->index);
+    pthread_setname_np(t->th, name); /* top -H, perf */
     t->started = 1;
     return 0;
 }

@@ -19,6 +19,7 @@ BEGIN {
     srvname["rs"] = "rockstalkd"
     srvname["rs-f50"] = "rockstalkd -f50"
     srvname["rs-F"] = "rockstalkd -F"
+    srvname["rs-mem"] = "rockstalkd --memory"
     srvname["bs-f0"] = "beanstalkd -b -f0"
     srvname["bs-b"] = "beanstalkd -b"
     srvname["bs-mem"] = "beanstalkd mem"

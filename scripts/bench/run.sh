@@ -15,9 +15,10 @@
 #   BENCH_SERVERS       subset of: rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling
 #                       ceiling-sync ceiling-over (the sync ceiling writing
 #                       a preallocated, zero-filled log in place), or also
-#                       ceiling-syncN (not in the
-#                       default set: the sync ceiling with N = 1-16 log
-#                       files whose syncs overlap)
+#                       (not in the default set) ceiling-syncN (the sync
+#                       ceiling with N = 1-16 log files whose syncs
+#                       overlap) and rs-mem (rockstalkd --memory: the
+#                       server's own work without any storage)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
 #   BENCH_PIN=split     servers on CPU 0, rsbench on CPU 1 (default: no pinning)
@@ -77,6 +78,7 @@ server_cmd() {
     rs) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3") ;;
     rs-f50) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" -f 50) ;;
     rs-F) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" -F) ;;
+    rs-mem) CMD=("$ROCKSTALKD" "${l[@]}" --memory) ;;
     bs-f0) CMD=("$BEANSTALKD" "${l[@]}" -b "$3" -f0) ;;
     bs-b) CMD=("$BEANSTALKD" "${l[@]}" -b "$3") ;;
     bs-mem) CMD=("$BEANSTALKD" "${l[@]}") ;;
