@@ -260,14 +260,19 @@ queue_take(Handoff *h, uint64_t max)
  * before it sleeps on cv, so that a lone client's next command finds it
  * awake: a futex wake-up of an idle core costs its reply tens of
  * microseconds in a VM. Gaps longer than SPIN_MAX_NS sleep at once. The
- * gap is measured from here to the input's arrival, sleep or not. */
+ * gap is measured from here to the input's arrival, sleep or not. Only at
+ * low concurrency (the previous group had at most SPIN_MAX_RECORDS
+ * records): with many clients the loop and the clients need both cores,
+ * and a spin took a third of the mutation thread's samples at put c=50
+ * (perf) while throughput fell. */
 #define SPIN_MAX_NS 300000
 #define SPIN_MIN_NS 20000
+#define SPIN_MAX_RECORDS 2
 static void
-spin_for_input(Handoff *h, int64_t t0)
+spin_for_input(Handoff *h, const HandoffWait *w, int64_t t0)
 {
     if (atomic_load_explicit(&h->has_input, memory_order_acquire) ||
-        h->gap_ns > SPIN_MAX_NS)
+        h->gap_ns > SPIN_MAX_NS || w->prev_records > SPIN_MAX_RECORDS)
         return;
     int64_t end = t0 + h->gap_ns + h->gap_ns / 2 + SPIN_MIN_NS;
     while (!atomic_load_explicit(&h->has_input, memory_order_acquire) &&
@@ -285,7 +290,7 @@ handoff_wait(Handoff *h, const HandoffWait *w, int *stop)
     int64_t t0 = util_now_ns();
     int had_input = atomic_load_explicit(&h->has_input, memory_order_acquire);
 
-    spin_for_input(h, t0);
+    spin_for_input(h, w, t0);
     pthread_mutex_lock(&h->mu);
     if (h->always) split_update(h, w);
     h->wake_at_nrec = 1;
