@@ -18,6 +18,7 @@ mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
     m->ho = ho;
     m->sync = sync;
     m->ack = ack;
+    pend_init(&m->pend);
     for (int i = 0; i < nshards; i++)
         m->batch[i] = rocksdb_writebatch_create();
 }
@@ -31,6 +32,7 @@ mut_destroy(StoreMut *m)
     }
     free(m->iov);
     m->iov = NULL;
+    pend_destroy(&m->pend, m->ho);
 }
 
 /* Adds one record to its shard's batch; returns the record's length. */
@@ -92,9 +94,9 @@ mut_put_marks(StoreMut *m, int i)
     rocksdb_column_family_handle_t *cf = sh->cf[SHARD_CF_DEFAULT];
     unsigned char v[8];
 
-    enc_put_u64le(v, m->group);
+    enc_put_u64le(v, m->mark_group);
     rocksdb_writebatch_put_cf(m->batch[i], cf, "jgroup", 6, (const char *)v, 8);
-    sh->jgroup = m->group;
+    sh->jgroup = m->mark_group;
     if (!m->hwm_changed[i]) return;
     enc_put_u64le(v, sh->hwm);
     rocksdb_writebatch_put_cf(m->batch[i], cf, "next_id", 7, (const char *)v,
@@ -165,11 +167,78 @@ mut_iov(StoreMut *m, const Chunk *chunks)
     return n;
 }
 
+/* Adds the records of chunks whose op is not 0 (cancelled, store_pend.h)
+ * to their shards' batches. */
+static void
+mut_apply_chunks(StoreMut *m, const Chunk *chunks)
+{
+    uint64_t seq;
+
+    for (const Chunk *c = chunks; c; c = c->next) {
+        for (size_t off = c->start; off < c->len;) {
+            if (c->p[off + ENC_REC_OP])
+                off += mut_apply(m, c->p + off, &seq);
+            else
+                off += enc_rec_len(c->p + off);
+        }
+    }
+}
+
+/* Commit journal: writes the groups of the write-behind window that are
+ * due (all with force) to the shards, one batch per shard for all of
+ * them, marked with the last one's number. After a failure they are only
+ * dropped. Returns 0, or -1 after a failure. */
+static int
+mut_drain_pend(StoreMut *m, int force)
+{
+    int64_t now = util_now_ns();
+    uint64_t seq = 0, group = 0;
+    PendGroup *g;
+
+    while ((g = pend_take(&m->pend, now, force))) {
+        if (!ack_is_failed(m->ack)) mut_apply_chunks(m, g->chunks);
+        seq = g->seq;
+        group = g->group;
+        handoff_recycle(m->ho, g->chunks);
+        free(g);
+    }
+    if (!group) return 0;
+    m->mark_group = group;
+    if (ack_is_failed(m->ack) || mut_write_group(m, 0) < 0) {
+        for (int i = 0; i < m->nshards; i++) { /* drop the batches */
+            rocksdb_writebatch_clear(m->batch[i]);
+            m->in_group[i] = 0;
+        }
+        return -1;
+    }
+    ack_applied(m->ack, seq);
+    return 0;
+}
+
+/* Commit journal, a group larger than a journal file: the window is
+ * emptied, then the group is written and synced in the shards. */
+static void
+mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
+{
+    int rc = mut_drain_pend(m, 1);
+
+    if (rc == 0) {
+        mut_apply_chunks(m, chunks);
+        m->mark_group = m->group;
+        rc = mut_write_group(m, 1);
+    }
+    handoff_done(m->ho, bytes);
+    if (rc == 0) {
+        ack_applied(m->ack, seq);
+        ack_publish(m->ack, seq, 1);
+    }
+}
+
 /* Commit journal: the group goes to the journal and is synced (starting
- * the next file first if it does not fit in this one, sync_cover), is
- * published as durable, and then goes to RocksDB with the WAL unsynced,
- * off the reply's path. A group larger than a journal file is written and
- * synced in RocksDB instead. Returns 0, or -1 after a failure. */
+ * the next file first if it does not fit in this one: the window emptied,
+ * then sync_cover), is published as durable, and then waits in the
+ * write-behind window (store_pend.h). Returns 1 if the window took the
+ * chunks, 0 if the caller recycles them. */
 static int
 mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
                    uint64_t seq)
@@ -179,13 +248,11 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
     uint64_t ns;
 
     if (!journal_fits(j, bytes) || nrec > UINT32_MAX) {
-        int rc = mut_write_group(m, 1);
-        handoff_done(m->ho, bytes);
-        if (rc == 0) ack_publish(m->ack, seq, 1);
-        return rc;
+        mut_commit_big(m, chunks, bytes, seq);
+        return 0;
     }
     if (journal_full(j, bytes)) {
-        if (sync_cover(m->sync) < 0) goto fail;
+        if (mut_drain_pend(m, 1) < 0 || sync_cover(m->sync) < 0) goto fail;
         journal_roll(j);
     }
     int n = mut_iov(m, chunks);
@@ -197,34 +264,44 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
     sync_note_synced_write(m->sync, ns);
     handoff_done(m->ho, bytes);
     ack_publish(m->ack, seq, 1);
-    return mut_write_group(m, 0);
+    pend_add(&m->pend, chunks, m->group, seq, bytes, util_now_ns());
+    mut_drain_pend(m, 0);
+    return 1;
 fail:
     handoff_done(m->ho, bytes);
-    for (int i = 0; i < m->nshards; i++) { /* drop the batches */
-        rocksdb_writebatch_clear(m->batch[i]);
-        m->in_group[i] = 0;
+    return 0;
+}
+
+/* The number, puts and last seq of the records in chunks; their bytes. */
+static uint64_t
+mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *seq, size_t *bytes)
+{
+    uint64_t n = 0;
+    EncRec r;
+
+    for (const Chunk *c = chunks; c; c = c->next) {
+        for (size_t off = c->start; off < c->len; n++) {
+            off += enc_rec_get(c->p + off, &r);
+            *puts += r.op == ENC_OP_PUT;
+            *seq = r.seq;
+        }
+        *bytes += c->len - c->start;
     }
-    return -1;
+    return n;
 }
 
 /* Commits one group (all chunks taken at once) and publishes its last seq.
- * After a failure input is only dropped. */
-static void
+ * After a failure input is only dropped. Returns 1 if the chunks were
+ * kept (the commit journal's window), 0 if the caller recycles them. */
+static int
 mut_group(StoreMut *m, Chunk *chunks)
 {
-    uint64_t seq = 0, records = 0, puts = 0;
+    uint64_t seq = 0, puts = 0;
     size_t bytes = 0;
+    uint64_t records = mut_scan(chunks, &puts, &seq, &bytes);
     int rc = -1;
 
-    for (Chunk *c = chunks; c; c = c->next) {
-        if (!ack_is_failed(m->ack)) {
-            for (size_t off = c->start; off < c->len; records++) {
-                puts += enc_rec_op(c->p + off) == ENC_OP_PUT;
-                off += mut_apply(m, c->p + off, &seq);
-            }
-        }
-        bytes += c->len - c->start;
-    }
+    if (ack_is_failed(m->ack)) records = 0;
     m->prev_records = records;
     m->prev_puts = puts;
     if (records) {
@@ -233,17 +310,19 @@ mut_group(StoreMut *m, Chunk *chunks)
                                   memory_order_relaxed);
         atomic_fetch_add_explicit(&m->ack->st_groups, 1, memory_order_relaxed);
     }
-    if (records && m->journal) {
-        if (mut_commit_journal(m, chunks, records, bytes, seq) == 0)
-            ack_applied(m->ack, seq);
-        return;
+    if (records && m->journal)
+        return mut_commit_journal(m, chunks, records, bytes, seq);
+    if (records) {
+        mut_apply_chunks(m, chunks);
+        m->mark_group = m->group;
+        rc = mut_write_group(m, m->mode == STORE_SYNC_ALWAYS);
     }
-    if (records) rc = mut_write_group(m, m->mode == STORE_SYNC_ALWAYS);
     if (rc == 0) ack_applied(m->ack, seq);
     /* Written: no longer backlog. Before the publication, so whoever sees
      * the sequence acknowledged also sees the backlog without it. */
     handoff_done(m->ho, bytes);
     if (rc == 0) ack_publish(m->ack, seq, m->mode == STORE_SYNC_ALWAYS);
+    return 0;
 }
 
 /* ---- journal replay (main thread, before the thread starts) ---- */
@@ -267,7 +346,7 @@ mut_replay(void *arg, uint64_t group, const unsigned char *p, size_t len,
         off += rl;
     }
     if (!any) return 0;
-    m->group = group;
+    m->group = m->mark_group = group;
     atomic_fetch_add_explicit(&m->ack->st_replayed, 1, memory_order_relaxed);
     return mut_write_group(m, 0);
 }
@@ -290,9 +369,13 @@ mut_wait_args(const StoreMut *m)
 {
     const StoreSync *y = m->sync;
 
+    int64_t pend = pend_deadline(&m->pend);
+    int interval = m->mode == STORE_SYNC_INTERVAL && sync_any_dirty(y);
+    int64_t due = y->last_sync_mono + (int64_t)y->interval_ms * 1000000;
+
     return (HandoffWait){
-        .timed = m->mode == STORE_SYNC_INTERVAL && sync_any_dirty(y),
-        .deadline_ns = y->last_sync_mono + (int64_t)y->interval_ms * 1000000,
+        .timed = interval || pend != INT64_MAX,
+        .deadline_ns = interval && due < pend ? due : pend,
         .prev_records = m->prev_records,
         .prev_puts = m->prev_puts,
         .last_sync_dur = y->last_sync_dur,
@@ -307,13 +390,12 @@ mut_run(StoreMut *m)
     for (;;) {
         HandoffWait w = mut_wait_args(m);
         Chunk *group = handoff_wait(m->ho, &w, &stop);
-        if (group) {
-            mut_group(m, group);
-            handoff_recycle(m->ho, group);
-        }
+        if (group && !mut_group(m, group)) handoff_recycle(m->ho, group);
+        if (m->journal) mut_drain_pend(m, 0);
         if (m->mode == STORE_SYNC_INTERVAL) sync_interval(m->sync);
         if (stop && !group) break;
     }
+    mut_drain_pend(m, 1);
     sync_final(m->sync);
 }
 

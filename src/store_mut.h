@@ -3,15 +3,17 @@
  * WriteBatch per shard, writes the batches of the shards the group touched
  * (group commit), has them synced as the sync mode says and publishes the
  * group's last sequence. With the commit journal (STORE_SYNC_ALWAYS), a
- * group is first written to the journal and synced, published, and then
- * written to RocksDB with the WAL unsynced (store_journal.h).
+ * group is first written to the journal and synced, published, and then,
+ * after a short wait in the write-behind window that cancels jobs put and
+ * deleted within it (store_pend.h), written to RocksDB with the WAL
+ * unsynced (store_journal.h).
  *
  * Threads: mut_init, mut_start, mut_join and mut_destroy on the main
  * thread; mut_run is the mutation thread's body (or runs on the main thread
  * for a store that was never started). Calls: store_handoff (input),
  * store_sync (syncs), store_ack (publication, fail-stop, counters),
- * store_shard (RocksDB handles), store_journal, store_enc (records),
- * store_util.
+ * store_shard (RocksDB handles), store_journal, store_pend, store_enc
+ * (records), store_util.
  */
 #ifndef ROCKSTALK_STORE_MUT_H
 #define ROCKSTALK_STORE_MUT_H
@@ -25,6 +27,7 @@
 #include "store_ack.h"
 #include "store_handoff.h"
 #include "store_journal.h"
+#include "store_pend.h"
 #include "store_shard.h"
 #include "store_sync.h"
 
@@ -44,8 +47,10 @@ typedef struct StoreMut {
     uint64_t prev_records;             /* records in the previous group */
     uint64_t prev_puts;                /* ...of which puts */
     Journal *journal;                  /* borrowed; NULL: no commit journal */
-    uint64_t group;    /* number of the latest group (store_journal.h) */
-    struct iovec *iov; /* journal_append's pieces: [0] header, chunks */
+    uint64_t group;      /* number of the latest group (store_journal.h) */
+    uint64_t mark_group; /* the jgroup mark of the batches being built */
+    Pend pend;           /* the journal's write-behind window */
+    struct iovec *iov;   /* journal_append's pieces: [0] header, chunks */
     int iov_cap;
     pthread_t thread;
     int started;

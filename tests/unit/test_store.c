@@ -24,6 +24,7 @@
 #include "prefetch.h"
 #include "store.h"
 #include "store_handoff.h" /* internal: the hand-off queue, for chunk cuts */
+#include "store_pend.h"    /* internal: the journal's write-behind window */
 
 #define NJOBS 300
 
@@ -1308,6 +1309,150 @@ test_handoff_cut_large_chunk(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
+/* ---- the commit journal's write-behind window (store_pend.h) ---- */
+
+/* A chunk of records (op, id) with a small meta and body, as the loop
+ * writes them. */
+static Chunk *
+pend_chunk(const int *ops, const uint64_t *ids, int n)
+{
+    Chunk *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    c->cap = 4096;
+    c->p = calloc(1, c->cap);
+    assert_non_null(c->p);
+    for (int i = 0; i < n; i++) {
+        EncRec r = {
+            .seq = 100 + (uint64_t)i, .id = ids[i], .op = (uint8_t)ops[i]};
+        if (ops[i] != ENC_OP_DELETE) r.meta_len = 4;
+        if (ops[i] == ENC_OP_PUT) r.body_len = 3;
+        enc_rec_put(c->p + c->len, &r);
+        c->len += ENC_REC_HDR + r.meta_len + r.body_len;
+        c->nrec++;
+    }
+    return c;
+}
+
+/* The ops of c's records, in order, into ops (0: cancelled). */
+static int
+pend_ops(const Chunk *c, int *ops)
+{
+    int n = 0;
+    for (size_t off = c->start; off < c->len; off += enc_rec_len(c->p + off))
+        ops[n++] = enc_rec_op(c->p + off);
+    return n;
+}
+
+static void
+test_pend_cancels_whole_lives(void **state)
+{
+    (void)state;
+    Handoff h = {0};
+    Pend p;
+    int ops[8];
+
+    handoff_init(&h, 1, NULL);
+    pend_init(&p);
+    /* group 1: puts of 1, 2, 3; group 2: update 2, put 4, delete 2,
+     * delete 9 (put long ago), update 3 */
+    Chunk *g1 = pend_chunk((int[]){1, 1, 1}, (uint64_t[]){1, 2, 3}, 3);
+    Chunk *g2 =
+        pend_chunk((int[]){2, 1, 3, 3, 2}, (uint64_t[]){2, 4, 2, 9, 3}, 5);
+    pend_add(&p, g1, 1, 102, g1->len, 0);
+    pend_add(&p, g2, 2, 104, g2->len, 10);
+    assert_int_equal(pend_ops(g1, ops), 3);
+    assert_int_equal(ops[0], ENC_OP_PUT);
+    assert_int_equal(ops[1], 0); /* 2: put, update, delete, all cancelled */
+    assert_int_equal(ops[2], ENC_OP_PUT);
+    assert_int_equal(pend_ops(g2, ops), 5);
+    assert_int_equal(ops[0], 0);
+    assert_int_equal(ops[1], ENC_OP_PUT);
+    assert_int_equal(ops[2], 0);
+    assert_int_equal(ops[3], ENC_OP_DELETE); /* 9's put is not here */
+    assert_int_equal(ops[4], ENC_OP_UPDATE);
+    assert_int_equal(p.cancelled, 3);
+    /* not due before the window; the oldest first once due */
+    assert_null(pend_take(&p, PEND_WINDOW_NS - 1, 0));
+    assert_int_equal(pend_deadline(&p), PEND_WINDOW_NS);
+    PendGroup *g = pend_take(&p, PEND_WINDOW_NS, 0);
+    assert_non_null(g);
+    assert_int_equal(g->group, 1);
+    assert_ptr_equal(g->chunks, g1);
+    /* 1 and 3 are forgotten with group 1: their deletes now go through */
+    Chunk *g3 = pend_chunk((int[]){3, 3, 3}, (uint64_t[]){1, 3, 4}, 3);
+    pend_add(&p, g3, 3, 107, g3->len, 20);
+    pend_ops(g3, ops);
+    assert_int_equal(ops[0], ENC_OP_DELETE);
+    assert_int_equal(ops[1], ENC_OP_DELETE);
+    assert_int_equal(ops[2], 0); /* 4 was put in group 2, still here */
+    pend_ops(g2, ops);
+    assert_int_equal(ops[1], 0);
+    handoff_recycle(&h, g->chunks);
+    free(g);
+    assert_non_null(g = pend_take(&p, 0, 1)); /* force */
+    assert_int_equal(g->group, 2);
+    handoff_recycle(&h, g->chunks);
+    free(g);
+    pend_destroy(&p, &h);
+    handoff_destroy(&h);
+}
+
+/* Many jobs through the id table: every delete of a pending job cancels
+ * exactly that job, whatever the removals did to the probe runs. */
+static void
+test_pend_table_churn(void **state)
+{
+    (void)state;
+    Handoff h = {0};
+    Pend p;
+    enum { N = 5000 };
+    static int ops[N];
+    static uint64_t ids[N];
+
+    handoff_init(&h, 1, NULL);
+    pend_init(&p);
+    for (int round = 0; round < 4; round++) {
+        Chunk *put, *del;
+        for (int i = 0; i < N; i++) {
+            ops[i] = ENC_OP_PUT;
+            ids[i] = (uint64_t)round * N + (uint64_t)i * 7919 % N + 1;
+        }
+        put = calloc(1, sizeof *put);
+        put->cap = (size_t)N * 64;
+        put->p = calloc(1, put->cap);
+        for (int i = 0; i < N; i++) {
+            EncRec r = {.id = ids[i], .op = ENC_OP_PUT, .meta_len = 4};
+            enc_rec_put(put->p + put->len, &r);
+            put->len += ENC_REC_HDR + 4;
+        }
+        pend_add(&p, put, 1 + 2 * (uint64_t)round, 1, put->len, 0);
+        /* delete every other job, in another order */
+        del = calloc(1, sizeof *del);
+        del->cap = (size_t)N * 32;
+        del->p = calloc(1, del->cap);
+        for (int i = N - 1; i >= 0; i -= 2) {
+            EncRec r = {.id = ids[i], .op = ENC_OP_DELETE};
+            enc_rec_put(del->p + del->len, &r);
+            del->len += ENC_REC_HDR;
+        }
+        pend_add(&p, del, 2 + 2 * (uint64_t)round, 2, del->len, 0);
+        int n = pend_ops(put, ops);
+        assert_int_equal(n, N);
+        for (int i = 0; i < N; i++)
+            assert_int_equal(ops[i], (i % 2 == (N - 1) % 2) ? 0 : ENC_OP_PUT);
+        pend_ops(del, ops);
+        for (int i = 0; i < (N + 1) / 2; i++)
+            assert_int_equal(ops[i], 0);
+        for (PendGroup *g; (g = pend_take(&p, 0, 1));) {
+            handoff_recycle(&h, g->chunks);
+            free(g);
+        }
+        assert_int_equal(p.len, 0);
+    }
+    pend_destroy(&p, &h);
+    handoff_destroy(&h);
+}
+
 int
 main(void)
 {
@@ -1342,6 +1487,8 @@ main(void)
         T(test_get_bodies),
         T(test_prefetch_reads),
         cmocka_unit_test(test_handoff_cut_large_chunk),
+        cmocka_unit_test(test_pend_cancels_whole_lives),
+        cmocka_unit_test(test_pend_table_churn),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
