@@ -134,6 +134,13 @@ store_stats(const Store *s, StoreStats *out)
 
 /* ---- reads (any thread) ---- */
 
+/* Wakes the mutation thread for a reader that waits (ack_wait_applied). */
+static void
+store_kick(void *arg)
+{
+    handoff_kick(&((Store *)arg)->ho);
+}
+
 int
 store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
                size_t errcap)
@@ -141,7 +148,7 @@ store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
     if (fault_read_fails(&s->fault))
         return util_fail(err, errcap, "read body of job %" PRIu64 ": %s", id,
                          FAULT_READ_MSG);
-    ack_wait_applied(&s->ack);
+    ack_wait_applied(&s->ack, store_kick, s);
     return shard_get_body(&s->shard[store_shard_of(id, s->nshards)], id, body,
                           len, err, errcap);
 }
@@ -159,7 +166,7 @@ store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
     }
     if (fault_read_fails(&s->fault))
         return util_fail(err, errcap, "read bodies: %s", FAULT_READ_MSG);
-    ack_wait_applied(&s->ack);
+    ack_wait_applied(&s->ack, store_kick, s);
     for (int k = 0; k < s->nshards; k++)
         if (((todo >> k) & 1) && shard_get_bodies(&s->shard[k], ids, n, bodies,
                                                   lens, err, errcap) < 0)

@@ -47,11 +47,15 @@ ack_applied(StoreAck *a, uint64_t seq)
 }
 
 void
-ack_wait_applied(const StoreAck *a)
+ack_wait_applied(StoreAck *a, void (*kick)(void *), void *kick_arg)
 {
     const struct timespec tick = {0, 10000};
     uint64_t want = atomic_load_explicit(&a->written_seq, memory_order_acquire);
 
+    if (atomic_load_explicit(&a->applied_seq, memory_order_acquire) >= want)
+        return;
+    atomic_store(&a->drain_asked, 1);
+    kick(kick_arg);
     while (atomic_load_explicit(&a->applied_seq, memory_order_acquire) < want &&
            !ack_is_failed(a))
         nanosleep(&tick, NULL);

@@ -33,6 +33,9 @@ typedef struct StoreAck {
     /* by the mutation thread only: the latest sequence in RocksDB (the
      * commit journal publishes a group before RocksDB takes it) */
     _Atomic uint64_t applied_seq;
+    /* set by a reader that waits for applied_seq, taken by the mutation
+     * thread, which then writes its whole write-behind window */
+    _Atomic int drain_asked;
     _Atomic int failed;
     char failmsg[512]; /* written once, under mu, before failed (release) */
     _Atomic uint64_t st_records, st_groups, st_syncs, st_sync_ns,
@@ -59,9 +62,10 @@ void ack_applied(StoreAck *a, uint64_t seq);
 /* Any thread but the mutation thread: waits until RocksDB holds every
  * record published so far (the written sequence when called), or a
  * failure is recorded, so a read finds what the loop was told is stored.
- * Polls every 10 us: the wait is one RocksDB write at most, and only in
- * the commit journal's window between publication and write. */
-void ack_wait_applied(const StoreAck *a);
+ * If it has to wait, asks the mutation thread to write its write-behind
+ * window (drain_asked) and calls kick(kick_arg) to wake it; then polls
+ * every 10 us. */
+void ack_wait_applied(StoreAck *a, void (*kick)(void *), void *kick_arg);
 
 /* Nonzero once a failure is recorded. Any thread. */
 int ack_is_failed(const StoreAck *a);

@@ -8,12 +8,16 @@
 
 #include "store_util.h"
 
-/* Emptied hand-off chunks are recycled, up to CHUNK_SPARE_MAX of them, unless
- * a burst grew them beyond CHUNK_KEEP_MAX (then they are freed, so one burst
- * does not pin memory for ever). */
+/* Emptied hand-off chunks are recycled, up to CHUNK_SPARE_MAX of them and
+ * CHUNK_SPARE_BYTES in all, unless a burst grew them beyond CHUNK_KEEP_MAX
+ * (then they are freed, so one burst does not pin memory for ever). The
+ * commit journal's write-behind window (store_pend.h) gives chunks back
+ * in bulk, up to its 8 MiB: keeping them saves the loop a malloc and fresh
+ * pages per chunk. */
 #define CHUNK_MIN 4096
 #define CHUNK_KEEP_MAX ((size_t)4 << 20)
-#define CHUNK_SPARE_MAX 8
+#define CHUNK_SPARE_MAX 4096
+#define CHUNK_SPARE_BYTES ((size_t)16 << 20)
 
 void
 handoff_init(Handoff *h, int always, const _Atomic uint64_t *durable_seq)
@@ -119,6 +123,7 @@ handoff_flush(Handoff *h)
     atomic_store_explicit(&h->has_input, 1, memory_order_release);
     h->cur = h->spare;
     if (h->spare) {
+        h->spare_bytes -= h->spare->cap;
         h->spare = h->spare->next;
         h->nspare--;
     }
@@ -295,7 +300,7 @@ handoff_wait(Handoff *h, const HandoffWait *w, int *stop)
     if (h->always) split_update(h, w);
     h->wake_at_nrec = 1;
     h->sleeping = 1;
-    while (!h->queue && !h->stop) {
+    while (!h->queue && !h->stop && !h->kicked) {
         if (!w->timed) {
             pthread_cond_wait(&h->cv, &h->mu);
         } else if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT) {
@@ -303,6 +308,7 @@ handoff_wait(Handoff *h, const HandoffWait *w, int *stop)
         }
     }
     h->sleeping = 0;
+    h->kicked = 0;
     if (h->queue && !had_input)
         h->gap_ns += (util_now_ns() - t0 - h->gap_ns) / 8;
     if (h->queue && h->always) gather(h, w);
@@ -331,7 +337,9 @@ handoff_recycle(Handoff *h, Chunk *chunks)
         c->nrec = 0;
         c->start = 0;
         if (!c->view && h->nspare < CHUNK_SPARE_MAX &&
-            c->cap <= CHUNK_KEEP_MAX) {
+            c->cap <= CHUNK_KEEP_MAX &&
+            h->spare_bytes + c->cap <= CHUNK_SPARE_BYTES) {
+            h->spare_bytes += c->cap;
             c->next = h->spare;
             h->spare = c;
             h->nspare++;
@@ -342,6 +350,15 @@ handoff_recycle(Handoff *h, Chunk *chunks)
     }
     pthread_mutex_unlock(&h->mu);
     chunk_list_free(drop);
+}
+
+void
+handoff_kick(Handoff *h)
+{
+    pthread_mutex_lock(&h->mu);
+    h->kicked = 1;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
 }
 
 void

@@ -51,7 +51,9 @@ typedef struct Handoff {
                                since split_update last looked */
     Chunk *spare;
     int nspare;
+    size_t spare_bytes; /* capacity of the spare chunks */
     int stop;
+    int kicked;     /* handoff_kick: the waiting mutation thread must look up */
     uint64_t crowd; /* mutation thread: estimated records per round */
 
     /* group splitting: records per group, written by the mutation thread,
@@ -113,6 +115,10 @@ void handoff_done(Handoff *h, size_t bytes);
 /* Mutation thread: returns emptied chunks to the spare list (or frees
  * them). */
 void handoff_recycle(Handoff *h, Chunk *chunks);
+
+/* Any thread: wakes the mutation thread if it waits for input, as if
+ * input had come (it then finds none and goes on). */
+void handoff_kick(Handoff *h);
 
 /* Any thread: asks the mutation thread to stop once the queue is empty. */
 void handoff_stop(Handoff *h);

@@ -185,17 +185,20 @@ mut_apply_chunks(StoreMut *m, const Chunk *chunks)
 }
 
 /* Commit journal: writes the groups of the write-behind window that are
- * due (all with force) to the shards, one batch per shard for all of
- * them, marked with the last one's number. After a failure they are only
- * dropped. Returns 0, or -1 after a failure. */
+ * due (all with force; at least those up to group upto) to the shards,
+ * one batch per shard for all of them, marked with the last one's number.
+ * Once they reach past the last group of the journal file to be reused
+ * next (cover_need), posts the WAL syncs that will let it be overwritten.
+ * After a failure they are only dropped. Returns 0, or -1 after a
+ * failure. */
 static int
-mut_drain_pend(StoreMut *m, int force)
+mut_drain_pend(StoreMut *m, int force, uint64_t upto)
 {
     int64_t now = util_now_ns();
     uint64_t seq = 0, group = 0;
     PendGroup *g;
 
-    while ((g = pend_take(&m->pend, now, force))) {
+    while ((g = pend_take(&m->pend, now, force, upto))) {
         if (!ack_is_failed(m->ack)) mut_apply_chunks(m, g->chunks);
         seq = g->seq;
         group = g->group;
@@ -212,6 +215,31 @@ mut_drain_pend(StoreMut *m, int force)
         return -1;
     }
     ack_applied(m->ack, seq);
+    m->drained = group;
+    if (m->cover_posted < m->cover_need && group >= m->cover_need) {
+        if (sync_cover_post(m->sync) < 0) return -1;
+        m->cover_posted = group;
+    }
+    return 0;
+}
+
+/* Commit journal, before the next file is started: what it holds (groups
+ * up to cover_need) must be in the shards and synced. Usually the window
+ * drained past it long ago and the syncs posted then are done; else this
+ * drains and syncs now. Then the file being left is the next to cover.
+ * Returns 0, or -1 after a failure. */
+static int
+mut_cover(StoreMut *m)
+{
+    if (m->cover_need && m->cover_posted < m->cover_need &&
+        mut_drain_pend(m, 0, m->cover_need) < 0)
+        return -1;
+    if (m->cover_posted < m->cover_need) { /* nothing was due: post now */
+        if (sync_cover_post(m->sync) < 0) return -1;
+        m->cover_posted = m->drained;
+    }
+    if (sync_cover_wait(m->sync) < 0) return -1;
+    m->cover_need = m->appended;
     return 0;
 }
 
@@ -220,7 +248,7 @@ mut_drain_pend(StoreMut *m, int force)
 static void
 mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
 {
-    int rc = mut_drain_pend(m, 1);
+    int rc = mut_drain_pend(m, 1, 0);
 
     if (rc == 0) {
         mut_apply_chunks(m, chunks);
@@ -229,6 +257,7 @@ mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
     }
     handoff_done(m->ho, bytes);
     if (rc == 0) {
+        m->drained = m->group;
         ack_applied(m->ack, seq);
         ack_publish(m->ack, seq, 1);
     }
@@ -236,7 +265,7 @@ mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
 
 /* Commit journal: the group goes to the journal and is synced (starting
  * the next file first if it does not fit in this one: the window emptied,
- * then sync_cover), is published as durable, and then waits in the
+ * then mut_cover), is published as durable, and then waits in the
  * write-behind window (store_pend.h). Returns 1 if the window took the
  * chunks, 0 if the caller recycles them. */
 static int
@@ -252,7 +281,7 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
         return 0;
     }
     if (journal_full(j, bytes)) {
-        if (mut_drain_pend(m, 1) < 0 || sync_cover(m->sync) < 0) goto fail;
+        if (mut_cover(m) < 0) goto fail;
         journal_roll(j);
     }
     int n = mut_iov(m, chunks);
@@ -262,10 +291,11 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
         goto fail;
     }
     sync_note_synced_write(m->sync, ns);
+    m->appended = m->group;
     handoff_done(m->ho, bytes);
     ack_publish(m->ack, seq, 1);
     pend_add(&m->pend, chunks, m->group, seq, bytes, util_now_ns());
-    mut_drain_pend(m, 0);
+    mut_drain_pend(m, 0, 0);
     return 1;
 fail:
     handoff_done(m->ho, bytes);
@@ -391,11 +421,13 @@ mut_run(StoreMut *m)
         HandoffWait w = mut_wait_args(m);
         Chunk *group = handoff_wait(m->ho, &w, &stop);
         if (group && !mut_group(m, group)) handoff_recycle(m->ho, group);
-        if (m->journal) mut_drain_pend(m, 0);
+        /* a reader waits for bodies still in the window: write it all */
+        int asked = atomic_exchange(&m->ack->drain_asked, 0);
+        if (m->journal) mut_drain_pend(m, asked, 0);
         if (m->mode == STORE_SYNC_INTERVAL) sync_interval(m->sync);
         if (stop && !group) break;
     }
-    mut_drain_pend(m, 1);
+    mut_drain_pend(m, 1, 0);
     sync_final(m->sync);
 }
 

@@ -47,10 +47,16 @@ typedef struct StoreMut {
     uint64_t prev_records;             /* records in the previous group */
     uint64_t prev_puts;                /* ...of which puts */
     Journal *journal;                  /* borrowed; NULL: no commit journal */
-    uint64_t group;      /* number of the latest group (store_journal.h) */
-    uint64_t mark_group; /* the jgroup mark of the batches being built */
-    Pend pend;           /* the journal's write-behind window */
-    struct iovec *iov;   /* journal_append's pieces: [0] header, chunks */
+    uint64_t group;        /* number of the latest group (store_journal.h) */
+    uint64_t mark_group;   /* the jgroup mark of the batches being built */
+    Pend pend;             /* the journal's write-behind window */
+    uint64_t appended;     /* the latest group in the journal */
+    uint64_t drained;      /* the latest group written to the shards */
+    uint64_t cover_need;   /* the last group of the journal file to be
+                              reused next (0: none needs covering) */
+    uint64_t cover_posted; /* WAL syncs were posted once the shards held
+                              every group up to this */
+    struct iovec *iov;     /* journal_append's pieces: [0] header, chunks */
     int iov_cap;
     pthread_t thread;
     int started;

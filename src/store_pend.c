@@ -162,11 +162,11 @@ forget(Pend *p, const PendGroup *g)
 }
 
 PendGroup *
-pend_take(Pend *p, int64_t now_ns, int force)
+pend_take(Pend *p, int64_t now_ns, int force, uint64_t upto)
 {
     PendGroup *g = p->head;
 
-    if (!g || (!force && p->bytes <= PEND_MAX_BYTES &&
+    if (!g || (!force && p->bytes <= PEND_MAX_BYTES && g->group > upto &&
                now_ns - g->at_ns < PEND_WINDOW_NS))
         return NULL;
     p->head = g->next;

@@ -32,7 +32,7 @@
 
 /* How long a published group waits before it is written (ns), and the
  * most bytes of records the window holds. */
-#define PEND_WINDOW_NS 3000000
+#define PEND_WINDOW_NS 1000000000
 #define PEND_MAX_BYTES ((size_t)8 << 20)
 
 /* One published group waiting in the window. */
@@ -74,11 +74,11 @@ void pend_add(Pend *p, Chunk *chunks, uint64_t group, uint64_t seq,
               size_t bytes, int64_t now_ns);
 
 /* Unlinks and returns the oldest group if it is due at now_ns (waited
- * PEND_WINDOW_NS, or the window holds more than PEND_MAX_BYTES, or
- * force), forgetting its jobs (no later delete cancels them any more);
- * NULL if none is. The caller writes its records whose op is not 0, then
- * recycles its chunks and frees it. */
-PendGroup *pend_take(Pend *p, int64_t now_ns, int force);
+ * PEND_WINDOW_NS, or the window holds more than PEND_MAX_BYTES, or its
+ * number is not above upto, or force), forgetting its jobs (no later delete
+ * cancels them any more); NULL if none is. The caller writes its records whose
+ * op is not 0, then recycles its chunks and frees it. */
+PendGroup *pend_take(Pend *p, int64_t now_ns, int force, uint64_t upto);
 
 /* When the oldest group falls due (CLOCK_MONOTONIC ns), or INT64_MAX. */
 int64_t pend_deadline(const Pend *p);

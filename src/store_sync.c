@@ -287,17 +287,23 @@ sync_interval(StoreSync *y)
 }
 
 int
-sync_cover(StoreSync *y)
+sync_cover_wait(StoreSync *y)
+{
+    for (int i = 0; i < y->nshards; i++) {
+        if (y->post[i].t.started) post_wait_idle(&y->post[i]);
+    }
+    return ack_is_failed(y->ack) ? -1 : 0;
+}
+
+int
+sync_cover_post(StoreSync *y)
 {
     if (!y->post[0].t.started) { /* no helpers: sync here */
         for (int i = 0; i < y->nshards; i++)
             y->dirty[i] = 1;
         return sync_dirty(y);
     }
-    for (int i = 0; i < y->nshards; i++) {
-        if (y->post[i].t.started) post_wait_idle(&y->post[i]);
-    }
-    if (ack_is_failed(y->ack)) return -1;
+    if (sync_cover_wait(y) < 0) return -1;
     for (int i = 0; i < y->nshards; i++) {
         if (y->post[i].t.started) post_try(&y->post[i]);
     }

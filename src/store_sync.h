@@ -125,13 +125,16 @@ int sync_any_dirty(const StoreSync *y);
  * the last sync, posts every dirty shard to its syncer (fire and forget). */
 void sync_interval(StoreSync *y);
 
-/* Mutation thread, commit journal: waits until the fsyncs posted by the
- * previous call are done, then posts one of every shard's WAL, which makes
- * durable everything written before this call; returns 0, or -1 if a
- * failure is recorded (a posted fsync failed: nothing the previous call
- * covered may be relied on). So what was written before call k is durable
- * once call k+1 returns 0. */
-int sync_cover(StoreSync *y);
+/* Mutation thread, commit journal: posts an fsync of every shard's WAL
+ * (after the previous ones are done), which makes durable everything
+ * written before this call once sync_cover_wait returns 0. Without syncer
+ * threads it syncs here. Returns 0, or -1 if a failure is recorded. */
+int sync_cover_post(StoreSync *y);
+
+/* Mutation thread, commit journal: waits until the posted fsyncs are
+ * done; returns 0, or -1 if a failure is recorded (a posted fsync failed:
+ * nothing it covered may be relied on). */
+int sync_cover_wait(StoreSync *y);
 
 /* Mutation thread, at stop: waits for the posted fsyncs (SyncPost), then one
  * fsync of every shard whatever the mode, each counted once; then the

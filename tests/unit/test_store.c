@@ -1372,9 +1372,9 @@ test_pend_cancels_whole_lives(void **state)
     assert_int_equal(ops[4], ENC_OP_UPDATE);
     assert_int_equal(p.cancelled, 3);
     /* not due before the window; the oldest first once due */
-    assert_null(pend_take(&p, PEND_WINDOW_NS - 1, 0));
+    assert_null(pend_take(&p, PEND_WINDOW_NS - 1, 0, 0));
     assert_int_equal(pend_deadline(&p), PEND_WINDOW_NS);
-    PendGroup *g = pend_take(&p, PEND_WINDOW_NS, 0);
+    PendGroup *g = pend_take(&p, PEND_WINDOW_NS, 0, 0);
     assert_non_null(g);
     assert_int_equal(g->group, 1);
     assert_ptr_equal(g->chunks, g1);
@@ -1389,7 +1389,7 @@ test_pend_cancels_whole_lives(void **state)
     assert_int_equal(ops[1], 0);
     handoff_recycle(&h, g->chunks);
     free(g);
-    assert_non_null(g = pend_take(&p, 0, 1)); /* force */
+    assert_non_null(g = pend_take(&p, 0, 1, 0)); /* force */
     assert_int_equal(g->group, 2);
     handoff_recycle(&h, g->chunks);
     free(g);
@@ -1443,7 +1443,7 @@ test_pend_table_churn(void **state)
         pend_ops(del, ops);
         for (int i = 0; i < (N + 1) / 2; i++)
             assert_int_equal(ops[i], 0);
-        for (PendGroup *g; (g = pend_take(&p, 0, 1));) {
+        for (PendGroup *g; (g = pend_take(&p, 0, 1, 0));) {
             handoff_recycle(&h, g->chunks);
             free(g);
         }
