@@ -129,7 +129,6 @@ store_stats(const Store *s, StoreStats *out)
 {
     ack_stats(&s->ack, out);
     out->nshards = s->nshards;
-    out->journal = s->mut.journal != NULL;
 }
 
 /* ---- reads (any thread) ---- */

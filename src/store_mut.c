@@ -83,20 +83,21 @@ mut_apply(StoreMut *m, const unsigned char *p, uint64_t *seq)
     return len;
 }
 
-/* Adds the marks of shard i's batch: the group's number (jgroup), and the
+/* Adds the marks of shard i's batch: group, the number of the latest group
+ * it holds (jgroup), and the
  * next_id high-water mark if the group's puts raised it. In the same batch
  * as the group, so a durable id is always covered by next_id and a shard
  * holds a group exactly when its jgroup is at least that group's. */
 static void
-mut_put_marks(StoreMut *m, int i)
+mut_put_marks(StoreMut *m, int i, uint64_t group)
 {
     StoreShard *sh = &m->shard[i];
     rocksdb_column_family_handle_t *cf = sh->cf[SHARD_CF_DEFAULT];
     unsigned char v[8];
 
-    enc_put_u64le(v, m->mark_group);
+    enc_put_u64le(v, group);
     rocksdb_writebatch_put_cf(m->batch[i], cf, "jgroup", 6, (const char *)v, 8);
-    sh->jgroup = m->mark_group;
+    sh->jgroup = group;
     if (!m->hwm_changed[i]) return;
     enc_put_u64le(v, sh->hwm);
     rocksdb_writebatch_put_cf(m->batch[i], cf, "next_id", 7, (const char *)v,
@@ -124,18 +125,19 @@ mut_write_one(StoreMut *m, int i, int sync)
     return 0;
 }
 
-/* Writes the batch of every shard this group touched (and syncs them if
+/* Writes the batch of every shard the records added since the last write
+ * touched, marked as holding every group up to group (and syncs them if
  * sync: a group touching one shard is written with sync=1, measured as
  * fast as or faster than write + flush_wal; a group touching several is
  * written with sync=0 and then synced in parallel, sync_dirty). */
 static int
-mut_write_group(StoreMut *m, int sync)
+mut_write_group(StoreMut *m, int sync, uint64_t group)
 {
     int n = 0, rc = 0, one;
 
     for (int i = 0; i < m->nshards; i++) {
         if (m->in_group[i]) {
-            mut_put_marks(m, i);
+            mut_put_marks(m, i, group);
             n++;
         }
     }
@@ -206,8 +208,7 @@ mut_drain_pend(StoreMut *m, int force, uint64_t upto)
         free(g);
     }
     if (!group) return 0;
-    m->mark_group = group;
-    if (ack_is_failed(m->ack) || mut_write_group(m, 0) < 0) {
+    if (ack_is_failed(m->ack) || mut_write_group(m, 0, group) < 0) {
         for (int i = 0; i < m->nshards; i++) { /* drop the batches */
             rocksdb_writebatch_clear(m->batch[i]);
             m->in_group[i] = 0;
@@ -252,8 +253,7 @@ mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
 
     if (rc == 0) {
         mut_apply_chunks(m, chunks);
-        m->mark_group = m->group;
-        rc = mut_write_group(m, 1);
+        rc = mut_write_group(m, 1, m->group);
     }
     handoff_done(m->ho, bytes);
     if (rc == 0) {
@@ -344,8 +344,7 @@ mut_group(StoreMut *m, Chunk *chunks)
         return mut_commit_journal(m, chunks, records, bytes, seq);
     if (records) {
         mut_apply_chunks(m, chunks);
-        m->mark_group = m->group;
-        rc = mut_write_group(m, m->mode == STORE_SYNC_ALWAYS);
+        rc = mut_write_group(m, m->mode == STORE_SYNC_ALWAYS, m->group);
     }
     if (rc == 0) ack_applied(m->ack, seq);
     /* Written: no longer backlog. Before the publication, so whoever sees
@@ -376,9 +375,9 @@ mut_replay(void *arg, uint64_t group, const unsigned char *p, size_t len,
         off += rl;
     }
     if (!any) return 0;
-    m->group = m->mark_group = group;
+    m->group = group;
     atomic_fetch_add_explicit(&m->ack->st_replayed, 1, memory_order_relaxed);
-    return mut_write_group(m, 0);
+    return mut_write_group(m, 0, group);
 }
 
 int

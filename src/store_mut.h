@@ -48,7 +48,6 @@ typedef struct StoreMut {
     uint64_t prev_puts;                /* ...of which puts */
     Journal *journal;                  /* borrowed; NULL: no commit journal */
     uint64_t group;        /* number of the latest group (store_journal.h) */
-    uint64_t mark_group;   /* the jgroup mark of the batches being built */
     Pend pend;             /* the journal's write-behind window */
     uint64_t appended;     /* the latest group in the journal */
     uint64_t drained;      /* the latest group written to the shards */

@@ -130,7 +130,6 @@ typedef struct StoreStats {
     uint64_t bytes;        /* bytes of WriteBatch data written */
     uint64_t replayed;     /* commit journal records replayed at start-up
                               (RocksDB lacked them in a shard) */
-    int journal;           /* the commit journal is on */
     uint64_t sync_hist[STORE_SYNC_BUCKETS]; /* fsyncs per latency bucket */
     int nshards;
 } StoreStats;
