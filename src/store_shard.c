@@ -154,8 +154,8 @@ header_create(StoreShard *sh, char *err, size_t errcap)
     return 0;
 }
 
-/* Checks an existing shard's header (or creates it) and loads next_id and
- * jgroup. */
+/* Checks an existing shard's header (or creates it) and loads next_id,
+ * jgroup and raft_applied. */
 static int
 header_check(StoreShard *sh, const char *dir, char *err, size_t errcap)
 {
@@ -185,6 +185,11 @@ header_check(StoreShard *sh, const char *dir, char *err, size_t errcap)
     sh->hwm = r ? enc_get_u64le(nid) : 0;
     if ((r = header_get(sh, "jgroup", nid, 8, err, errcap)) < 0) return -1;
     sh->jgroup = r ? enc_get_u64le(nid) : 0;
+    if ((r = header_get(sh, "raft_applied", nid, 8, err, errcap)) < 0)
+        return -1;
+    sh->raft_applied = r ? enc_get_u64le(nid) : 0;
+    if ((r = header_get(sh, "restoring", nid, 8, err, errcap)) < 0) return -1;
+    if (r) sh->raft_applied = 0; /* a snapshot was being received: again */
     return 0;
 }
 

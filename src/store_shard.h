@@ -1,7 +1,9 @@
 /* store_shard.h - one shard: a RocksDB instance in <dir>/shard-NN with the
  * column families default (header: "format" u32, "shard" u32 index + u32
  * count, "next_id" u64 highest id ever put here, "jgroup" u64 the latest
- * group written here), meta (job key ->
+ * group written here; in cluster mode "raft_applied" u64 the latest Raft
+ * entry written here and "restoring" while a snapshot is received into
+ * it, store_ship.h), meta (job key ->
  * JobMeta v1) and body (job key -> raw body bytes); the RocksDB options
  * every shard shares; the StoreIO of RocksDB itself; body reads.
  *
@@ -43,6 +45,11 @@ typedef struct StoreShard {
                         in the same batch as the group): set by shard_open,
                         then by the mutation thread; a journal record of a
                         group not above it is already here */
+    uint64_t raft_applied; /* cluster mode: the Raft index of the latest
+                              entry written here ("raft_applied", in the
+                              same batch as the entry); 0 while a snapshot
+                              is being received ("restoring" present):
+                              set by shard_open, then by the raft thread */
 } StoreShard;
 
 /* Creates the shared options into o (sizes in store_shard.c). Aborts only
@@ -57,7 +64,8 @@ StoreIO shard_rocks_io(ShardOpts *o);
 
 /* Opens <dir>/shard-NN (index of nshards), creating it and its header if
  * missing, else checking the header's format and shard numbers, and loads
- * next_id into sh->hwm and jgroup into sh->jgroup. Returns 0, or -1 with a
+ * next_id into sh->hwm, jgroup into sh->jgroup and raft_applied into
+ * sh->raft_applied (0 if "restoring" is present). Returns 0, or -1 with a
  * message in err; call shard_close either way. */
 int shard_open(StoreShard *sh, const ShardOpts *o, const char *dir, int index,
                int nshards, char *err, size_t errcap);
