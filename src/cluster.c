@@ -15,8 +15,9 @@
 #define CLUSTER_FILE_VERSION 1
 /* Largest CLUSTER file read: the longest valid text is far shorter. */
 #define CLUSTER_FILE_MAX 4096
-/* Largest --cluster value: five voters of "65535@255.255.255.255:65535". */
-#define CLUSTER_SPEC_MAX 160
+/* Largest --cluster value: five voters of
+ * "65535@255.255.255.255:65535/65535". */
+#define CLUSTER_SPEC_MAX 192
 
 int
 cluster_errf(char *err, size_t errcap, const char *fmt, ...)
@@ -113,13 +114,23 @@ parse_voter(ClusterConfig *c, const char *s, size_t len, int k, char *err,
         return cluster_errf(err, errcap,
                             "--cluster: voter %d \"%.*s\": not ID@HOST:PORT", k,
                             shown, s);
+    const char *slash = memchr(at, '/', len - (size_t)(at - s));
+    size_t alen = slash ? (size_t)(slash - at) - 1 : len - (size_t)(at - s) - 1;
+    p->client_port = 0;
+    if (slash && !(p->client_port = (unsigned)parse_num(
+                       slash + 1, len - (size_t)(slash - s) - 1, 65535)))
+        return cluster_errf(
+            err, errcap,
+            "--cluster: voter %d \"%.*s\": CLIENTPORT is not a number in "
+            "1..65535",
+            k, shown, s);
     p->id = parse_num(s, (size_t)(at - s), CLUSTER_MAX_ID);
     if (p->id == 0)
         return cluster_errf(
             err, errcap,
             "--cluster: voter %d \"%.*s\": ID is not a number in 1..%d", k,
             shown, s, CLUSTER_MAX_ID);
-    if (parse_addr(at + 1, len - (size_t)(at - s) - 1, p->addr, &why) < 0)
+    if (parse_addr(at + 1, alen, p->addr, &why) < 0)
         return cluster_errf(err, errcap, "--cluster: voter %d \"%.*s\": %s", k,
                             shown, s, why);
     for (int i = 0; i < c->n; i++) {

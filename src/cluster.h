@@ -43,6 +43,10 @@
 typedef struct ClusterPeer {
     uint64_t id;
     char addr[CLUSTER_ADDR_MAX];
+    /* Its client port (-p), from "ID@HOST:PORT/CLIENTPORT"; 0 when not
+     * given: the same as this node's own -p. Not part of the identity (a
+     * node may move its client port); followers forward clients there. */
+    unsigned client_port;
 } ClusterPeer;
 
 /* This node and the static voter set, voters sorted by id. */
@@ -58,12 +62,13 @@ typedef struct ClusterConfig {
 int cluster_errf(char *err, size_t errcap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Parses --cluster ("ID@HOST:PORT,ID@HOST:PORT,...") and --node-id (a
- * decimal id) into *c. Refuses: a voter count other than 3 or 5, an id out
- * of 1..CLUSTER_MAX_ID or given twice, an address that is not an IPv4
- * literal with a port in 1..65535 or is given twice, a node id that is not
- * among the voters, and any stray character. Returns 0, or -1 with a
- * message naming the offending part in err; *c is undefined then. */
+/* Parses --cluster ("ID@HOST:PORT,ID@HOST:PORT,...", each item optionally
+ * followed by "/CLIENTPORT") and --node-id (a decimal id) into *c. Refuses: a
+ * voter count other than 3 or 5, an id out of 1..CLUSTER_MAX_ID or given twice,
+ * an address that is not an IPv4 literal with a port in 1..65535 or is given
+ * twice, a node id that is not among the voters, and any stray character.
+ * Returns 0, or -1 with a message naming the offending part in err; *c is
+ * undefined then. */
 int cluster_parse(const char *cluster, const char *node_id, ClusterConfig *c,
                   char *err, size_t errcap);
 

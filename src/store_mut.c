@@ -19,68 +19,16 @@ mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
     m->sync = sync;
     m->ack = ack;
     pend_init(&m->pend);
-    for (int i = 0; i < nshards; i++)
-        m->batch[i] = rocksdb_writebatch_create();
+    sbatch_init(&m->sb, shard, nshards);
 }
 
 void
 mut_destroy(StoreMut *m)
 {
-    for (int i = 0; i < STORE_SHARDS_MAX; i++) {
-        if (m->batch[i]) rocksdb_writebatch_destroy(m->batch[i]);
-        m->batch[i] = NULL;
-    }
+    sbatch_destroy(&m->sb);
     free(m->iov);
     m->iov = NULL;
     pend_destroy(&m->pend, m->ho);
-}
-
-/* Adds one record to its shard's batch; returns the record's length. */
-static size_t
-mut_apply(StoreMut *m, const unsigned char *p, uint64_t *seq)
-{
-    EncRec r;
-    char key[ENC_KEY_LEN];
-    size_t len = enc_rec_get(p, &r);
-    int i = store_shard_of(r.id, m->nshards);
-    StoreShard *sh = &m->shard[i];
-    rocksdb_writebatch_t *b = m->batch[i];
-    rocksdb_column_family_handle_t *meta = sh->cf[SHARD_CF_META];
-    const char *v = (const char *)p + ENC_REC_HDR;
-
-    *seq = r.seq;
-    enc_key_put(key, r.id);
-    switch (r.op) {
-    case ENC_OP_PUT:
-        rocksdb_writebatch_put_cf(b, meta, key, 8, v, r.meta_len);
-        rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_BODY], key, 8,
-                                  v + r.meta_len, r.body_len);
-        if (r.id > sh->hwm) {
-            sh->hwm = r.id;
-            m->hwm_changed[i] = 1;
-        }
-        break;
-    case ENC_OP_UPDATE:
-        rocksdb_writebatch_put_cf(b, meta, key, 8, v, r.meta_len);
-        if (r.flag) /* STORE_GONE: the job's body goes, its key stays */
-            rocksdb_writebatch_singledelete_cf(b, sh->cf[SHARD_CF_BODY], key,
-                                               8);
-        break;
-    case ENC_OP_DELETE:
-        /* SingleDelete is valid on the body because it is Put exactly once
-         * (a STORE_GONE record has none left), and on the meta only if it
-         * was never rewritten (store.h). */
-        if (!(r.flag & STORE_DEL_NO_BODY))
-            rocksdb_writebatch_singledelete_cf(b, sh->cf[SHARD_CF_BODY], key,
-                                               8);
-        if (r.flag & STORE_DEL_REWRITTEN)
-            rocksdb_writebatch_delete_cf(b, meta, key, 8);
-        else
-            rocksdb_writebatch_singledelete_cf(b, meta, key, 8);
-        break;
-    }
-    m->in_group[i] = 1;
-    return len;
 }
 
 /* Adds the marks of shard i's batch: group, the number of the latest group
@@ -91,18 +39,9 @@ mut_apply(StoreMut *m, const unsigned char *p, uint64_t *seq)
 static void
 mut_put_marks(StoreMut *m, int i, uint64_t group)
 {
-    StoreShard *sh = &m->shard[i];
-    rocksdb_column_family_handle_t *cf = sh->cf[SHARD_CF_DEFAULT];
-    unsigned char v[8];
-
-    enc_put_u64le(v, group);
-    rocksdb_writebatch_put_cf(m->batch[i], cf, "jgroup", 6, (const char *)v, 8);
-    sh->jgroup = group;
-    if (!m->hwm_changed[i]) return;
-    enc_put_u64le(v, sh->hwm);
-    rocksdb_writebatch_put_cf(m->batch[i], cf, "next_id", 7, (const char *)v,
-                              8);
-    m->hwm_changed[i] = 0;
+    sbatch_put_u64(&m->sb, i, "jgroup", group);
+    m->shard[i].jgroup = group;
+    sbatch_put_hwm(&m->sb, i);
 }
 
 /* Writes one shard's batch. sync=1 is a write and an fsync in one call. */
@@ -113,8 +52,9 @@ mut_write_one(StoreMut *m, int i, int sync)
     char *msg = NULL;
     int64_t t0 = util_now_ns();
 
-    rocksdb_writebatch_data(m->batch[i], &size);
-    int rc = m->io->write(m->io->ctx, m->shard[i].db, m->batch[i], sync, &msg);
+    rocksdb_writebatch_data(m->sb.batch[i], &size);
+    int rc =
+        m->io->write(m->io->ctx, m->shard[i].db, m->sb.batch[i], sync, &msg);
     if (sync) sync_note_synced_write(m->sync, (uint64_t)(util_now_ns() - t0));
     if (rc < 0) {
         ack_fail(m->ack, "write to", i, msg);
@@ -136,17 +76,17 @@ mut_write_group(StoreMut *m, int sync, uint64_t group)
     int n = 0, rc = 0, one;
 
     for (int i = 0; i < m->nshards; i++) {
-        if (m->in_group[i]) {
+        if (m->sb.touched[i]) {
             mut_put_marks(m, i, group);
             n++;
         }
     }
     one = sync && n == 1;
     for (int i = 0; i < m->nshards; i++) {
-        if (!m->in_group[i]) continue;
+        if (!m->sb.touched[i]) continue;
         if (rc == 0) rc = mut_write_one(m, i, one);
-        rocksdb_writebatch_clear(m->batch[i]); /* after a failure: drop */
-        m->in_group[i] = 0;
+        rocksdb_writebatch_clear(m->sb.batch[i]); /* after a failure: drop */
+        m->sb.touched[i] = 0;
     }
     if (rc == 0 && sync && !one) rc = sync_dirty(m->sync);
     return rc;
@@ -179,7 +119,7 @@ mut_apply_chunks(StoreMut *m, const Chunk *chunks)
     for (const Chunk *c = chunks; c; c = c->next) {
         for (size_t off = c->start; off < c->len;) {
             if (c->p[off + ENC_REC_OP])
-                off += mut_apply(m, c->p + off, &seq);
+                off += sbatch_add(&m->sb, c->p + off, &seq);
             else
                 off += enc_rec_len(c->p + off);
         }
@@ -209,10 +149,7 @@ mut_drain_pend(StoreMut *m, int force, uint64_t upto)
     }
     if (!group) return 0;
     if (ack_is_failed(m->ack) || mut_write_group(m, 0, group) < 0) {
-        for (int i = 0; i < m->nshards; i++) { /* drop the batches */
-            rocksdb_writebatch_clear(m->batch[i]);
-            m->in_group[i] = 0;
-        }
+        sbatch_clear(&m->sb); /* drop the batches */
         return -1;
     }
     ack_applied(m->ack, seq);
@@ -369,7 +306,7 @@ mut_replay(void *arg, uint64_t group, const unsigned char *p, size_t len,
         EncRec r;
         size_t rl = enc_rec_get(p + off, &r);
         if (group > m->shard[store_shard_of(r.id, m->nshards)].jgroup) {
-            mut_apply(m, p + off, &seq);
+            sbatch_add(&m->sb, p + off, &seq);
             any = 1;
         }
         off += rl;

@@ -25,6 +25,7 @@
 
 #include "store_types.h"
 #include "store_ack.h"
+#include "store_batch.h"
 #include "store_handoff.h"
 #include "store_journal.h"
 #include "store_pend.h"
@@ -41,12 +42,10 @@ typedef struct StoreMut {
     StoreSync *sync;   /* borrowed */
     StoreAck *ack;     /* borrowed */
     /* mutation thread */
-    rocksdb_writebatch_t *batch[STORE_SHARDS_MAX];
-    int in_group[STORE_SHARDS_MAX];    /* batch holds this group's records */
-    int hwm_changed[STORE_SHARDS_MAX]; /* this group raised the shard's hwm */
-    uint64_t prev_records;             /* records in the previous group */
-    uint64_t prev_puts;                /* ...of which puts */
-    Journal *journal;                  /* borrowed; NULL: no commit journal */
+    ShardBatches sb;       /* the groups' batches */
+    uint64_t prev_records; /* records in the previous group */
+    uint64_t prev_puts;    /* ...of which puts */
+    Journal *journal;      /* borrowed; NULL: no commit journal */
     uint64_t group;        /* number of the latest group (store_journal.h) */
     Pend pend;             /* the journal's write-behind window */
     uint64_t appended;     /* the latest group in the journal */

@@ -1,0 +1,98 @@
+/* store_batch.c - per-shard WriteBatches (see store_batch.h). */
+#include "store_batch.h"
+
+#include <string.h>
+
+#include "store_enc.h"
+
+void
+sbatch_init(ShardBatches *b, StoreShard *shard, int nshards)
+{
+    b->shard = shard;
+    b->nshards = nshards;
+    for (int i = 0; i < nshards; i++)
+        b->batch[i] = rocksdb_writebatch_create();
+}
+
+void
+sbatch_destroy(ShardBatches *b)
+{
+    for (int i = 0; i < STORE_SHARDS_MAX; i++) {
+        if (b->batch[i]) rocksdb_writebatch_destroy(b->batch[i]);
+        b->batch[i] = NULL;
+    }
+}
+
+size_t
+sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
+{
+    EncRec r;
+    char key[ENC_KEY_LEN];
+    size_t len = enc_rec_get(p, &r);
+    int i = store_shard_of(r.id, b->nshards);
+    StoreShard *sh = &b->shard[i];
+    rocksdb_writebatch_t *wb = b->batch[i];
+    rocksdb_column_family_handle_t *meta = sh->cf[SHARD_CF_META];
+    const char *v = (const char *)p + ENC_REC_HDR;
+
+    *seq = r.seq;
+    enc_key_put(key, r.id);
+    switch (r.op) {
+    case ENC_OP_PUT:
+        rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
+        rocksdb_writebatch_put_cf(wb, sh->cf[SHARD_CF_BODY], key, 8,
+                                  v + r.meta_len, r.body_len);
+        if (r.id > sh->hwm) {
+            sh->hwm = r.id;
+            b->hwm_changed[i] = 1;
+        }
+        break;
+    case ENC_OP_UPDATE:
+        rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
+        if (r.flag) /* STORE_GONE: the job's body goes, its key stays */
+            rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_BODY], key,
+                                               8);
+        break;
+    case ENC_OP_DELETE:
+        /* SingleDelete is valid on the body because it is Put exactly once
+         * (a STORE_GONE record has none left), and on the meta only if it
+         * was never rewritten (store.h). */
+        if (!(r.flag & STORE_DEL_NO_BODY))
+            rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_BODY], key,
+                                               8);
+        if (r.flag & STORE_DEL_REWRITTEN)
+            rocksdb_writebatch_delete_cf(wb, meta, key, 8);
+        else
+            rocksdb_writebatch_singledelete_cf(wb, meta, key, 8);
+        break;
+    }
+    b->touched[i] = 1;
+    return len;
+}
+
+void
+sbatch_put_u64(ShardBatches *b, int i, const char *key, uint64_t v)
+{
+    unsigned char buf[8];
+
+    enc_put_u64le(buf, v);
+    rocksdb_writebatch_put_cf(b->batch[i], b->shard[i].cf[SHARD_CF_DEFAULT],
+                              key, strlen(key), (const char *)buf, 8);
+}
+
+void
+sbatch_put_hwm(ShardBatches *b, int i)
+{
+    if (!b->hwm_changed[i]) return;
+    sbatch_put_u64(b, i, "next_id", b->shard[i].hwm);
+    b->hwm_changed[i] = 0;
+}
+
+void
+sbatch_clear(ShardBatches *b)
+{
+    for (int i = 0; i < b->nshards; i++) {
+        rocksdb_writebatch_clear(b->batch[i]);
+        b->touched[i] = 0;
+    }
+}
