@@ -3,9 +3,11 @@
  *
  *   store.c                       this facade (store.h)
  *   store_mut.c                   the mutation thread, group commit
- *   store_sync.c  store_handoff.c  store_recover.c  store_journal.c
+ *   store_sync.c  store_handoff.c  store_recover.c  store_ship.c
+ *   store_journal.c
  *                                 syncs and syncers; the loop's hand-off
- *                                 queue; the recovery scan; the commit
+ *                                 queue; the recovery scan; the snapshot
+ *                                 stream of cluster mode; the commit
  *                                 journal
  *   store_ack.c  store_shard.c  store_dir.c  store_fault.c
  *                                 publication and fail-stop; a RocksDB
