@@ -21,13 +21,9 @@ CFLAGS += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-# The Raft node (issue 15) runs libraft on libuv; the daemon does not use it
-# yet, so only what needs it links it and those two libraries.
-RAFT_SRC := src/raftnode.c
-RAFT_OBJ := $(RAFT_SRC:src/%.c=$(BUILD)/%.o)
-RAFT_LDLIBS := $(shell pkg-config --libs raft libuv 2>/dev/null \
-                 || echo -lraft -luv)
-LIB_SRC := $(filter-out src/main.c $(RAFT_SRC),$(wildcard src/*.c))
+# The Raft node (issue 15, cluster mode) runs libraft on libuv.
+LDLIBS += $(shell pkg-config --libs raft libuv 2>/dev/null || echo -lraft -luv)
+LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJ := $(LIB_SRC:src/%.c=$(BUILD)/%.o)
 # The client (src/cli/): protocol framing, REPL (libedit) and top
 # (ncurses); it shares only common.h with the daemon, none of its state.
@@ -66,12 +62,6 @@ $(BUILD)/%.o: src/%.c | $(BUILD)
 
 $(BUILD)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(BUILD)
 	$(CC) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ $< $(LIB_OBJ) -lcmocka $(LDLIBS)
-
-# Unit tests of the Raft node also take it and libraft, libuv.
-$(BUILD)/test_raftnode: tests/unit/test_raftnode.c $(LIB_OBJ) $(RAFT_OBJ) \
-                        | $(BUILD)
-	$(CC) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(RAFT_OBJ) \
-	    -lcmocka $(RAFT_LDLIBS) $(LDLIBS)
 
 $(BUILD):
 	mkdir -p $@

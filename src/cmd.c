@@ -9,6 +9,7 @@
 #include "proto.h"
 #include "ext.h"
 #include "jobreply.h"
+#include "node.h"
 #include "queue.h"
 #include "stats.h"
 
@@ -464,6 +465,8 @@ cmd_run(Conn *c, const Cmd *cmd)
         return conn_replyf(c, "USING %s\r\n", c->se.use->name);
     case OP_QUIT:
         return conn_close_after_replies(c);
+    case OP_SNAPSHOT:
+        return node_snapshot_serve(c);
     default: /* stats, stats-job, stats-tube, list-tubes(-watched) */
         return cmd_stats(c, cmd);
     }

@@ -63,6 +63,11 @@ usage(FILE *f)
             "0: none)\n"
             "     --metrics HOST:PORT  serve Prometheus metrics at "
             "http://HOST:PORT/metrics\n"
+            "     --cluster ID@HOST:PORT[/CLIENTPORT],...  the 3 or 5 voters "
+            "of a Raft\n"
+            "                        cluster (Raft addresses; CLIENTPORT "
+            "defaults to -p)\n"
+            "     --node-id ID       this node's id among --cluster's\n"
             " -V, --verbose          more log output (repeatable)\n"
             " -v, --version          show version information\n"
             " -h, --help             show this help\n");
@@ -98,6 +103,8 @@ static const struct option longopts[] = {
     {"dedup-window", required_argument, NULL, 'D'},
     {"journal-size", required_argument, NULL, 'J'},
     {"metrics", required_argument, NULL, 'P'},
+    {"cluster", required_argument, NULL, 'K'},
+    {"node-id", required_argument, NULL, 'N'},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -156,6 +163,12 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 'P':
         cfg->metrics_addr = arg;
+        break;
+    case 'K':
+        cfg->cluster_arg = arg;
+        break;
+    case 'N':
+        cfg->node_id_arg = arg;
         break;
     case 'm':
         cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);
@@ -234,6 +247,25 @@ drop_privileges(const char *user, char *err, size_t errcap)
     return 0;
 }
 
+/* Cluster mode's flags: both given, valid, a store, and a job size that
+ * fits in a Raft entry (store.h). Returns 0, or -1 with a message. */
+static int
+check_cluster(const ServerConfig *cfg, ClusterConfig *cc, char *err,
+              size_t errcap)
+{
+    if (!cfg->cluster_arg || !cfg->node_id_arg)
+        return cluster_errf(err, errcap, "--cluster and --node-id go together");
+    if (cfg->memory_only)
+        return cluster_errf(err, errcap,
+                            "--cluster needs a store, not --memory");
+    if (cfg->max_job_size > STORE_RAFT_ENTRY_MAX - (64u << 10))
+        return cluster_errf(err, errcap,
+                            "-z: at most %u bytes in cluster mode (a job "
+                            "travels in one Raft entry)",
+                            STORE_RAFT_ENTRY_MAX - (64u << 10));
+    return cluster_parse(cfg->cluster_arg, cfg->node_id_arg, cc, err, errcap);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -254,6 +286,15 @@ main(int argc, char **argv)
     if (optind < argc) {
         usage(stderr);
         return 1;
+    }
+    static ClusterConfig cc;
+    if (cfg.cluster_arg || cfg.node_id_arg) {
+        if (check_cluster(&cfg, &cc, err, sizeof err) < 0) {
+            fprintf(stderr, "rockstalkd: %s\n", err);
+            return 1;
+        }
+        cfg.cluster = &cc;
+        cfg.argv = argv;
     }
     log_set_verbosity(cfg.verbose);
     /* One descriptor per client: take all the kernel allows us. */

@@ -45,9 +45,10 @@ static const Verb verbs[] = {
     V("list-tubes", OP_LIST_TUBES),
     V("quit", OP_QUIT),
     V("pause-tube", OP_PAUSE_TUBE),
-    V("list-jobs ", OP_LIST_JOBS),   /* extension */
-    V("clear-tube ", OP_CLEAR_TUBE), /* extension */
-    V("put-unique ", OP_PUT_UNIQUE), /* extension */
+    V("list-jobs ", OP_LIST_JOBS),        /* extension */
+    V("clear-tube ", OP_CLEAR_TUBE),      /* extension */
+    V("put-unique ", OP_PUT_UNIQUE),      /* extension */
+    V("rockstalk-snapshot", OP_SNAPSHOT), /* cluster mode */
 };
 
 static const char *const op_names[OP_COUNT] = {
@@ -81,6 +82,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_LIST_JOBS] = "list-jobs",
     [OP_CLEAR_TUBE] = "clear-tube",
     [OP_PUT_UNIQUE] = "put-unique",
+    [OP_SNAPSHOT] = "rockstalk-snapshot",
 };
 
 const char *

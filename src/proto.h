@@ -43,6 +43,7 @@ typedef enum Op {
     OP_LIST_JOBS,
     OP_CLEAR_TUBE,
     OP_PUT_UNIQUE,
+    OP_SNAPSHOT, /* rockstalk-snapshot: cluster mode, node.h */
     OP_COUNT
 } Op;
 

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "net.h"
+#include "node.h"
 #include "prefetch.h"
 #include "queue.h"
 #include "stats.h"
@@ -193,6 +194,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
             set_throttle(s, 0);
     }
     arm_tick(s);
+    node_step(s);
     conn_reap(s);
     track_peak(s);
     if (s->stopping) stop_step(s);
@@ -233,7 +235,7 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        conn_new(s, fd);
+        if (!node_accept(s, fd)) conn_new(s, fd);
     }
 }
 
@@ -317,7 +319,20 @@ open_store(Server *s, char *err, size_t errcap)
     };
     uint64_t next_id = 1;
     int64_t t0 = mono_ns();
+    if (s->cfg.cluster) { /* the Raft log is the durable copy (store.h) */
+        if (node_prepare(s, s->cfg.cluster, s->cfg.argv, err, errcap) < 0)
+            return -1;
+        sc.sync_mode = STORE_SYNC_NEVER;
+        sc.journal_bytes = 0;
+    } else if (node_standalone_dir(s->cfg.dir, err, errcap) < 0) {
+        return -1;
+    }
     if (store_open(&sc, &s->store, err, errcap) < 0) return -1;
+    if (s->cfg.cluster) {
+        if (node_start(s, err, errcap) < 0) return -1;
+        return prefetch_start(s->store, store_notify, s, &s->bodies.reader, err,
+                              errcap);
+    }
     if (store_recover(s->store, queue_recover_job, s, &next_id, err, errcap) <
         0)
         return -1;
@@ -423,6 +438,7 @@ server_free(Server *s)
     }
     prefetch_stop(s->bodies.reader); /* it reads from the store */
     s->bodies.reader = NULL;
+    node_close(s); /* the raft thread writes to the store */
     if (s->store) {
         store_flush(s->store);
         if (store_close(s->store, err, sizeof err) < 0) {
@@ -441,6 +457,7 @@ server_free(Server *s)
     heap_free(&s->delay_tubes);
     heap_free(&s->pause_heap);
     heap_free(&s->wait_heap);
+    node_free(s);
     ptrset_free(&s->fetching);
     ptrset_free(&s->clearing);
     dedup_free(&s->dedup);

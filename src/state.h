@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "bodycache.h"
+#include "cluster.h"
 #include "dedup.h"
 #include "heap.h"
 #include "job.h"
@@ -47,6 +48,11 @@ typedef struct ServerConfig {
     uint64_t journal_bytes;   /* --journal-size: bytes of each commit
                                  journal file, 0 = none (StoreConfig) */
     int verbose;              /* -V count */
+    const char *cluster_arg;  /* --cluster as given */
+    const char *node_id_arg;  /* --node-id as given */
+    const ClusterConfig *cluster; /* both parsed; NULL: standalone */
+    char *const *argv;            /* main's, for a cluster node that steps
+                                     down (node.h) */
 } ServerConfig;
 
 typedef struct Server {
@@ -69,6 +75,7 @@ typedef struct Server {
                                 clients close (see server_run) */
     ev_timer metrics_w;      /* publishes the metrics text each second */
     struct Metrics *metrics; /* NULL unless --metrics */
+    struct Node *node;       /* cluster mode (node.h); NULL: standalone */
 
     /* queue state */
     JobTable jobs;

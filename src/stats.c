@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "node.h"
 
 static void __attribute__((format(printf, 2, 3)))
 put(StatsBuf *b, const char *fmt, ...)
@@ -41,6 +42,7 @@ static const char *
 durability_name(const Server *s)
 {
     if (!s->store) return "none";
+    if (s->node) return "raft";
     switch (s->cfg.sync_mode) {
     case STORE_SYNC_ALWAYS:
         return "fsync";
@@ -142,6 +144,12 @@ stats_server(Server *s, StatsBuf *b)
     put(b, "rockstalk-cmd-put-unique: %" PRIu64 "\n", s->op_ct[OP_PUT_UNIQUE]);
     put(b, "rockstalk-dedup-hits: %" PRIu64 "\n", s->dedup_hits);
     put(b, "rockstalk-dedup-keys: %zu\n", s->dedup.len);
+    NodeStats ns;
+    node_stats(s, &ns);
+    put(b, "rockstalk-cluster-role: %s\n", ns.role);
+    put(b, "rockstalk-cluster-leader: %" PRIu64 "\n", ns.leader);
+    put(b, "rockstalk-cluster-term: %" PRIu64 "\n", ns.term);
+    put(b, "rockstalk-cluster-commit-index: %" PRIu64 "\n", ns.commit_index);
     put(b, "\r\n");
 }
 
@@ -217,6 +225,25 @@ prom_tubes(Server *s, StatsBuf *b)
         put(b, "rockstalk_tube_jobs_total{tube=\"%s\"} %" PRIu64 "\n", t->name,
             t->total_jobs);
     }
+}
+
+/* rockstalk_cluster_*: the same as stats' rockstalk-cluster-* lines, the
+ * role as a label of a gauge that is 1. */
+static void
+prom_cluster(Server *s, StatsBuf *b)
+{
+    NodeStats ns;
+    node_stats(s, &ns);
+    put(b,
+        "# TYPE rockstalk_cluster_role gauge\n"
+        "rockstalk_cluster_role{role=\"%s\"} 1\n"
+        "# TYPE rockstalk_cluster_leader gauge\n"
+        "rockstalk_cluster_leader %" PRIu64 "\n"
+        "# TYPE rockstalk_cluster_term gauge\n"
+        "rockstalk_cluster_term %" PRIu64 "\n"
+        "# TYPE rockstalk_cluster_commit_index gauge\n"
+        "rockstalk_cluster_commit_index %" PRIu64 "\n",
+        ns.role, ns.leader, ns.term, ns.commit_index);
 }
 
 static void
@@ -306,5 +333,6 @@ stats_prometheus(Server *s, StatsBuf *b)
         s->batch_jobs, s->cleared_ct, s->poison_ct, s->dedup_hits,
         s->dedup.len);
     prom_store(s, b);
+    prom_cluster(s, b);
     prom_tubes(s, b);
 }

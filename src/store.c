@@ -30,8 +30,10 @@
 #include "store_handoff.h"
 #include "store_journal.h"
 #include "store_mut.h"
+#include "store_raft.h"
 #include "store_recover.h"
 #include "store_shard.h"
+#include "store_ship.h"
 #include "store_sync.h"
 #include "store_util.h"
 
@@ -55,6 +57,7 @@ struct Store {
     Handoff ho;     /* loop and mutation thread (store_handoff.h) */
     StoreSync sync; /* mutation and syncer threads (store_sync.h) */
     StoreMut mut;   /* mutation thread (store_mut.h) */
+    StoreRaft raft; /* raft thread, cluster mode (store_raft.h) */
 };
 
 /* ---- loop side ---- */
@@ -206,6 +209,7 @@ store_free(Store *s)
     for (int i = 0; i < STORE_SHARDS_MAX; i++)
         shard_close(&s->shard[i]);
     mut_destroy(&s->mut);
+    sraft_destroy(&s->raft);
     journal_close(&s->journal);
     sync_destroy(&s->sync);
     shard_opts_destroy(&s->opts);
@@ -293,6 +297,7 @@ store_open(const StoreConfig *cfg, Store **out, char *err, size_t errcap)
     sync_attach(&s->sync, s->shard, s->nshards, s->io);
     mut_init(&s->mut, cfg->sync_mode, s->shard, s->nshards, s->io, &s->ho,
              &s->sync, &s->ack);
+    sraft_init(&s->raft, s->shard, s->nshards, s->io, &s->ack);
     if (store_journal_open(s, err, errcap) < 0) goto bad;
     *out = s;
     return 0;
@@ -306,6 +311,54 @@ store_recover(Store *s, int (*cb)(void *ctx, const StoreJob *job), void *ctx,
               uint64_t *next_id, char *err, size_t errcap)
 {
     return recover_run(s->shard, s->nshards, cb, ctx, next_id, err, errcap);
+}
+
+/* ---- cluster mode ---- */
+
+void
+store_cluster_mode(Store *s, uint16_t node_id, StoreProposeFn propose,
+                   void *arg)
+{
+    s->mut.propose = propose;
+    s->mut.propose_arg = arg;
+    s->mut.node_id = node_id;
+}
+
+int
+store_raft_apply(Store *s, uint64_t index, const void *data, size_t len,
+                 int ours)
+{
+    return sraft_apply(&s->raft, index, data, len, ours);
+}
+
+int
+store_raft_snapshot(Store *s, uint64_t index)
+{
+    return sraft_mark(&s->raft, index);
+}
+
+uint64_t
+store_raft_applied(const Store *s)
+{
+    return sraft_applied(&s->raft);
+}
+
+int
+store_shards(const Store *s)
+{
+    return s->nshards;
+}
+
+int
+store_ship_send(Store *s, int fd, char *err, size_t errcap)
+{
+    return ship_send(s->shard, s->nshards, fd, err, errcap);
+}
+
+int
+store_ship_recv(Store *s, int fd, char *err, size_t errcap)
+{
+    return ship_recv(s->shard, s->nshards, fd, err, errcap);
 }
 
 int

@@ -103,6 +103,48 @@ int store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
 int store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
                      size_t *lens, char *err, size_t errcap);
 
+/* ---- cluster mode (store_raft.h; PROTOCOL.md 12) ----
+ * The store of a Raft node: the mutation thread proposes each group as
+ * Raft entries through propose instead of writing it; the raft thread
+ * writes every committed entry with store_raft_apply, which acknowledges
+ * this node's own (store_acked_seq then means committed on a majority and
+ * written here). Open the store with STORE_SYNC_NEVER and no journal: the
+ * Raft log is the durable copy. */
+
+/* Main thread, before store_start: switches s to cluster mode; node_id is
+ * written into every entry as its origin. */
+void store_cluster_mode(Store *s, uint16_t node_id, StoreProposeFn propose,
+                        void *arg);
+
+/* Raft thread: applies committed entry index (raftnode's apply); ours:
+ * proposed by this node in this run. Returns 0, or -1 (the store failed:
+ * the node must stop). */
+int store_raft_apply(Store *s, uint64_t index, const void *data, size_t len,
+                     int ours);
+
+/* Raft thread: every shard holds (synced) every entry up to index, as a
+ * snapshot at index needs. Returns 0 or -1 (failed). */
+int store_raft_snapshot(Store *s, uint64_t index);
+
+/* Raft thread (or before it starts): every entry up to this index is in
+ * every shard (the lowest raft_applied). */
+uint64_t store_raft_applied(const Store *s);
+
+/* Any thread: the number of shards. */
+int store_shards(const Store *s);
+
+/* Any thread: writes every shard's state to fd (a blocking socket) as the
+ * snapshot stream of store_ship.h (PROTOCOL.md 11.6), each shard read
+ * through one RocksDB snapshot, in bounded memory. Returns 0, or -1 with a
+ * message in err. */
+int store_ship_send(Store *s, int fd, char *err, size_t errcap);
+
+/* Raft thread (restore; nothing else writes the shards then): replaces
+ * every shard's state with the stream read from fd (store_ship.h).
+ * Returns 0, or -1 with a message in err (a shard cut short keeps its
+ * "restoring" mark: store_raft_applied then says 0). */
+int store_ship_recv(Store *s, int fd, char *err, size_t errcap);
+
 /* Stops the mutation thread after it has written (and synced, in any mode)
  * everything handed over, closes the shards and releases the directory
  * lock. Frees s. Returns -1 if a final write or sync failed. */

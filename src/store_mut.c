@@ -3,8 +3,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store_enc.h"
+#include "store_raft.h"
 #include "store_util.h"
 
 void
@@ -26,6 +28,8 @@ void
 mut_destroy(StoreMut *m)
 {
     sbatch_destroy(&m->sb);
+    free(m->ebuf);
+    m->ebuf = NULL;
     free(m->iov);
     m->iov = NULL;
     pend_destroy(&m->pend, m->ho);
@@ -257,6 +261,66 @@ mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *seq, size_t *bytes)
     return n;
 }
 
+/* Cluster mode: proposes the entry built in ebuf, with publish seq pseq;
+ * waits while the Raft node's queue is full (up to 10 s). A refused entry
+ * is dropped: its changes are never acknowledged (the loop leaves a
+ * leadership it lost, node.h). */
+static void
+mut_emit(StoreMut *m, uint64_t pseq)
+{
+    int rc;
+
+    if (!m->enrec) return;
+    sraft_entry_header(m->ebuf, m->elen, m->node_id, m->enrec, pseq);
+    for (int tries = 0;
+         (rc = m->propose(m->propose_arg, m->ebuf, m->elen)) == 1 &&
+         tries < 10000;
+         tries++)
+        usleep(1000);
+    if (rc != 0)
+        atomic_fetch_add_explicit(&m->ack->st_dropped, m->enrec,
+                                  memory_order_relaxed);
+    m->elen = SRAFT_HDR;
+    m->enrec = 0;
+}
+
+/* Cluster mode: the group's records become entries of at most
+ * STORE_RAFT_ENTRY_MAX bytes, cut only between two sequences (an entry
+ * publishes the last sequence it holds whole), each proposed. A record
+ * that fits in no entry stops the store (the loop caps job sizes so that
+ * none is). */
+static void
+mut_propose(StoreMut *m, const Chunk *chunks, uint64_t seq)
+{
+    uint64_t last = 0;
+    EncRec r;
+
+    if (!m->ebuf) {
+        m->ecap = STORE_RAFT_ENTRY_MAX;
+        m->ebuf = util_xrealloc(NULL, m->ecap);
+    }
+    m->elen = SRAFT_HDR;
+    m->enrec = 0;
+    for (const Chunk *c = chunks; c; c = c->next) {
+        for (size_t off = c->start; off < c->len;) {
+            size_t rl = enc_rec_get(c->p + off, &r);
+            if (rl > m->ecap - SRAFT_HDR) {
+                ack_fail(m->ack, "raft entry", -1,
+                         strdup("a record larger than a Raft entry"));
+                return;
+            }
+            if (m->elen + rl > m->ecap)
+                mut_emit(m, r.seq == last ? last - 1 : last);
+            memcpy(m->ebuf + m->elen, c->p + off, rl);
+            m->elen += rl;
+            m->enrec++;
+            last = r.seq;
+            off += rl;
+        }
+    }
+    mut_emit(m, seq);
+}
+
 /* Commits one group (all chunks taken at once) and publishes its last seq.
  * After a failure input is only dropped. Returns 1 if the chunks were
  * kept (the commit journal's window), 0 if the caller recycles them. */
@@ -279,6 +343,11 @@ mut_group(StoreMut *m, Chunk *chunks)
     }
     if (records && m->journal)
         return mut_commit_journal(m, chunks, records, bytes, seq);
+    if (m->propose) { /* cluster mode: published when applied (raft) */
+        if (records) mut_propose(m, chunks, seq);
+        handoff_done(m->ho, bytes);
+        return 0;
+    }
     if (records) {
         mut_apply_chunks(m, chunks);
         rc = mut_write_group(m, m->mode == STORE_SYNC_ALWAYS, m->group);

@@ -56,6 +56,14 @@ typedef struct StoreMut {
                               every group up to this */
     struct iovec *iov;     /* journal_append's pieces: [0] header, chunks */
     int iov_cap;
+    /* cluster mode (store_raft.h): each group is proposed as Raft entries
+     * instead of written; NULL: standalone */
+    StoreProposeFn propose;
+    void *propose_arg;
+    uint16_t node_id;    /* the entries' origin */
+    unsigned char *ebuf; /* the entry being built */
+    size_t elen, ecap;   /* its bytes, its capacity */
+    uint32_t enrec;      /* its records */
     pthread_t thread;
     int started;
 } StoreMut;

@@ -84,6 +84,18 @@ typedef struct StoreIO {
     void *ctx;
 } StoreIO;
 
+/* Cluster mode: hands one Raft entry (entry[0..len), borrowed for the call)
+ * to the Raft node (raftnode_propose). Returns 0 if it was taken, 1 if the
+ * node's queue is full (try again soon), -1 if it refused (this node does
+ * not lead, or stopped: the entry is dropped and never acknowledged). Called
+ * on the mutation thread. */
+typedef int (*StoreProposeFn)(void *arg, const void *entry, size_t len);
+
+/* Largest Raft entry the store proposes, bytes: raftnode's
+ * RAFTNODE_ENTRY_MAX (checked where the two meet). A job record must fit
+ * in one: cluster mode caps the job size below it. */
+#define STORE_RAFT_ENTRY_MAX (4u << 20)
+
 typedef struct StoreConfig {
     const char *dir; /* data directory; created if missing */
     int nshards;     /* 1..STORE_SHARDS_MAX, or 0: the count recorded in

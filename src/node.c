@@ -1,0 +1,576 @@
+/* node.c - cluster mode on the loop side (see node.h). */
+#include "node.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "prefetch.h"
+#include "proxy.h"
+#include "queue.h"
+#include "raftnode.h"
+#include "store.h"
+
+_Static_assert(STORE_RAFT_ENTRY_MAX <= RAFTNODE_ENTRY_MAX,
+               "a store entry must fit in a Raft entry");
+
+/* The snapshot manifest (Raft snapshots carry only this; raftnode prefixes
+ * its index): u32 magic "RSM1", u32 version 1, u64 index, u32 shards, u32
+ * the node that took it. Little-endian. */
+#define MANIFEST_MAGIC 0x314d5352u
+#define MANIFEST_LEN 24
+/* How long a node that needs the state out of band keeps trying its peers
+ * (seconds) before it gives up (the Raft node fails; a restart retries). */
+#define FETCH_TRY_S 120
+
+struct Node {
+    ClusterConfig cfg;
+    RaftNode *raft;
+    Store *store; /* borrowed: the Server's */
+    struct ev_loop *loop;
+    ev_async async_w; /* the raft thread's "status changed" */
+    ProxySet proxies;
+    uint64_t proxied_leader; /* the leader the relays go to */
+    int serving;
+    int port; /* this node's client port (-p) */
+    char *const *argv;
+    pthread_mutex_t raft_mu; /* orders propose against node_close */
+    _Atomic int shipping;    /* snapshot senders running */
+    int parked[NODE_PARK_MAX];
+    int64_t parked_at[NODE_PARK_MAX]; /* monotonic ns */
+    int nparked;
+};
+
+/* ---- raft thread ---- */
+
+static int
+cb_apply(void *arg, uint64_t index, const void *data, size_t len, uint64_t seq)
+{
+    Node *n = arg;
+    return store_raft_apply(n->store, index, data, len, seq != 0);
+}
+
+static void
+put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t
+get_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static int
+cb_snapshot(void *arg, uint64_t index, void **buf, size_t *len)
+{
+    Node *n = arg;
+    unsigned char *m;
+
+    if (store_raft_snapshot(n->store, index) < 0 || !(m = malloc(MANIFEST_LEN)))
+        return -1;
+    put_u32(m, MANIFEST_MAGIC);
+    put_u32(m + 4, 1);
+    put_u32(m + 8, (uint32_t)index);
+    put_u32(m + 12, (uint32_t)(index >> 32));
+    put_u32(m + 16, (uint32_t)store_shards(n->store));
+    put_u32(m + 20, (uint32_t)n->cfg.self_id);
+    *buf = m;
+    *len = MANIFEST_LEN;
+    return 0;
+}
+
+/* Connects to addr within 2 s and asks for the state; returns the socket
+ * (blocking, 30 s timeouts) once the peer answered SNAPSHOT with an
+ * applied index of at least want, else -1. */
+static int
+fetch_open(const struct sockaddr_in *addr, uint64_t want)
+{
+    struct timeval tv = {30, 0};
+    char line[64];
+    size_t got = 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) return -1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) < 0 ||
+        send(fd, "rockstalk-snapshot\r\n", 20, MSG_NOSIGNAL) != 20)
+        goto fail;
+    while (got < sizeof line - 1) { /* the reply line, byte by byte */
+        ssize_t r = recv(fd, line + got, 1, 0);
+        if (r <= 0) goto fail;
+        if (line[got++] == '\n') break;
+    }
+    line[got] = '\0';
+    unsigned long long applied;
+    if (sscanf(line, "SNAPSHOT %llu\r\n", &applied) != 1 || applied < want)
+        goto fail;
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* The client address of voter k. */
+static void
+peer_addr(const Node *n, int k, struct sockaddr_in *a)
+{
+    char host[CLUSTER_ADDR_MAX];
+    const ClusterPeer *p = &n->cfg.voters[k];
+
+    snprintf(host, sizeof host, "%s", p->addr);
+    *strrchr(host, ':') = '\0';
+    memset(a, 0, sizeof *a);
+    a->sin_family = AF_INET;
+    inet_pton(AF_INET, host, &a->sin_addr);
+    a->sin_port =
+        htons((uint16_t)(p->client_port ? p->client_port : (unsigned)n->port));
+}
+
+/* Fetches the state as of index or later from a peer, into the shards.
+ * Returns 0, or -1 after FETCH_TRY_S seconds of failures. */
+static int
+fetch_state(Node *n, uint64_t index)
+{
+    char err[256];
+    int64_t end = mono_ns() + (int64_t)FETCH_TRY_S * NS_PER_SEC;
+
+    while (mono_ns() < end) {
+        for (int k = 0; k < n->cfg.n; k++) {
+            struct sockaddr_in a;
+            if (n->cfg.voters[k].id == n->cfg.self_id) continue;
+            peer_addr(n, k, &a);
+            int fd = fetch_open(&a, index);
+            if (fd < 0) continue;
+            int rc = store_ship_recv(n->store, fd, err, sizeof err);
+            close(fd);
+            if (rc == 0 && store_raft_applied(n->store) >= index) return 0;
+        }
+        usleep(200000);
+    }
+    return -1;
+}
+
+static int
+cb_restore(void *arg, uint64_t index, const void *buf, size_t len)
+{
+    Node *n = arg;
+    const unsigned char *m = buf;
+
+    if (len != MANIFEST_LEN || get_u32(m) != MANIFEST_MAGIC ||
+        get_u32(m + 4) != 1 ||
+        get_u32(m + 16) != (uint32_t)store_shards(n->store))
+        return -1;
+    if (store_raft_applied(n->store) >= index) return 0; /* already here */
+    return fetch_state(n, index);
+}
+
+static void
+cb_notify(void *arg)
+{
+    Node *n = arg;
+    ev_async_send(n->loop, &n->async_w); /* thread-safe (ev(3) ev_async) */
+}
+
+static void
+async_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+    (void)loop, (void)w, (void)revents; /* the prepare watcher does the work */
+}
+
+/* Mutation thread: StoreProposeFn over raftnode_propose. */
+static int
+propose(void *arg, const void *entry, size_t len)
+{
+    Node *n = arg;
+    uint64_t seq;
+    int rc = RAFTNODE_ESTOPPED;
+
+    pthread_mutex_lock(&n->raft_mu);
+    if (n->raft) rc = raftnode_propose(n->raft, entry, len, &seq);
+    pthread_mutex_unlock(&n->raft_mu);
+    if (rc == RAFTNODE_OK) return 0;
+    return rc == RAFTNODE_EFULL ? 1 : -1;
+}
+
+/* ---- main thread: start and stop ---- */
+
+/* Tuning for tests (a smaller snapshot threshold makes a log drop early):
+ * ROCKSTALKD_RAFT_THRESHOLD and ROCKSTALKD_RAFT_TRAILING, entries. */
+static unsigned
+env_uint(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? (unsigned)strtoul(v, NULL, 10) : 0;
+}
+
+int
+node_standalone_dir(const char *dir, char *err, size_t errcap)
+{
+    char path[4096];
+
+    snprintf(path, sizeof path, "%s/%s", dir, CLUSTER_FILE);
+    if (access(path, F_OK) == 0)
+        return cluster_errf(err, errcap,
+                            "%s belongs to a cluster node (%s): start it "
+                            "with --cluster and --node-id",
+                            dir, path);
+    return 0;
+}
+
+int
+node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
+             size_t errcap)
+{
+    char path[4096];
+    Node *n;
+    const uint16_t one = 1;
+
+    if (*(const unsigned char *)&one != 1)
+        return cluster_errf(err, errcap,
+                            "cluster mode needs a little-endian host");
+    snprintf(path, sizeof path, "%s/FORMAT", s->cfg.dir);
+    if (access(path, F_OK) == 0 &&
+        snprintf(path, sizeof path, "%s/%s", s->cfg.dir, CLUSTER_FILE) > 0 &&
+        access(path, F_OK) != 0)
+        return cluster_errf(err, errcap,
+                            "%s is a standalone data directory; a cluster "
+                            "node needs a directory of its own",
+                            s->cfg.dir);
+    if (cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0) return -1;
+    if (!(n = calloc(1, sizeof *n)))
+        return cluster_errf(err, errcap, "out of memory");
+    n->cfg = *cc;
+    n->loop = s->loop;
+    n->argv = argv;
+    n->port = s->cfg.port;
+    pthread_mutex_init(&n->raft_mu, NULL);
+    proxy_set_init(&n->proxies, s->loop);
+    ev_async_init(&n->async_w, async_cb);
+    ev_async_start(s->loop, &n->async_w);
+    s->node = n;
+    return 0;
+}
+
+int
+node_start(Server *s, char *err, size_t errcap)
+{
+    Node *n = s->node;
+    char dir[4096];
+    RaftNodeOptions opt = {
+        .snapshot_threshold = env_uint("ROCKSTALKD_RAFT_THRESHOLD"),
+        .snapshot_trailing = env_uint("ROCKSTALKD_RAFT_TRAILING"),
+    };
+    RaftNodeCallbacks cb = {.arg = n,
+                            .apply = cb_apply,
+                            .snapshot = cb_snapshot,
+                            .restore = cb_restore,
+                            .notify = cb_notify};
+    RaftNode *r;
+
+    n->store = s->store;
+    store_cluster_mode(s->store, (uint16_t)n->cfg.self_id, propose, n);
+    if (store_start(s->store, err, errcap) < 0) return -1;
+    snprintf(dir, sizeof dir, "%s/%s", s->cfg.dir, CLUSTER_RAFT_SUBDIR);
+    if (raftnode_start(&n->cfg, dir, &opt, &cb, &r, err, errcap) < 0) return -1;
+    pthread_mutex_lock(&n->raft_mu);
+    n->raft = r;
+    pthread_mutex_unlock(&n->raft_mu);
+    log_msg(0, "cluster: node %llu of %d, Raft log in %s",
+            (unsigned long long)n->cfg.self_id, n->cfg.n, dir);
+    return 0;
+}
+
+/* Stops the Raft node (no proposal reaches it afterwards) and waits for
+ * the snapshot senders, which read the store. */
+static void
+stop_raft(Node *n)
+{
+    pthread_mutex_lock(&n->raft_mu);
+    RaftNode *r = n->raft;
+    n->raft = NULL;
+    pthread_mutex_unlock(&n->raft_mu);
+    raftnode_stop(r);
+    while (atomic_load(&n->shipping) > 0)
+        usleep(10000);
+}
+
+void
+node_close(Server *s)
+{
+    Node *n = s->node;
+
+    if (!n) return;
+    stop_raft(n);
+    proxy_close_all(&n->proxies);
+    for (int i = 0; i < n->nparked; i++)
+        close(n->parked[i]);
+    n->nparked = 0;
+}
+
+void
+node_free(Server *s)
+{
+    Node *n = s->node;
+
+    if (!n) return;
+    ev_async_stop(s->loop, &n->async_w);
+    proxy_set_free(&n->proxies);
+    pthread_mutex_destroy(&n->raft_mu);
+    free(n);
+    s->node = NULL;
+}
+
+/* ---- loop thread ---- */
+
+static void
+relay(Node *n, int fd, uint64_t leader)
+{
+    struct sockaddr_in a;
+    int k = cluster_find(&n->cfg, leader);
+
+    if (k < 0) {
+        close(fd);
+        return;
+    }
+    peer_addr(n, k, &a);
+    proxy_start(&n->proxies, fd, &a);
+}
+
+int
+node_accept(Server *s, int fd)
+{
+    Node *n = s->node;
+    RaftNodeStatus st;
+
+    if (!n || n->serving) return 0;
+    raftnode_status(n->raft, &st);
+    if (st.leader_id && st.leader_id != n->cfg.self_id &&
+        st.leader_id == n->proxied_leader) {
+        relay(n, fd, st.leader_id);
+        return 1;
+    }
+    if (n->nparked == NODE_PARK_MAX) {
+        close(fd);
+        return 1;
+    }
+    n->parked_at[n->nparked] = mono_ns();
+    n->parked[n->nparked++] = fd;
+    return 1;
+}
+
+/* Leading and ready: loads the queue from the shards (as a restart does)
+ * and serves; waiting connections become clients. */
+static void
+promote(Server *s, const RaftNodeStatus *st)
+{
+    Node *n = s->node;
+    uint64_t next_id = 1;
+    char err[512];
+    int64_t t0 = mono_ns();
+
+    proxy_close_all(&n->proxies);
+    n->proxied_leader = n->cfg.self_id;
+    if (store_recover(s->store, queue_recover_job, s, &next_id, err,
+                      sizeof err) < 0) {
+        log_msg(0, "cluster: loading the queue: %s", err);
+        _exit(2);
+    }
+    if (next_id > s->next_id) s->next_id = next_id;
+    n->serving = 1;
+    log_msg(0,
+            "cluster: leader in term %llu; serving %zu jobs, loaded in "
+            "%.3f s (next id %llu)",
+            (unsigned long long)st->term, s->jobs.len,
+            (double)(mono_ns() - t0) / 1e9, (unsigned long long)s->next_id);
+    for (int i = 0; i < n->nparked; i++)
+        conn_new(s, n->parked[i]);
+    n->nparked = 0;
+}
+
+/* Starts this program again in this process (see node.h, stepping down),
+ * the listening socket handed over as systemd does (net_inherited). */
+static void
+reexec(Server *s)
+{
+    char pid[24];
+
+    if ((s->listen_fd != 3 && dup2(s->listen_fd, 3) < 0) ||
+        fcntl(3, F_SETFD, 0) < 0) {
+        log_msg(0, "cluster: cannot keep the listening socket: %s",
+                strerror(errno));
+        _exit(1);
+    }
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    setenv("LISTEN_PID", pid, 1);
+    setenv("LISTEN_FDS", "1", 1);
+    execv("/proc/self/exe", s->node->argv);
+    log_msg(0, "cluster: execv: %s", strerror(errno));
+    _exit(1);
+}
+
+static void
+step_down(Server *s, const RaftNodeStatus *st)
+{
+    char err[512];
+
+    log_msg(0,
+            "cluster: no longer the leader (%s in term %llu): restarting "
+            "as a follower",
+            raftnode_role_name(st->role), (unsigned long long)st->term);
+    stop_raft(s->node);
+    if (s->metrics) metrics_stop(s->metrics);
+    s->metrics = NULL;
+    prefetch_stop(s->bodies.reader);
+    s->bodies.reader = NULL;
+    if (store_close(s->store, err, sizeof err) < 0)
+        log_msg(0, "closing the store: %s", err);
+    s->store = NULL;
+    reexec(s);
+}
+
+/* Not serving: relays the waiting connections once a leader is known,
+ * closes those that waited too long. */
+static void
+unpark(Node *n, const RaftNodeStatus *st)
+{
+    int64_t old = mono_ns() - (int64_t)NODE_PARK_S * NS_PER_SEC;
+    int k = 0;
+    int lead = st->leader_id && st->leader_id != n->cfg.self_id;
+
+    for (int i = 0; i < n->nparked; i++) {
+        if (lead)
+            relay(n, n->parked[i], st->leader_id);
+        else if (n->parked_at[i] < old)
+            close(n->parked[i]);
+        else {
+            n->parked_at[k] = n->parked_at[i];
+            n->parked[k++] = n->parked[i];
+        }
+    }
+    n->nparked = k;
+}
+
+void
+node_step(Server *s)
+{
+    Node *n = s->node;
+    RaftNodeStatus st;
+
+    if (!n || !n->raft) return;
+    raftnode_status(n->raft, &st);
+    if (st.failed) {
+        log_msg(0, "cluster: the Raft node failed: %s",
+                raftnode_error(n->raft));
+        _exit(2);
+    }
+    if (n->serving) {
+        if (st.role != RAFTNODE_LEADER && !s->stopping) step_down(s, &st);
+        return;
+    }
+    if (st.role == RAFTNODE_LEADER && st.ready) {
+        promote(s, &st);
+        return;
+    }
+    if (st.leader_id != n->proxied_leader) {
+        if (n->proxies.count)
+            log_msg(1, "cluster: leader %llu -> %llu: closing %zu relays",
+                    (unsigned long long)n->proxied_leader,
+                    (unsigned long long)st.leader_id, n->proxies.count);
+        proxy_close_all(&n->proxies);
+        n->proxied_leader = st.leader_id;
+    }
+    if (n->nparked) unpark(n, &st);
+}
+
+void
+node_stats(const Server *s, NodeStats *out)
+{
+    const Node *n = s->node;
+    RaftNodeStatus st;
+
+    memset(out, 0, sizeof *out);
+    out->role = "standalone";
+    if (!n || !n->raft) return;
+    raftnode_status(n->raft, &st);
+    out->role = st.role == RAFTNODE_LEADER      ? "leader"
+                : st.role == RAFTNODE_CANDIDATE ? "candidate"
+                                                : "follower";
+    out->leader = st.leader_id;
+    out->term = st.term;
+    out->commit_index = st.commit_index;
+    out->relayed = n->proxies.count;
+}
+
+/* A snapshot sender's work. */
+typedef struct Ship {
+    Node *n;
+    int fd;
+    uint64_t applied;
+} Ship;
+
+static void *
+ship_main(void *arg)
+{
+    Ship *sp = arg;
+    char line[48], err[256];
+    int len = snprintf(line, sizeof line, "SNAPSHOT %llu\r\n",
+                       (unsigned long long)sp->applied);
+
+    fcntl(sp->fd, F_SETFL, fcntl(sp->fd, F_GETFL) & ~O_NONBLOCK);
+    if (send(sp->fd, line, (size_t)len, MSG_NOSIGNAL) == len &&
+        store_ship_send(sp->n->store, sp->fd, err, sizeof err) < 0)
+        log_msg(1, "cluster: sending a snapshot: %s", err);
+    close(sp->fd);
+    atomic_fetch_sub(&sp->n->shipping, 1);
+    free(sp);
+    return NULL;
+}
+
+void
+node_snapshot_serve(Conn *c)
+{
+    Server *s = c->srv;
+    Node *n = s->node;
+    RaftNodeStatus st;
+    pthread_t t;
+    Ship *sp;
+
+    if (!n || !n->serving || !n->raft) {
+        conn_reply(c, "UNKNOWN_COMMAND\r\n", 17);
+        return;
+    }
+    raftnode_status(n->raft, &st);
+    if (!(sp = malloc(sizeof *sp)) || (sp->fd = dup(c->fd)) < 0) {
+        free(sp);
+        conn_close(c);
+        return;
+    }
+    conn_close(c);
+    sp->n = n;
+    sp->applied = st.applied;
+    atomic_fetch_add(&n->shipping, 1);
+    if (pthread_create(&t, NULL, ship_main, sp) != 0) {
+        atomic_fetch_sub(&n->shipping, 1);
+        close(sp->fd);
+        free(sp);
+        return;
+    }
+    pthread_detach(t);
+}

@@ -1,0 +1,109 @@
+/* node.h - cluster mode on the loop side (issue 15; protocol/PROTOCOL.md
+ * section 12): this process as one voter of a Raft cluster (raftnode.h),
+ * its store in cluster mode (store.h), and where its clients go.
+ *
+ *   serving    only the leader serves, once its barrier is applied
+ *              (RaftNodeStatus.ready): it then loads its in-memory queue
+ *              from its shards (as at a restart: reservations return to
+ *              ready) and runs every command; each change is a Raft entry,
+ *              and a reply leaves once its entry is committed on a
+ *              majority and applied here (store_acked_seq).
+ *   forwarding a node that does not serve relays each client connection it
+ *              accepts, byte for byte, to the leader's client port
+ *              (proxy.h), so a client on a follower speaks the same
+ *              protocol; relayed connections close when the leader
+ *              changes. With no leader known, accepted connections wait
+ *              (up to NODE_PARK_S seconds, NODE_PARK_MAX of them).
+ *   stepping down  a serving node that stops leading restarts itself
+ *              (execv of /proc/self/exe with the same arguments, the
+ *              listening socket inherited as under systemd): its memory
+ *              may hold changes that never committed, and its clients'
+ *              connections cannot be carried over; it comes back as a
+ *              follower from its shards and the Raft log.
+ *   snapshots  Raft snapshots are small manifests; a node that fell behind
+ *              the leader's log, or lost its directory, fetches the state
+ *              out of band from a peer's client port (rockstalk-snapshot,
+ *              store_ship.h), bounded in memory.
+ *
+ * Threads: node_open and node_close on the main thread; node_accept,
+ * node_step, node_stats and node_snapshot_serve on the loop thread; the
+ * raft callbacks on the raft thread; a snapshot is sent on a thread of its
+ * own. Errors: node_open returns -1 with a message in err; failures later
+ * (the Raft node or the store) stop the process (fail-stop, exit 2).
+ */
+#ifndef ROCKSTALK_NODE_H
+#define ROCKSTALK_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster.h"
+#include "conn.h"
+#include "state.h"
+
+typedef struct Node Node; /* in Server.node */
+
+/* Accepted connections that may wait for a leader, and for how long
+ * (seconds) before they are closed. */
+#define NODE_PARK_MAX 1024
+#define NODE_PARK_S 10
+
+/* Main thread, before the store opens: binds the data directory to this
+ * node (cluster_identity_check; a standalone directory, one with FORMAT
+ * but no CLUSTER, is refused) and sets up s->node. argv: the process's
+ * arguments, kept for stepping down. Returns 0, or -1 with a message in
+ * err. */
+int node_prepare(Server *s, const ClusterConfig *cc, char *const *argv,
+                 char *err, size_t errcap);
+
+/* Main thread, standalone: refuses (-1, message in err) a data directory
+ * bound to a cluster node (it has a CLUSTER file). */
+int node_standalone_dir(const char *dir, char *err, size_t errcap);
+
+/* Main thread, once the store is open (with STORE_SYNC_NEVER and no
+ * journal): puts it in cluster mode, starts the mutation thread and the
+ * Raft node (its log in DIR/raft; a fresh log is bootstrapped with the
+ * static configuration). The queue stays empty until this node leads.
+ * Returns 0, or -1 with a message in err. */
+int node_start(Server *s, char *err, size_t errcap);
+
+/* Loop thread: an accepted client socket (fd, non-blocking). Returns 0 if
+ * this node serves (the caller makes it a Conn), 1 if the node took it
+ * (relayed to the leader, or waiting for one). */
+int node_accept(Server *s, int fd);
+
+/* Loop thread, each iteration (prepare): stops the process on a Raft or
+ * store failure, starts serving once leading and ready, steps down once
+ * no longer leading, relays or closes waiting connections, closes the
+ * relayed ones when the leader changes. */
+void node_step(Server *s);
+
+/* What stats shows of the cluster (PROTOCOL.md 12). role: "leader",
+ * "follower", "candidate" or "standalone" (also before the Raft node
+ * runs). */
+typedef struct NodeStats {
+    const char *role;
+    uint64_t leader; /* the leader's node id, 0 if none known */
+    uint64_t term, commit_index;
+    size_t relayed; /* connections relayed to the leader now */
+} NodeStats;
+
+/* Loop thread: s's cluster status (standalone when s has no node). */
+void node_stats(const Server *s, NodeStats *out);
+
+/* Loop thread, the rockstalk-snapshot command on a serving node: takes c's
+ * socket out of the loop (c is closed) and streams every shard on it from a
+ * thread of its own: "SNAPSHOT <applied>\r\n" and the stream of
+ * store_ship.h. On a standalone server: UNKNOWN_COMMAND. */
+void node_snapshot_serve(Conn *c);
+
+/* Main thread, at shutdown before the store closes: stops the Raft node
+ * (proposals are refused from then on), waits for snapshot senders and
+ * closes relayed and waiting connections. No node is fine. */
+void node_close(Server *s);
+
+/* Main thread, after the store closed (the mutation thread, which
+ * proposes through the node, is gone): frees s->node. */
+void node_free(Server *s);
+
+#endif

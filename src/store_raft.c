@@ -1,0 +1,164 @@
+/* store_raft.c - Raft entries and their applier (see store_raft.h). */
+#include "store_raft.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_enc.h"
+#include "store_util.h"
+
+void
+sraft_init(StoreRaft *r, StoreShard *shard, int nshards, const StoreIO *io,
+           StoreAck *ack)
+{
+    sbatch_init(&r->sb, shard, nshards);
+    r->io = io;
+    r->ack = ack;
+}
+
+void
+sraft_destroy(StoreRaft *r)
+{
+    sbatch_destroy(&r->sb);
+}
+
+void
+sraft_entry_header(unsigned char *p, size_t len, uint16_t origin, uint32_t nrec,
+                   uint64_t publish_seq)
+{
+    enc_put_u32le(p, SRAFT_MAGIC);
+    p[4] = SRAFT_VERSION & 0xff;
+    p[5] = SRAFT_VERSION >> 8;
+    p[6] = origin & 0xff;
+    p[7] = (unsigned char)(origin >> 8);
+    enc_put_u32le(p + 8, nrec);
+    enc_put_u32le(p + 12, (uint32_t)(len - SRAFT_HDR));
+    enc_put_u64le(p + 16, publish_seq);
+}
+
+/* The entry's length without libraft's padding (its log pads an entry's
+ * data to 8 bytes): its header's, or 0 if p[0..len) is not an entry
+ * header and exactly nrec well-formed records. */
+static size_t
+entry_len(const unsigned char *p, size_t len)
+{
+    if (len < SRAFT_HDR || enc_get_u32le(p) != SRAFT_MAGIC ||
+        (p[4] | p[5] << 8) != SRAFT_VERSION ||
+        enc_get_u32le(p + 12) > len - SRAFT_HDR ||
+        len - SRAFT_HDR - enc_get_u32le(p + 12) >= 8)
+        return 0;
+    len = SRAFT_HDR + enc_get_u32le(p + 12);
+    uint32_t nrec = enc_get_u32le(p + 8), n = 0;
+    size_t off = SRAFT_HDR;
+    while (off < len) {
+        EncRec rec;
+        if (len - off < ENC_REC_HDR) return 0;
+        size_t rl = enc_rec_get(p + off, &rec);
+        if (rec.op < ENC_OP_PUT || rec.op > ENC_OP_DELETE || rec.id == 0 ||
+            rl > len - off)
+            return 0;
+        off += rl;
+        n++;
+    }
+    return n == nrec ? len : 0;
+}
+
+/* Writes shard i's batch unsynced. Returns 0, or -1 after ack_fail. */
+static int
+write_shard(StoreRaft *r, int i)
+{
+    char *msg = NULL;
+    size_t size = 0;
+
+    rocksdb_writebatch_data(r->sb.batch[i], &size);
+    if (r->io->write(r->io->ctx, r->sb.shard[i].db, r->sb.batch[i], 0, &msg) <
+        0) {
+        ack_fail(r->ack, "raft apply to", i, msg);
+        return -1;
+    }
+    atomic_fetch_add_explicit(&r->ack->st_bytes, size, memory_order_relaxed);
+    return 0;
+}
+
+/* Writes every touched batch with its marks; clears them all. */
+static int
+write_touched(StoreRaft *r, uint64_t index)
+{
+    int rc = 0;
+
+    for (int i = 0; i < r->sb.nshards; i++) {
+        if (!r->sb.touched[i]) continue;
+        sbatch_put_u64(&r->sb, i, "raft_applied", index);
+        sbatch_put_hwm(&r->sb, i);
+        if (rc == 0 && (rc = write_shard(r, i)) == 0)
+            r->sb.shard[i].raft_applied = index;
+    }
+    sbatch_clear(&r->sb);
+    return rc;
+}
+
+int
+sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
+            int ours)
+{
+    const unsigned char *p = data;
+    uint64_t seq, nrec = 0;
+
+    if (ack_is_failed(r->ack)) return -1;
+    if (!(len = entry_len(p, len))) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "entry %llu is not a rockstalk entry",
+                 (unsigned long long)index);
+        ack_fail(r->ack, "raft log", -1, strdup(msg));
+        return -1;
+    }
+    for (size_t off = SRAFT_HDR; off < len; nrec++) {
+        EncRec rec;
+        size_t rl = enc_rec_get(p + off, &rec);
+        int i = store_shard_of(rec.id, r->sb.nshards);
+        if (index > r->sb.shard[i].raft_applied)
+            sbatch_add(&r->sb, p + off, &seq);
+        off += rl;
+    }
+    if (write_touched(r, index) < 0) return -1;
+    r->entries++;
+    atomic_fetch_add_explicit(&r->ack->st_records, nrec, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->ack->st_groups, 1, memory_order_relaxed);
+    if (ours) {
+        seq = enc_get_u64le(p + 16);
+        ack_applied(r->ack, seq);
+        ack_publish(r->ack, seq, 1);
+    }
+    return 0;
+}
+
+int
+sraft_mark(StoreRaft *r, uint64_t index)
+{
+    char *msg = NULL;
+
+    for (int i = 0; i < r->sb.nshards; i++) {
+        if (r->sb.shard[i].raft_applied < index) r->sb.touched[i] = 1;
+    }
+    if (write_touched(r, index) < 0) return -1;
+    for (int i = 0; i < r->sb.nshards; i++) {
+        if (r->io->sync(r->io->ctx, r->sb.shard[i].db, &msg) < 0) {
+            ack_fail(r->ack, "raft snapshot sync of", i, msg);
+            return -1;
+        }
+        ack_stat_sync(r->ack, 0);
+    }
+    return 0;
+}
+
+uint64_t
+sraft_applied(const StoreRaft *r)
+{
+    uint64_t low = UINT64_MAX;
+
+    for (int i = 0; i < r->sb.nshards; i++)
+        if (r->sb.shard[i].raft_applied < low)
+            low = r->sb.shard[i].raft_applied;
+    return low == UINT64_MAX ? 0 : low;
+}

@@ -1,0 +1,82 @@
+/* store_raft.h - the store in cluster mode (issue 15; PROTOCOL.md 12): the
+ * Raft entry that carries a group of mutation records, and the raft
+ * thread's applier, which writes every committed entry to the shards.
+ *
+ * In cluster mode the mutation thread writes nothing to RocksDB: it turns
+ * each group into one entry or more (sraft_entry_*; at most
+ * RAFTNODE_ENTRY_MAX bytes each) and proposes them. libraft fsyncs the log
+ * on a majority before an entry commits, so the log is the durable copy;
+ * the applier writes committed entries with the WAL unsynced, each shard
+ * marked with "raft_applied" = the entry's index in the same batch, and
+ * skips what a shard already holds (libraft replays the log after the last
+ * snapshot at every start). Before a snapshot lets libraft drop the log
+ * behind index, sraft_mark writes raft_applied = index to every shard and
+ * syncs every WAL.
+ *
+ * Entry, little-endian: u32 magic "RSE1", u16 version (1), u16 origin node
+ * id, u32 record count, u32 bytes of records (libraft's log may pad the
+ * entry with up to 7 zero bytes), u64 publish seq (the proposer's loop
+ * sequence that is acknowledged once the entry is applied: every record of
+ * that sequence or below is in this or an earlier entry), then the records
+ * in store_enc.h's format (its native byte order; cluster mode runs on
+ * little-endian hosts only, where that is little-endian).
+ *
+ * Threads: sraft_entry_* on the mutation thread; sraft_apply and
+ * sraft_mark on the raft thread (the only RocksDB writer in cluster
+ * mode). Calls: store_batch, store_ack, store_shard, store_enc,
+ * store_util. Errors: -1 after ack_fail (fail-stop), nothing printed.
+ */
+#ifndef ROCKSTALK_STORE_RAFT_H
+#define ROCKSTALK_STORE_RAFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store_ack.h"
+#include "store_batch.h"
+#include "store_types.h"
+
+#define SRAFT_MAGIC 0x31455352u /* "RSE1" little-endian */
+#define SRAFT_VERSION 1
+#define SRAFT_HDR 24 /* bytes of the entry header */
+
+/* The raft thread's applier; lives in the Store. */
+typedef struct StoreRaft {
+    ShardBatches sb;
+    const StoreIO *io; /* borrowed */
+    StoreAck *ack;     /* borrowed */
+    uint64_t entries;  /* entries applied (counter for stats) */
+} StoreRaft;
+
+/* Initialises r over the store's shards and parts (borrowed). */
+void sraft_init(StoreRaft *r, StoreShard *shard, int nshards, const StoreIO *io,
+                StoreAck *ack);
+void sraft_destroy(StoreRaft *r);
+
+/* Mutation thread: writes the header of the entry p[0..len) into its
+ * first SRAFT_HDR bytes. */
+void sraft_entry_header(unsigned char *p, size_t len, uint16_t origin,
+                        uint32_t nrec, uint64_t publish_seq);
+
+/* Raft thread: applies the committed entry index (data[0..len)): checks
+ * its header and that its records fill it exactly (else -1: a corrupt or
+ * foreign entry stops the node), writes the records of every shard whose
+ * raft_applied is below index, marked with raft_applied = index (and
+ * next_id where a put raised it), unsynced. ours: this node proposed it in
+ * this run (raftnode's proposal number is nonzero); then its publish seq
+ * is acknowledged (ack_applied, ack_publish). Returns 0, or -1 after
+ * ack_fail. */
+int sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
+                int ours);
+
+/* Raft thread, for a snapshot at index (every entry up to it applied):
+ * writes raft_applied = index to every shard below it and syncs every
+ * shard's WAL, so the shards hold everything the log may drop. Returns 0,
+ * or -1 after ack_fail. */
+int sraft_mark(StoreRaft *r, uint64_t index);
+
+/* The lowest raft_applied of all shards: every entry up to it is here.
+ * Raft thread (or before it starts). */
+uint64_t sraft_applied(const StoreRaft *r);
+
+#endif

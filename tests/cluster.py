@@ -1,0 +1,177 @@
+"""A 3-node rockstalkd cluster on loopback for the tests (issue 15).
+
+    c = Cluster(tmpdir, flags=[...], env={...})   # starts 3 nodes
+    c.wait_leader()                # -> leader's node id, once it serves
+    c.node(i)                      # -> Node (1-based): port, proc, dir, ...
+    c.follower()                   # -> a Node that is not the leader
+    c.stop()
+
+Each node's client port, Raft port and metrics port are free loopback
+ports; its log is DIR.log beside its data directory. A node's own view of
+the cluster (role, leader, term, commit index) comes from its --metrics
+endpoint (stats through a follower are the leader's: commands are relayed).
+"""
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+from replay import free_port, wait_listening
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROCKSTALKD = os.path.abspath(
+    os.path.join(ROOT, os.environ.get("ROCKSTALKD", "rockstalkd")))
+
+
+class Node:
+    """One member: id, host, port (client), raft_port, metrics_port, dir,
+    argv, proc, log."""
+
+    def __init__(self, cluster, nid, port, raft_port, metrics_port, d):
+        self.cluster, self.id, self.host = cluster, nid, "127.0.0.1"
+        self.port, self.raft_port, self.metrics_port = (port, raft_port,
+                                                        metrics_port)
+        self.dir = d
+        self.log = open(d + ".log", "ab")
+        self.proc = None
+        self.env = None
+
+    def argv(self):
+        return [ROCKSTALKD, "-l", "127.0.0.1", "-p", str(self.port),
+                "-b", self.dir, "--cluster", self.cluster.spec,
+                "--node-id", str(self.id),
+                "--metrics", "127.0.0.1:%d" % self.metrics_port
+                ] + self.cluster.flags
+
+    def start(self, wait=True):
+        env = dict(os.environ)
+        env.update(self.cluster.env)
+        self.proc = subprocess.Popen(self.argv(), stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=env)
+        if wait:
+            wait_listening(self.host, self.port, self.proc)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.alive():
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def connect(self, timeout=5.0):
+        s = socket.create_connection((self.host, self.port), timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def view(self):
+        """This node's own cluster status from its metrics endpoint:
+        {"role", "leader", "term", "commit"}; None if it does not answer."""
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        try:
+            text = urllib.request.urlopen(url, timeout=1).read().decode()
+        except OSError:
+            return None
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("rockstalk_cluster_role{"):
+                out["role"] = line.split('"')[1]
+            for key, name in (("leader", "rockstalk_cluster_leader "),
+                              ("term", "rockstalk_cluster_term "),
+                              ("commit", "rockstalk_cluster_commit_index ")):
+                if line.startswith(name):
+                    out[key] = int(line.split()[1])
+        return out if "role" in out else None
+
+
+class Cluster:
+    """Three (or five) rockstalkd nodes forming one Raft cluster."""
+
+    def __init__(self, base, flags=(), env=None, n=3, start=True):
+        self.flags, self.env = list(flags), dict(env or {})
+        self.nodes = []
+        ports = [(free_port(), free_port(), free_port()) for _ in range(n)]
+        self.spec = ",".join("%d@127.0.0.1:%d/%d" % (i + 1, rp, cp)
+                             for i, (cp, rp, mp) in enumerate(ports))
+        for i, (cp, rp, mp) in enumerate(ports):
+            d = os.path.join(str(base), "node%d" % (i + 1))
+            self.nodes.append(Node(self, i + 1, cp, rp, mp, d))
+        if start:
+            for nd in self.nodes:
+                nd.start(wait=False)
+            for nd in self.nodes:
+                wait_listening(nd.host, nd.port, nd.proc)
+
+    def node(self, nid):
+        return self.nodes[nid - 1]
+
+    def views(self):
+        return {nd.id: nd.view() for nd in self.nodes if nd.alive()}
+
+    def leader(self):
+        """The id of a live node that says it leads, or 0."""
+        for nid, v in self.views().items():
+            if v and v["role"] == "leader":
+                return nid
+        return 0
+
+    def wait_leader(self, timeout=15.0):
+        """Waits until a live node leads and serves a command; its id."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            nid = self.leader()
+            if nid and serves(self.node(nid)):
+                return nid
+            time.sleep(0.05)
+        raise AssertionError("no leader within %.0f s: %r" %
+                             (timeout, self.views()))
+
+    def follower(self):
+        lead = self.wait_leader()
+        return next(nd for nd in self.nodes if nd.id != lead and nd.alive())
+
+    def wait_caught_up(self, nid, timeout=15.0):
+        """Waits until node nid knows the leader's commit index."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            lead = self.leader()
+            lv = self.node(lead).view() if lead else None
+            v = self.node(nid).view()
+            if lv and v and v["commit"] >= lv["commit"] and \
+                    v["leader"] == lead:
+                return
+            time.sleep(0.05)
+        raise AssertionError("node %d did not catch up: %r" %
+                             (nid, self.views()))
+
+    def stop(self):
+        for nd in self.nodes:
+            if nd.proc is not None:
+                try:
+                    nd.proc.send_signal(signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            nd.stop()
+            nd.log.close()
+
+
+def serves(node, timeout=2.0):
+    """Whether node answers a command (stats) within timeout."""
+    try:
+        with node.connect(timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(b"list-tube-used\r\n")
+            return s.recv(64).startswith(b"USING")
+    except OSError:
+        return False
