@@ -158,9 +158,21 @@ fetch_state(Node *n, uint64_t index)
             peer_addr(n, k, &a);
             int fd = fetch_open(&a, index);
             if (fd < 0) continue;
+            int64_t t0 = mono_ns();
             int rc = store_ship_recv(n->store, fd, err, sizeof err);
             close(fd);
-            if (rc == 0 && store_raft_applied(n->store) >= index) return 0;
+            if (rc < 0)
+                log_msg(0, "cluster: state from node %llu: %s",
+                        (unsigned long long)n->cfg.voters[k].id, err);
+            if (rc == 0 && store_raft_applied(n->store) >= index) {
+                log_msg(0,
+                        "cluster: fetched the state as of entry %llu from "
+                        "node %llu in %.3f s",
+                        (unsigned long long)store_raft_applied(n->store),
+                        (unsigned long long)n->cfg.voters[k].id,
+                        (double)(mono_ns() - t0) / 1e9);
+                return 0;
+            }
         }
         usleep(200000);
     }

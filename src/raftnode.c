@@ -667,15 +667,20 @@ raftnode_propose(RaftNode *n, const void *data, size_t len, uint64_t *seq)
     if (atomic_load(&n->role) != RAFTNODE_LEADER) return RAFTNODE_ENOTLEADER;
 
     Prop *p = malloc(sizeof *p);
-    void *copy = raft_malloc(len ? len : 1);
+    /* libraft's uv log lays entries out in 8-byte units and expects the
+     * data to fill them: an unpadded length misplaces the next batch on
+     * disk, which then fails to load (found by a kill -9 test) */
+    size_t padded = (len + 7) & ~(size_t)7;
+    void *copy = raft_malloc(padded ? padded : 8);
     if (!p || !copy) {
         free(p);
         raft_free(copy);
         return RAFTNODE_ENOMEM;
     }
+    memset((char *)copy + len, 0, (padded ? padded : 8) - len);
     if (len) memcpy(copy, data, len);
     p->buf.base = copy;
-    p->buf.len = len;
+    p->buf.len = padded ? padded : 8;
     p->index = 0;
 
     int rc = RAFTNODE_OK;

@@ -136,7 +136,9 @@ int raftnode_start(const ClusterConfig *cfg, const char *dir,
                    const RaftNodeOptions *opt, const RaftNodeCallbacks *cb,
                    RaftNode **out, char *err, size_t errcap);
 
-/* Any thread: queues data[0..len) (copied) as one log entry. Returns
+/* Any thread: queues data[0..len) (copied, and padded with zero bytes to
+ * a multiple of 8, as libraft's log needs: apply gets the padded length)
+ * as one log entry. Returns
  * RAFTNODE_OK and the proposal's number in *seq (from 1, increasing), then
  * exactly one of apply(seq) or lost(seq) follows; or a RAFTNODE_E* code and
  * nothing follows. */

@@ -34,6 +34,7 @@ class Node:
         self.port, self.raft_port, self.metrics_port = (port, raft_port,
                                                         metrics_port)
         self.dir = d
+        os.makedirs(os.path.dirname(d), exist_ok=True)
         self.log = open(d + ".log", "ab")
         self.proc = None
         self.env = None
