@@ -1,5 +1,5 @@
 /* node.h - cluster mode on the loop side (issue 15; protocol/PROTOCOL.md
- * section 12): this process as one voter of a Raft cluster (raftnode.h),
+ * section 15): this process as one voter of a Raft cluster (raftnode.h),
  * its store in cluster mode (store.h), and where its clients go.
  *
  *   serving    only the leader serves, once its barrier is applied
@@ -78,7 +78,7 @@ int node_accept(Server *s, int fd);
  * relayed ones when the leader changes. */
 void node_step(Server *s);
 
-/* What stats shows of the cluster (PROTOCOL.md 12). role: "leader",
+/* What stats shows of the cluster (PROTOCOL.md 15). role: "leader",
  * "follower", "candidate" or "standalone" (also before the Raft node
  * runs). */
 typedef struct NodeStats {

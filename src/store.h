@@ -103,7 +103,7 @@ int store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
 int store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
                      size_t *lens, char *err, size_t errcap);
 
-/* ---- cluster mode (store_raft.h; PROTOCOL.md 12) ----
+/* ---- cluster mode (store_raft.h; PROTOCOL.md 15) ----
  * The store of a Raft node: the mutation thread proposes each group as
  * Raft entries through propose instead of writing it; the raft thread
  * writes every committed entry with store_raft_apply, which acknowledges

@@ -1,4 +1,4 @@
-/* store_raft.h - the store in cluster mode (issue 15; PROTOCOL.md 12): the
+/* store_raft.h - the store in cluster mode (issue 15; PROTOCOL.md 15): the
  * Raft entry that carries a group of mutation records, and the raft
  * thread's applier, which writes every committed entry to the shards.
  *
