@@ -44,6 +44,40 @@ test_parse_three_and_five(void **state)
                               "4@10.0.0.4:1,5@10.0.0.5:1");
 }
 
+/* "/CLIENTPORT" after an item gives that voter's client port; without it,
+ * 0 (the node's own -p). It is not part of the identity. */
+static void
+test_parse_client_ports(void **state)
+{
+    (void)state;
+    ClusterConfig c;
+    char err[200], spec[200];
+
+    assert_int_equal(cluster_parse("3@127.0.0.1:7003/11303,1@127.0.0.1:7001/"
+                                   "11301,2@127.0.0.1:7002",
+                                   "1", &c, err, sizeof err),
+                     0);
+    assert_int_equal(c.voters[0].client_port, 11301);
+    assert_int_equal(c.voters[1].client_port, 0);
+    assert_int_equal(c.voters[2].client_port, 11303);
+    assert_string_equal(c.voters[2].addr, "127.0.0.1:7003");
+    cluster_spec(&c, spec, sizeof spec);
+    assert_string_equal(spec, THREE);
+    assert_int_equal(cluster_parse("1@127.0.0.1:7001/0,2@127.0.0.1:7002,"
+                                   "3@127.0.0.1:7003",
+                                   "1", &c, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "CLIENTPORT"));
+    assert_int_equal(cluster_parse("1@127.0.0.1:7001/,2@127.0.0.1:7002,"
+                                   "3@127.0.0.1:7003",
+                                   "1", &c, err, sizeof err),
+                     -1);
+    assert_int_equal(cluster_parse("1@127.0.0.1:7001/70000,2@127.0.0.1:7002,"
+                                   "3@127.0.0.1:7003",
+                                   "1", &c, err, sizeof err),
+                     -1);
+}
+
 /* Each bad input is refused with a message naming what is wrong. */
 static void
 test_parse_refuses(void **state)
@@ -202,6 +236,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_three_and_five),
         cmocka_unit_test(test_parse_refuses),
+        cmocka_unit_test(test_parse_client_ports),
         cmocka_unit_test(test_format_roundtrip),
         cmocka_unit_test(test_identity_file),
     };

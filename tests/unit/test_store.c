@@ -5,6 +5,7 @@
  * test works in a fresh mkdtemp directory that it removes. */
 #include <stdarg.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -25,6 +26,8 @@
 #include "store.h"
 #include "store_handoff.h" /* internal: the hand-off queue, for chunk cuts */
 #include "store_pend.h"    /* internal: the journal's write-behind window */
+#include "store_raft.h"    /* internal: the Raft entry */
+#include "store_enc.h"
 
 #define NJOBS 300
 
@@ -1453,6 +1456,124 @@ test_pend_table_churn(void **state)
     handoff_destroy(&h);
 }
 
+/* ---- cluster mode (store_raft.h) ---- */
+
+/* The entries the mutation thread proposed, copied. */
+typedef struct Proposed {
+    pthread_mutex_t mu;
+    int n;
+    unsigned char *e[16];
+    size_t len[16];
+} Proposed;
+
+static int
+take_entry(void *arg, const void *entry, size_t len)
+{
+    Proposed *p = arg;
+    unsigned char *c = malloc(len + 8);
+
+    assert_non_null(c);
+    memcpy(c, entry, len);
+    memset(c + len, 0, 8); /* room for libraft's padding */
+    pthread_mutex_lock(&p->mu);
+    assert_true(p->n < 16);
+    p->e[p->n] = c;
+    p->len[p->n++] = len;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+static int
+wait_proposed(Proposed *p, int n)
+{
+    for (int t = 0; t < 5000; t++) {
+        pthread_mutex_lock(&p->mu);
+        int got = p->n;
+        pthread_mutex_unlock(&p->mu);
+        if (got >= n) return got;
+        sleep_ms(1);
+    }
+    return p->n;
+}
+
+/* A group is proposed as entries of at most STORE_RAFT_ENTRY_MAX bytes,
+ * each publishing the last sequence it holds whole; nothing is written
+ * until an entry is applied; applying acknowledges the proposer's
+ * sequence, writes the jobs and raft_applied; an entry applied again (a
+ * replay) changes nothing; a padded entry is taken, a damaged one fails
+ * the store. */
+static void
+test_cluster_entries(void **state)
+{
+    Fixture *f = *state;
+    Proposed p = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    Store *s = open_store(f->dir, 2, STORE_SYNC_NEVER, NULL, NULL);
+    uint32_t big = 1500000; /* three of them do not fit in one entry */
+    char *body = malloc(big);
+    StoreJob j;
+
+    assert_non_null(body);
+    store_cluster_mode(s, 7, take_entry, &p);
+    start_store(s);
+    for (uint64_t id = 1; id <= 3; id++) {
+        make_job(&j, id, "default");
+        j.body_size = big;
+        memset(body, (int)('a' + id), big);
+        store_add_put(s, id, &j, body);
+    }
+    store_flush(s);
+    assert_int_equal(wait_proposed(&p, 2), 2);
+    assert_true(p.len[0] <= STORE_RAFT_ENTRY_MAX);
+    assert_int_equal(p.e[0][6] | p.e[0][7] << 8, 7); /* origin */
+    assert_int_equal(p.e[0][8], 2);                  /* records */
+    assert_int_equal(p.e[0][16], 2);                 /* publishes 2 */
+    assert_int_equal(p.e[1][8], 1);
+    assert_int_equal(p.e[1][16], 3);
+    sleep_ms(20);
+    assert_int_equal(store_acked_seq(s), 0); /* not before applied */
+    char *got = NULL, err[256];
+    size_t glen = 0;
+    assert_int_equal(store_get_body(s, 1, &got, &glen, err, sizeof err), 0);
+
+    assert_int_equal(store_raft_apply(s, 5, p.e[0], p.len[0], 1), 0);
+    assert_int_equal(store_acked_seq(s), 2);
+    assert_int_equal(store_raft_apply(s, 6, p.e[1], (p.len[1] + 7) & ~7u, 1),
+                     0); /* padded, as libraft hands it back */
+    assert_int_equal(store_acked_seq(s), 3);
+    assert_int_equal(store_raft_applied(s), 5); /* shard 0 saw only 5 */
+    assert_int_equal(store_get_body(s, 3, &got, &glen, err, sizeof err), 1);
+    assert_int_equal(glen, big);
+    assert_int_equal(got[0], 'a' + 3);
+    free(got);
+
+    /* a replay of entry 5 after a delete at entry 7 must not bring job 1
+     * back: its shard holds 7 */
+    unsigned char del[SRAFT_HDR + ENC_REC_HDR];
+    enc_rec_put(del + SRAFT_HDR,
+                &(EncRec){.seq = 9, .id = 1, .op = ENC_OP_DELETE});
+    sraft_entry_header(del, sizeof del, 7, 1, 9);
+    assert_int_equal(store_raft_apply(s, 7, del, sizeof del, 0), 0);
+    assert_int_equal(store_acked_seq(s), 3); /* not ours: nothing published */
+    assert_int_equal(store_raft_apply(s, 5, p.e[0], p.len[0], 0), 0);
+    got = NULL;
+    assert_int_equal(store_get_body(s, 1, &got, &glen, err, sizeof err), 0);
+    assert_int_equal(store_raft_snapshot(s, 8), 0);
+    assert_int_equal(store_raft_applied(s), 8);
+
+    p.e[1][3] ^= 1; /* bad magic */
+    assert_int_equal(store_raft_apply(s, 9, p.e[1], p.len[1], 0), -1);
+    assert_true(store_failed(s, NULL, 0));
+    for (int i = 0; i < p.n; i++)
+        free(p.e[i]);
+    free(body);
+    char cerr[256];
+    store_close(s, cerr, sizeof cerr); /* failed: -1 expected */
+
+    s = open_store(f->dir, 2, STORE_SYNC_NEVER, NULL, NULL);
+    assert_int_equal(store_raft_applied(s), 8); /* synced by the snapshot */
+    close_store(s);
+}
+
 int
 main(void)
 {
@@ -1486,6 +1607,7 @@ main(void)
         T(test_interval_sync_fail_stops_acks),
         T(test_get_bodies),
         T(test_prefetch_reads),
+        T(test_cluster_entries),
         cmocka_unit_test(test_handoff_cut_large_chunk),
         cmocka_unit_test(test_pend_cancels_whole_lives),
         cmocka_unit_test(test_pend_table_churn),
