@@ -20,6 +20,8 @@ BEGIN {
     srvname["rs-f50"] = "rockstalkd -f50"
     srvname["rs-F"] = "rockstalkd -F"
     srvname["rs-mem"] = "rockstalkd --memory"
+    srvname["rs-cl"] = "cluster leader"
+    srvname["rs-clf"] = "cluster follower"
     srvname["bs-f0"] = "beanstalkd -b -f0"
     srvname["bs-b"] = "beanstalkd -b"
     srvname["bs-mem"] = "beanstalkd mem"
@@ -148,6 +150,39 @@ function ratios_table(    r, row, c1, c2, c3, c4, c5, c6, c7, c8, c9) {
     }
 }
 
+# The 3-node cluster (rs-cl through the leader's port, rs-clf through a
+# follower's) beside the single node's default mode and beanstalkd -b.
+function cluster_table(    r, row, any) {
+    for (r = 1; r <= nrows; r++)
+        if ((rows[r], "rs-cl") in seen || (rows[r], "rs-clf") in seen)
+            any = 1
+    if (!any)
+        return
+    print ""
+    print "3-node cluster on this machine (cl = through the leader's port," \
+        " clf = through a follower's) over rs = the single node's default" \
+        " mode (ops/s medians)"
+    printf "%-18s %9s %9s %9s %9s %7s %7s %8s %8s\n", "row", "rs", "cl", \
+        "clf", "bs-b", "cl/rs", "clf/rs", "cl/bs-b", "clf/bs-b"
+    for (r = 1; r <= nrows; r++) {
+        row = rows[r]
+        if (!((row, "rs-cl") in seen) && !((row, "rs-clf") in seen))
+            continue
+        printf "%-18s %9s %9s %9s %9s %7s %7s %8s %8s\n", rowname[row], \
+            ops_cell(row, "rs"), ops_cell(row, "rs-cl"), \
+            ops_cell(row, "rs-clf"), ops_cell(row, "bs-b"), \
+            ratio_cell(row, "rs-cl", "rs"), ratio_cell(row, "rs-clf", "rs"), \
+            ratio_cell(row, "rs-cl", "bs-b"), ratio_cell(row, "rs-clf", "bs-b")
+    }
+}
+
+# The median ops/s of a cell for a table, "" if it did not run.
+function ops_cell(row, srv) {
+    if (!((row, srv) in seen))
+        return ""
+    return cell(median(row, srv, 5), "%.0f")
+}
+
 # Was server configuration s part of this run (BENCH_SERVERS)?
 function ran(s,    i) {
     for (i = 1; i <= nsrv; i++)
@@ -196,12 +231,18 @@ function targets_table() {
     target("put50p16", "rs", "bs-b", 3.0)
     target("put1", "rs-f50", "bs-b", 1.3)
     target("put1", "rs", "ceiling-over", 1.0)
+    # issue 15 (cluster mode): a 3-node cluster on one machine makes at
+    # least half the single node's durable put rate, through the leader and
+    # through a follower
+    target("put50", "rs-cl", "rs", 0.5)
+    target("put50", "rs-clf", "rs", 0.5)
 }
 
 END {
     medians_table()
     print ""
     ratios_table()
+    cluster_table()
     print ""
     targets_table()
     rc = 0

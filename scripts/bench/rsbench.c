@@ -50,6 +50,7 @@ static const char *const kind_names[] = {"use", "watch",   "ignore",
 #define STALL_NS 10000000000ULL /* no reply for this long is an error */
 #define HSUB 64                 /* histogram sub-buckets per power of two */
 #define HSLOTS (59 * HSUB)
+#define MAX_SRV 8 /* server pids -S takes (a cluster's nodes) */
 
 struct hist {
     uint64_t n, max;
@@ -71,7 +72,8 @@ struct conn {
 
 struct cfg {
     const char *host, *tube;
-    int port, mode, conns, depth, srvpid, nocheck;
+    int port, mode, conns, depth, nocheck;
+    int srvpid[MAX_SRV], nsrv; /* -S: summed CPU and peak RSS */
     size_t size, maxread;
     double secs;
     uint64_t count, preload, backlog;
@@ -815,9 +817,9 @@ tube_jobs(const struct cfg *cfg)
     return total;
 }
 
-/* The server's user + system CPU seconds, -1 if unknown. */
+/* A server's user + system CPU seconds, -1 if unknown. */
 static double
-srv_cpu(int pid)
+srv_cpu1(int pid)
 {
     char path[64], buf[2048];
     unsigned long long ut, st;
@@ -836,9 +838,9 @@ srv_cpu(int pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-/* The server's peak resident set (VmHWM) in KiB, -1 if unknown. */
+/* A server's peak resident set (VmHWM) in KiB, -1 if unknown. */
 static long
-srv_hwm_kb(int pid)
+srv_hwm_kb1(int pid)
 {
     char path[64], line[256];
     long kb = -1;
@@ -849,6 +851,32 @@ srv_hwm_kb(int pid)
         if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
     fclose(f);
     return kb;
+}
+
+/* The -S servers' CPU seconds, summed; -1 if none given or one unknown. */
+static double
+srv_cpu(const struct cfg *cfg)
+{
+    double sum = 0;
+    for (int i = 0; i < cfg->nsrv; i++) {
+        double s = srv_cpu1(cfg->srvpid[i]);
+        if (s < 0) return -1;
+        sum += s;
+    }
+    return cfg->nsrv ? sum : -1;
+}
+
+/* The -S servers' peak resident sets in KiB, summed; -1 as srv_cpu. */
+static long
+srv_hwm_kb(const struct cfg *cfg)
+{
+    long sum = 0;
+    for (int i = 0; i < cfg->nsrv; i++) {
+        long kb = srv_hwm_kb1(cfg->srvpid[i]);
+        if (kb < 0) return -1;
+        sum += kb;
+    }
+    return cfg->nsrv ? sum : -1;
 }
 
 /* ---- report ------------------------------------------------------------- */
@@ -888,8 +916,9 @@ print_human(const struct cfg *cfg, const struct run *r,
         printf("preloaded %" PRIu64 " jobs in %.3f s\n", cfg->preload,
                res->preload_secs);
     if (res->cpu_secs >= 0 && r->ops_in + r->ops_late > 0)
-        printf("server pid %d: %.2f us CPU/op, peak RSS %.1f MiB\n",
-               cfg->srvpid,
+        printf("server pid%s %d%s: %.2f us CPU/op, peak RSS %.1f MiB\n",
+               cfg->nsrv > 1 ? "s" : "", cfg->srvpid[0],
+               cfg->nsrv > 1 ? ",... (summed)" : "",
                res->cpu_secs * 1e6 / (double)(r->ops_in + r->ops_late),
                (double)res->hwm_kb / 1024.0);
 }
@@ -945,7 +974,8 @@ usage(FILE *f)
           "(default 10000)\n"
           "  -t TUBE   tube to use (default rsbench); use a tube no one else "
           "uses\n"
-          "  -S PID    report the server's CPU time per op and peak RSS\n"
+          "  -S PID[,PID...]  report the server's CPU time per op and peak\n"
+          "            RSS (several pids, e.g. a cluster's nodes: summed)\n"
           "  -r BYTES  cap each read() at BYTES (tests split replies)\n"
           "  -x        skip the job count check (stats-tube) after the run\n"
           "  -h        show this help\n"
@@ -976,6 +1006,22 @@ opt_mode(const char *s)
     return 0;
 }
 
+/* -S PID[,PID...]: up to MAX_SRV server pids. */
+static void
+opt_pids(struct cfg *cfg, const char *a)
+{
+    char buf[256], *save = NULL;
+    if (strlen(a) >= sizeof buf) die("-S: list too long");
+    strcpy(buf, a);
+    cfg->nsrv = 0;
+    for (char *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        if (cfg->nsrv == MAX_SRV) die("-S: at most %d pids", MAX_SRV);
+        cfg->srvpid[cfg->nsrv++] = (int)opt_num(t, 'S', 1, 1 << 30);
+    }
+    if (!cfg->nsrv) die("-S: expected PID[,PID...], got \"%s\"", a);
+}
+
 /* Numeric options; returns 0 if o is not one. */
 static int
 opt_numeric(struct cfg *cfg, int o, const char *a)
@@ -1004,7 +1050,7 @@ opt_numeric(struct cfg *cfg, int o, const char *a)
         cfg->backlog = opt_num(a, o, 1, big);
         return 1;
     case 'S':
-        cfg->srvpid = (int)opt_num(a, o, 1, 1 << 30);
+        opt_pids(cfg, a);
         return 1;
     case 'r':
         cfg->maxread = opt_num(a, o, 1, READ_CHUNK);
@@ -1102,11 +1148,11 @@ main(int argc, char **argv)
     if (!cfg.nocheck) res.before = tube_jobs(&cfg);
     struct run *r = new_run(&cfg, body, cfg.mode);
     r->record = 1;
-    double cpu0 = cfg.srvpid ? srv_cpu(cfg.srvpid) : -1;
+    double cpu0 = srv_cpu(&cfg);
     res.secs = run_phase(r, cfg.secs);
-    double cpu1 = cfg.srvpid ? srv_cpu(cfg.srvpid) : -1;
+    double cpu1 = srv_cpu(&cfg);
     if (cpu0 >= 0 && cpu1 >= 0) res.cpu_secs = cpu1 - cpu0;
-    if (cfg.srvpid) res.hwm_kb = srv_hwm_kb(cfg.srvpid);
+    res.hwm_kb = srv_hwm_kb(&cfg);
     if (!cfg.nocheck) {
         res.after = tube_jobs(&cfg);
         check_counts(&cfg, r, &res);

@@ -5,8 +5,10 @@
 # -f 50), Debian's beanstalkd (-b -f0, -b, in memory) and the ceiling probe
 # (in memory, and with -b: the sync ceiling; put rows only), alternating
 # servers, each cell on a freshly started server with a fresh data directory
-# on a free 127.0.0.1 port. Prints the medians, the ratios and the targets
-# with PASS/FAIL.
+# on a free 127.0.0.1 port; and, in the put c=50 and cycle c=50 rows, a
+# 3-node rockstalkd cluster on this machine (cluster mode, default durable
+# mode), measured through the leader's port and through a follower's. Prints
+# the medians, the ratios and the targets with PASS/FAIL.
 #
 # Knobs (environment):
 #   BENCH_QUICK=1       1 repetition of 2 s cells (default: 3 of 5 s)
@@ -14,13 +16,18 @@
 #   BENCH_DRAIN_JOBS    jobs preloaded for the drain row (default 200000)
 #   BENCH_SERVERS       subset of: rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling
 #                       ceiling-sync ceiling-over (the sync ceiling writing
-#                       a preallocated, zero-filled log in place), or also
+#                       a preallocated, zero-filled log in place) rs-cl
+#                       rs-clf (a fresh 3-node cluster per cell, measured
+#                       through the leader / a follower), or also
 #                       (not in the default set) ceiling-syncN (the sync
 #                       ceiling with N = 1-16 log files whose syncs
 #                       overlap) and rs-mem (rockstalkd --memory: the
 #                       server's own work without any storage)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
+#   BENCH_CLUSTER=0     leave rs-cl and rs-clf out of the default servers
+#   BENCH_CLUSTER_ROWS  the rows rs-cl and rs-clf run in (default put50
+#                       cycle50)
 #   BENCH_PIN=split     servers on CPU 0, rsbench on CPU 1 (default: no pinning)
 #   BENCH_TMP           where data directories go (default $TMPDIR or /tmp)
 #   BENCH_STRICT=1      exit 1 when a target fails or a rockstalkd cell errs
@@ -40,7 +47,10 @@ else
     SECS=${BENCH_SECS:-5}
 fi
 DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
-SERVERS=${BENCH_SERVERS:-rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over}
+SERVERS="rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over"
+[ "${BENCH_CLUSTER:-1}" = 0 ] || SERVERS="$SERVERS rs-cl rs-clf"
+SERVERS=${BENCH_SERVERS:-$SERVERS}
+CLUSTER_ROWS=${BENCH_CLUSTER_ROWS:-put50 cycle50}
 BODY=${BENCH_BODY:-100}
 ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50}
 PIN=${BENCH_PIN:-none}
@@ -89,8 +99,14 @@ server_cmd() {
         CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -n "${1#ceiling-sync}")
         ;;
     esac
-    if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi
+    pin_cmd
 }
+
+pin_cmd() { if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi; }
+
+# Is configuration $1 a 3-node cluster (rs-cl: measured through the leader's
+# client port, rs-clf: through a follower's, which relays to the leader)?
+is_cluster() { [ "$1" = rs-cl ] || [ "$1" = rs-clf ]; }
 
 row_args() {
     case $1 in
@@ -105,17 +121,22 @@ row_args() {
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# Starts configuration $1 with data dir $2 and log $3; sets SRV_PID, SRV_PORT.
+# Starts configuration $1 with data dir $2 and log $3; sets SRV_PIDS (the
+# server's pid, or the cluster nodes'), SRV_PORT.
 start_server() {
     local port i
+    if is_cluster "$1"; then
+        start_cluster "$@"
+        return
+    fi
     for _ in 1 2 3 4 5; do
         port=$((20000 + RANDOM % 12000)) # below the ephemeral range
         listening "$port" && continue
         server_cmd "$1" "$port" "$2"
         "${CMD[@]}" >>"$3" 2>&1 &
-        SRV_PID=$! SRV_PORT=$port
+        SRV_PIDS=($!) SRV_PORT=$port
         for i in $(seq 100); do
-            kill -0 "$SRV_PID" 2>/dev/null || break
+            kill -0 "${SRV_PIDS[0]}" 2>/dev/null || break
             listening "$port" && return 0
             sleep 0.1
         done
@@ -124,15 +145,116 @@ start_server() {
     return 1
 }
 
+# Are all the server's processes running?
+srv_alive() {
+    local p
+    for p in "${SRV_PIDS[@]}"; do kill -0 "$p" 2>/dev/null || return 1; done
+}
+
+# Is any of them?
+srv_any() {
+    local p
+    for p in "${SRV_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done
+    return 1
+}
+
 stop_server() {
-    local i
-    kill -TERM "$SRV_PID" 2>/dev/null
-    for i in $(seq 50); do
-        kill -0 "$SRV_PID" 2>/dev/null || break
+    local i p
+    kill -TERM "${SRV_PIDS[@]}" 2>/dev/null
+    for i in $(seq 100); do
+        srv_any || break
         sleep 0.1
     done
-    kill -KILL "$SRV_PID" 2>/dev/null
-    wait "$SRV_PID" 2>/dev/null
+    kill -KILL "${SRV_PIDS[@]}" 2>/dev/null
+    for p in "${SRV_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+}
+
+# "ROLE LEADER" from the stats that port $1 answers within 2 s: the
+# rockstalk-cluster-role and -leader values. A follower relays the command,
+# so its answer is the leader's ("leader L"); empty if there is no answer.
+cluster_view() {
+    local fd line role="" lead=""
+    exec {fd}<>"/dev/tcp/127.0.0.1/$1" || return 0
+    printf 'stats\r\n' >&"$fd"
+    while [ -z "$role" ] || [ -z "$lead" ]; do
+        IFS= read -r -t 2 line <&"$fd" || break
+        line=${line%$'\r'}
+        case $line in
+        "rockstalk-cluster-role: "*) role=${line#*: } ;;
+        "rockstalk-cluster-leader: "*) lead=${line#*: } ;;
+        esac
+    done
+    exec {fd}>&-
+    [ -n "$role" ] && [ -n "$lead" ] && echo "$role $lead"
+    return 0
+}
+
+# The id of the leader of the nodes whose client ports are $@ (node i at
+# the i-th), once it answers on its own port and every other node relays
+# to it; empty otherwise.
+serving_leader() {
+    local ports=("$@") i lead=""
+    for i in "${!ports[@]}"; do
+        if [ "$(cluster_view "${ports[i]}" 2>/dev/null)" = "leader $((i + 1))" ]; then
+            lead=$((i + 1))
+            break
+        fi
+    done
+    [ -n "$lead" ] || return 0
+    for i in "${!ports[@]}"; do
+        [ "$(cluster_view "${ports[i]}" 2>/dev/null)" = "leader $lead" ] ||
+            return 0
+    done
+    echo "$lead"
+}
+
+# Starts a 3-node cluster (configuration $1: rs-cl or rs-clf) with the
+# nodes' data dirs $2/node1..3 and logs ${3%.log}.node1..3.log on free
+# ports; waits up to 30 s until the leader serves and the followers relay
+# to it. Sets SRV_PIDS to the nodes' pids and SRV_PORT to the leader's
+# client port (rs-cl) or the next node's after the leader (rs-clf).
+start_cluster() {
+    local i p spec lead
+    local -a cp rp
+    for _ in 1 2 3; do
+        cp=() rp=()
+        while [ ${#rp[@]} -lt 3 ]; do
+            p=$((20000 + RANDOM % 12000))
+            listening "$p" && continue
+            case " ${cp[*]} ${rp[*]} " in *" $p "*) continue ;; esac
+            if [ ${#cp[@]} -lt 3 ]; then cp+=("$p"); else rp+=("$p"); fi
+        done
+        spec=""
+        for i in 0 1 2; do
+            spec="$spec${spec:+,}$((i + 1))@127.0.0.1:${rp[i]}/${cp[i]}"
+        done
+        SRV_PIDS=()
+        for i in 0 1 2; do
+            CMD=("$ROCKSTALKD" -l 127.0.0.1 -p "${cp[i]}" -b "$2/node$((i + 1))"
+                --cluster "$spec" --node-id "$((i + 1))")
+            pin_cmd
+            echo "${CMD[*]}" >>"${3%.log}.node$((i + 1)).log"
+            "${CMD[@]}" >>"${3%.log}.node$((i + 1)).log" 2>&1 &
+            SRV_PIDS+=($!)
+        done
+        for i in $(seq 300); do
+            srv_alive || break
+            lead=$(serving_leader "${cp[@]}")
+            if [ -n "$lead" ]; then
+                SRV_PORT=${cp[lead - 1]}
+                [ "$1" = rs-clf ] && SRV_PORT=${cp[$((lead % 3))]}
+                echo "leader: node $lead; measured through port $SRV_PORT" \
+                    >>"$3"
+                return 0
+            fi
+            sleep 0.1
+        done
+        echo "no serving leader (nodes alive: $(srv_alive && echo yes ||
+            echo no))" >>"$3"
+        stop_server
+        rm -rf "$2"/node*
+    done
+    return 1
 }
 
 # rep row server status [ops_s p50 p99 p999 cpu_us_op hwm_kb preload_s cell_s]
@@ -151,9 +273,9 @@ bench() {
     [ "$PIN" = split ] && pin=(taskset -c 1)
     [ "$ROW" = drain50 ] && limit=$((SECS + 240))
     OUT=$(timeout "$limit" "${pin[@]}" "$BUILD/rsbench" -p "$SRV_PORT" \
-        -S "$SRV_PID" "$@" 2>&1)
+        -S "$(IFS=,; echo "${SRV_PIDS[*]}")" "$@" 2>&1)
     RC=$?
-    if ! kill -0 "$SRV_PID" 2>/dev/null; then
+    if ! srv_alive; then
         RC=99
         OUT="$OUT
 server exited during the run"
@@ -223,7 +345,7 @@ run_cell() {
         record "$rep $ROW $srv ERR"
         return
     fi
-    rm -f "$log"
+    rm -f "$log" "${log%.log}".node*.log
     record "$rep $ROW $srv ok $(kv ops_s "$res") $(kv p50_us "$res")" \
         "$(kv p99_us "$res") $(kv p999_us "$res")" \
         "$(kv srv_cpu_us_op "$res") $(kv srv_hwm_kb "$res")" \
@@ -239,8 +361,13 @@ rotated() {
     for ((i = 0; i < n; i++)); do echo -n "${s[$(((i + $1) % n))]} "; done
 }
 
-# The ceiling probes answer puts only.
-skip_cell() { [ "${2#ceiling}" != "$2" ] && [ "${1#put}" = "$1" ]; }
+# The ceiling probes answer puts only; the cluster runs in CLUSTER_ROWS.
+skip_cell() {
+    if is_cluster "$2"; then
+        case " $CLUSTER_ROWS " in *" $1 "*) return 1 ;; *) return 0 ;; esac
+    fi
+    [ "${2#ceiling}" != "$2" ] && [ "${1#put}" = "$1" ]
+}
 
 run_matrix() {
     local rep row srv total=0 done=0 line
@@ -292,6 +419,10 @@ header() {
     echo "cells: $REPS x ${SECS}s, medians; bodies $BODY B;" \
         "drain preload $DRAIN_JOBS jobs;" \
         "pinning: $PIN; data dirs in $TMPBASE"
+    case " $SERVERS " in *" rs-cl "* | *" rs-clf "*)
+        echo "cluster: 3 rockstalkd nodes on this machine (Raft, default" \
+            "durable mode), fresh per cell; rows: $CLUSTER_ROWS" ;;
+    esac
     local busy
     busy=$(cpu_busy)
     echo "CPU busy before the run: ${busy}%$([ "$busy" -ge 10 ] &&
