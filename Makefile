@@ -1,7 +1,8 @@
 # rockstalk - plain GNU make. `make` builds ./rockstalkd and the client
 # ./rockstalk; `make test` installs
 # what is missing (scripts/deps.sh), builds and runs every test; `make run`
-# does the same for the daemon and starts it on 127.0.0.1:11300.
+# does the same for the daemon and starts it on 127.0.0.1:11300; `make
+# cluster` starts a local 3-node cluster on 127.0.0.1:11301-11303.
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -35,8 +36,8 @@ CLI_LDLIBS := $(shell pkg-config --libs libedit ncursesw 2>/dev/null \
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
 
-.PHONY: all deps run test unit ptest asan clean install uninstall fmt \
-        fmt-check bench
+.PHONY: all deps run cluster test unit ptest asan clean install uninstall \
+        fmt fmt-check bench
 all: rockstalkd rockstalk
 
 rockstalkd: $(BUILD)/rockstalkd
@@ -71,6 +72,12 @@ deps:
 
 run: deps all
 	./rockstalkd -l 127.0.0.1 -p 11300
+
+# A local 3-node Raft cluster in the foreground until Ctrl-C: client ports
+# 11301-11303, Raft 11401-11403, metrics 11501-11503, data and logs in
+# /tmp/rockstalk-cluster (CLUSTER_DIR, CLUSTER_PORT, ...: see the script).
+cluster: deps all
+	scripts/cluster-demo.sh
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; ./$$t; done
