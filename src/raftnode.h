@@ -66,6 +66,10 @@ enum {
 /* Largest entry: half of libraft's 8 MiB log segment, so an entry never
  * needs a segment of its own. Bytes. */
 #define RAFTNODE_ENTRY_MAX (4u << 20)
+/* Bytes of entries libraft's in-memory log may hold since the last
+ * snapshot (and, at the mean entry size, behind it) before a snapshot is
+ * taken early: bounds the log's memory when entries are large. */
+#define RAFTNODE_LOG_BYTES (64u << 20)
 /* Most bytes queued for the raft thread; propose refuses more
  * (backpressure on the proposer, not memory without bound). */
 #define RAFTNODE_QUEUE_MAX (64u << 20)
@@ -106,8 +110,11 @@ typedef struct RaftNodeCallbacks {
 typedef struct RaftNodeOptions {
     unsigned election_ms;        /* election timeout, ms (libraft's 1000) */
     unsigned heartbeat_ms;       /* heartbeat interval, ms (libraft's 100) */
-    unsigned snapshot_threshold; /* entries between snapshots (1024) */
-    unsigned snapshot_trailing;  /* entries kept behind one (2048) */
+    unsigned snapshot_threshold; /* entries between snapshots (8192; fewer
+                                    once RAFTNODE_LOG_BYTES were applied) */
+    unsigned snapshot_trailing;  /* entries kept behind one (2048; fewer
+                                    if they would hold more than
+                                    RAFTNODE_LOG_BYTES) */
     int no_pre_vote; /* 1: no pre-vote round (default: pre-vote on) */
 } RaftNodeOptions;
 
