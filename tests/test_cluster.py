@@ -84,22 +84,15 @@ class Ledger:
         self.deleting = set()
 
 
-def producer(c, ledger, name, stop):
-    i = 0
+def client_loop(c, stop, step):
+    """Runs step(conn) until stop, on a connection to a random live node,
+    reconnecting (to another random one) whenever the connection fails."""
     conn = None
     while not stop.is_set():
-        body = b"%s-%d-%s" % (name.encode(), i, b"x" * random.randint(0, 300))
         try:
             if conn is None:
                 conn = Conn(random.choice([n for n in c.nodes if n.alive()]))
-            with ledger.mu:
-                ledger.inflight.add(body)
-            jid = conn.put(body)
-            with ledger.mu:
-                ledger.inflight.discard(body)
-                assert jid not in ledger.acked, "id %d given twice" % jid
-                ledger.acked[jid] = body
-            i += 1
+            step(conn)
         except (OSError, ConnectionError):
             if conn:
                 conn.close()
@@ -107,30 +100,39 @@ def producer(c, ledger, name, stop):
             time.sleep(0.05)
     if conn:
         conn.close()
+
+
+def producer(c, ledger, name, stop):
+    count = [0]
+
+    def step(conn):
+        body = b"%s-%d-%s" % (name.encode(), count[0],
+                              b"x" * random.randint(0, 300))
+        with ledger.mu:
+            ledger.inflight.add(body)
+        jid = conn.put(body)
+        with ledger.mu:
+            ledger.inflight.discard(body)
+            assert jid not in ledger.acked, "id %d given twice" % jid
+            ledger.acked[jid] = body
+        count[0] += 1
+
+    client_loop(c, stop, step)
 
 
 def worker(c, ledger, stop):
-    conn = None
-    while not stop.is_set():
-        try:
-            if conn is None:
-                conn = Conn(random.choice([n for n in c.nodes if n.alive()]))
-            jid, body = conn.reserve(1)
-            if jid is None:
-                continue
-            with ledger.mu:
-                ledger.deleting.add(jid)
-            conn.delete(jid)
-            with ledger.mu:
-                ledger.deleting.discard(jid)
-                ledger.deleted.add(jid)
-        except (OSError, ConnectionError):
-            if conn:
-                conn.close()
-            conn = None
-            time.sleep(0.05)
-    if conn:
-        conn.close()
+    def step(conn):
+        jid, _ = conn.reserve(1)
+        if jid is None:
+            return
+        with ledger.mu:
+            ledger.deleting.add(jid)
+        conn.delete(jid)
+        with ledger.mu:
+            ledger.deleting.discard(jid)
+            ledger.deleted.add(jid)
+
+    client_loop(c, stop, step)
 
 
 def drain(node):
