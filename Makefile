@@ -36,8 +36,8 @@ CLI_LDLIBS := $(shell pkg-config --libs libedit ncursesw 2>/dev/null \
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
 
-.PHONY: all deps run cluster test unit ptest asan clean install uninstall \
-        fmt fmt-check bench
+.PHONY: all deps run cluster test unit ptest ptest-follower asan clean \
+        install uninstall fmt fmt-check bench
 all: rockstalkd rockstalk
 
 rockstalkd: $(BUILD)/rockstalkd
@@ -84,12 +84,29 @@ unit: $(UNIT_BIN)
 
 # Protocol, differential, crash and client tests (pytest) against
 # $(ROCKSTALKD), default ./rockstalkd; the rockstalk client's tests run
-# $(ROCKSTALK_CLI), default ./rockstalk.
+# $(ROCKSTALK_CLI), default ./rockstalk. Then the single node's protocol
+# tests once more through a follower of a 3-node cluster of $(ROCKSTALKD)
+# (ptest-follower; tests/conftest.py, ROCKSTALK_TEST_VIA): every server a
+# test starts is a fresh cluster whose follower relays to the leader. The
+# reference server's half of the differential test is not run again.
 ROCKSTALKD ?= rockstalkd
 ROCKSTALK_CLI ?= rockstalk
+FOLLOWER_TESTS := tests/test_protocol.py tests/test_differential.py
+FOLLOWER_DESELECT := \
+    --deselect tests/test_differential.py::test_beanstalkd \
+    --deselect tests/test_differential.py::test_replay_reports_mismatches
+define run_follower_tests
+ROCKSTALKD=$(ROCKSTALKD) ROCKSTALK_TEST_VIA=follower \
+    $(PYTHON) -m pytest -q $(FOLLOWER_TESTS) $(FOLLOWER_DESELECT) \
+    $(PYTEST_ARGS)
+endef
 ptest: $(ROCKSTALKD) $(ROCKSTALK_CLI)
 	ROCKSTALKD=$(ROCKSTALKD) ROCKSTALK_CLI=$(ROCKSTALK_CLI) \
 	    $(PYTHON) -m pytest -q tests $(PYTEST_ARGS)
+	$(run_follower_tests)
+
+ptest-follower: $(ROCKSTALKD)
+	$(run_follower_tests)
 
 test: deps
 	$(MAKE) all unit

@@ -7,14 +7,17 @@
     c.stop()
 
 Each node's client port, Raft port and metrics port are free loopback
-ports; its log is DIR.log beside its data directory. A node's own view of
+ports, below the kernel's ephemeral range where it leaves room (node_port);
+its log is DIR.log beside its data directory. A node's own view of
 the cluster (role, leader, term, commit index) comes from its --metrics
 endpoint (stats through a follower are the leader's: commands are relayed).
 """
 import os
+import random
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -23,6 +26,50 @@ from replay import free_port, wait_listening
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROCKSTALKD = os.path.abspath(
     os.path.join(ROOT, os.environ.get("ROCKSTALKD", "rockstalkd")))
+
+_rand = random.SystemRandom()  # not the tests' seeded random
+# Every port node_port gave in this process: clusters started at once (in
+# threads) check their ports before any node binds one.
+_given = set()
+_lock = threading.Lock()
+
+
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = map(int, f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return None
+
+
+def node_port():
+    """A free loopback port for a node, given once per process. A port
+    from free_port (bind to port 0) is in the ephemeral range, where
+    between its pick and the node's bind any outgoing connect (a readiness
+    probe, a relay, a Raft peer's, or another test run's) can take it as
+    its local port, or it is a port another run's killed node had, which
+    that run's peers keep calling; below the range neither can happen.
+    Falls back to free_port if the range starts too low to leave room."""
+    rng = _ephemeral_range()
+    with _lock:
+        if rng and rng[0] > 12000:
+            for _ in range(200):
+                p = _rand.randint(10000, rng[0] - 1)
+                if p in _given:
+                    continue
+                with socket.socket() as s:
+                    try:
+                        s.bind(("127.0.0.1", p))
+                    except OSError:
+                        continue
+                _given.add(p)
+                return p
+        while True:
+            p = free_port()
+            if p not in _given:
+                _given.add(p)
+                return p
 
 
 class Node:
@@ -102,7 +149,7 @@ class Cluster:
     def __init__(self, base, flags=(), env=None, n=3, start=True):
         self.flags, self.env = list(flags), dict(env or {})
         self.nodes = []
-        ports = [(free_port(), free_port(), free_port()) for _ in range(n)]
+        ports = [(node_port(), node_port(), node_port()) for _ in range(n)]
         self.spec = ",".join("%d@127.0.0.1:%d/%d" % (i + 1, rp, cp)
                              for i, (cp, rp, mp) in enumerate(ports))
         for i, (cp, rp, mp) in enumerate(ports):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import VIA, wait_for
 
 
 class Client:
@@ -199,6 +199,9 @@ def test_reserve_with_timeout_times_out(srv):
     assert 0.8 < time.monotonic() - t0 < 2.5
 
 
+@pytest.mark.not_via_follower("SIGUSR1 drains the process it is sent "
+                               "to; through a follower, stats and puts "
+                               "are the leader's")
 def test_drain_mode_sigusr1(srv):
     c = Client(srv)
     c.cmd(b"put 0 0 10 1\r\na\r\n", b"INSERTED 1\r\n")
@@ -223,6 +226,12 @@ def test_sigint_exits_zero(srv):
     assert srv.stop(signal.SIGINT) == 0
 
 
+@pytest.mark.xfail(
+    VIA == "follower", strict=True,
+    reason="server bug in cluster mode: the leader counts each record twice "
+    "in binlog-records-written (and each group twice in rockstalk-groups), "
+    "once proposed (store_mut.c mut_group) and again applied "
+    "(store_raft.c sraft_apply): 4000 for 2000 puts")
 def test_many_pipelined_puts_share_groups(srv):
     c = Client(srv)
     n = 2000
