@@ -335,7 +335,7 @@ mut_group(StoreMut *m, Chunk *chunks)
     if (ack_is_failed(m->ack)) records = 0;
     m->prev_records = records;
     m->prev_puts = puts;
-    if (records) {
+    if (records && !m->propose) { /* cluster mode: counted when applied */
         m->group++;
         atomic_fetch_add_explicit(&m->ack->st_records, records,
                                   memory_order_relaxed);

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import VIA, wait_for
+from conftest import wait_for
 
 
 class Client:
@@ -226,12 +226,6 @@ def test_sigint_exits_zero(srv):
     assert srv.stop(signal.SIGINT) == 0
 
 
-@pytest.mark.xfail(
-    VIA == "follower", strict=True,
-    reason="server bug in cluster mode: the leader counts each record twice "
-    "in binlog-records-written (and each group twice in rockstalk-groups), "
-    "once proposed (store_mut.c mut_group) and again applied "
-    "(store_raft.c sraft_apply): 4000 for 2000 puts")
 def test_many_pipelined_puts_share_groups(srv):
     c = Client(srv)
     n = 2000
