@@ -48,6 +48,15 @@ struct Node {
     char *const *argv;
     pthread_mutex_t raft_mu; /* orders propose against node_close */
     _Atomic int shipping;    /* snapshot senders running */
+    /* committed records for the in-memory queue of a node that does not
+     * serve (cb_replay -> node_step): headers and metas, no bodies */
+    pthread_mutex_t rmu;
+    pthread_cond_t rcv;            /* the loop took the buffer */
+    struct Replay *rbuf, *rspare;  /* filling; the loop's last one */
+    size_t rlen, rcap, rspare_cap; /* records */
+    int rstop;                     /* stopping: cb_replay waits no more */
+    _Atomic unsigned fetched;      /* states fetched by restore (fetch_state) */
+    unsigned fetched_seen;         /* ... when the queue was loaded */
     int parked[NODE_PARK_MAX];
     int64_t parked_at[NODE_PARK_MAX]; /* monotonic ns */
     int nparked;
@@ -165,6 +174,7 @@ fetch_state(Node *n, uint64_t index)
                 log_msg(0, "cluster: state from node %llu: %s",
                         (unsigned long long)n->cfg.voters[k].id, err);
             if (rc == 0 && store_raft_applied(n->store) >= index) {
+                atomic_fetch_add(&n->fetched, 1); /* the queue is stale */
                 log_msg(0,
                         "cluster: fetched the state as of entry %llu from "
                         "node %llu in %.3f s",
@@ -191,6 +201,67 @@ cb_restore(void *arg, uint64_t index, const void *buf, size_t len)
         return -1;
     if (store_raft_applied(n->store) >= index) return 0; /* already here */
     return fetch_state(n, index);
+}
+
+/* One record for the in-memory queue (cb_replay -> node_step). */
+typedef struct Replay {
+    int op; /* STORE_REPLAY_* */
+    uint64_t id;
+    StoreJob job; /* put, update */
+} Replay;
+
+/* Raft thread: a committed record for the in-memory queue of a node that
+ * does not serve (StoreReplayFn), queued for the loop (node_step); past
+ * NODE_REPLAY_MAX records this waits for the loop, which does nothing
+ * else on such a node. */
+static void
+cb_replay(void *arg, int op, uint64_t id, const StoreJob *job)
+{
+    Node *n = arg;
+
+    pthread_mutex_lock(&n->rmu);
+    while (n->rlen >= NODE_REPLAY_MAX && !n->rstop)
+        pthread_cond_wait(&n->rcv, &n->rmu);
+    if (n->rlen == n->rcap) {
+        n->rcap = n->rcap ? 2 * n->rcap : 256;
+        Replay *nb = realloc(n->rbuf, n->rcap * sizeof *nb);
+        if (!nb) abort(); /* out of memory */
+        n->rbuf = nb;
+    }
+    Replay *r = &n->rbuf[n->rlen++];
+    r->op = op;
+    r->id = id;
+    if (job) r->job = *job;
+    pthread_mutex_unlock(&n->rmu);
+    ev_async_send(n->loop, &n->async_w);
+}
+
+/* Loop thread: applies the records the raft thread queued to the
+ * in-memory queue (queue_replay) and keeps next_id above every id put. */
+static void
+drain_replay(Server *s)
+{
+    Node *n = s->node;
+
+    pthread_mutex_lock(&n->rmu);
+    Replay *b = n->rbuf;
+    size_t len = n->rlen, cap = n->rcap;
+    n->rbuf = n->rspare;
+    n->rcap = n->rspare_cap;
+    n->rlen = 0;
+    pthread_cond_broadcast(&n->rcv);
+    pthread_mutex_unlock(&n->rmu);
+    for (size_t i = 0; i < len; i++) {
+        if (queue_replay(s, b[i].op, b[i].id, &b[i].job) < 0) {
+            log_msg(0, "cluster: out of memory replaying job %llu",
+                    (unsigned long long)b[i].id);
+            _exit(2);
+        }
+        if (b[i].op == STORE_REPLAY_PUT && b[i].id >= s->next_id)
+            s->next_id = b[i].id + 1;
+    }
+    n->rspare = b;
+    n->rspare_cap = cap;
 }
 
 static void
@@ -273,10 +344,35 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     n->argv = argv;
     n->port = s->cfg.port;
     pthread_mutex_init(&n->raft_mu, NULL);
+    pthread_mutex_init(&n->rmu, NULL);
+    pthread_cond_init(&n->rcv, NULL);
     proxy_set_init(&n->proxies, s->loop);
     ev_async_init(&n->async_w, async_cb);
     ev_async_start(s->loop, &n->async_w);
     s->node = n;
+    return 0;
+}
+
+/* Loads the in-memory queue from the shards (as a standalone start does)
+ * while the raft thread may already apply entries: those it writes are
+ * also queued for drain_replay, whose records replace what the scan read,
+ * in log order, so the queue ends as the shards are. A state fetched
+ * meanwhile (fetched) makes node_step start the process again. */
+static int
+load_queue(Server *s, char *err, size_t errcap)
+{
+    Node *n = s->node;
+    uint64_t next_id = 1;
+    int64_t t0 = mono_ns();
+
+    n->fetched_seen = atomic_load(&n->fetched);
+    if (store_recover(s->store, queue_recover_job, s, &next_id, err, errcap) <
+        0)
+        return -1;
+    if (next_id > s->next_id) s->next_id = next_id;
+    log_msg(0, "recovered %zu jobs from %s in %.3f s (next id %llu)",
+            s->jobs.len, s->cfg.dir, (double)(mono_ns() - t0) / 1e9,
+            (unsigned long long)next_id);
     return 0;
 }
 
@@ -298,6 +394,7 @@ node_start(Server *s, char *err, size_t errcap)
 
     n->store = s->store;
     store_cluster_mode(s->store, (uint16_t)n->cfg.self_id, propose, n);
+    store_raft_replay(s->store, cb_replay, n);
     if (store_start(s->store, err, errcap) < 0) return -1;
     snprintf(dir, sizeof dir, "%s/%s", s->cfg.dir, CLUSTER_RAFT_SUBDIR);
     if (raftnode_start(&n->cfg, dir, &opt, &cb, &r, err, errcap) < 0) return -1;
@@ -306,7 +403,7 @@ node_start(Server *s, char *err, size_t errcap)
     pthread_mutex_unlock(&n->raft_mu);
     log_msg(0, "cluster: node %llu of %d, Raft log in %s",
             (unsigned long long)n->cfg.self_id, n->cfg.n, dir);
-    return 0;
+    return load_queue(s, err, errcap);
 }
 
 /* Stops the Raft node (no proposal reaches it afterwards) and waits for
@@ -314,6 +411,10 @@ node_start(Server *s, char *err, size_t errcap)
 static void
 stop_raft(Node *n)
 {
+    pthread_mutex_lock(&n->rmu); /* cb_replay may wait for the loop */
+    n->rstop = 1;
+    pthread_cond_broadcast(&n->rcv);
+    pthread_mutex_unlock(&n->rmu);
     pthread_mutex_lock(&n->raft_mu);
     RaftNode *r = n->raft;
     n->raft = NULL;
@@ -345,6 +446,10 @@ node_free(Server *s)
     ev_async_stop(s->loop, &n->async_w);
     proxy_set_free(&n->proxies);
     pthread_mutex_destroy(&n->raft_mu);
+    pthread_mutex_destroy(&n->rmu);
+    pthread_cond_destroy(&n->rcv);
+    free(n->rbuf);
+    free(n->rspare);
     free(n);
     s->node = NULL;
 }
@@ -393,24 +498,14 @@ static void
 promote(Server *s, const RaftNodeStatus *st)
 {
     Node *n = s->node;
-    uint64_t next_id = 1;
-    char err[512];
-    int64_t t0 = mono_ns();
 
     proxy_close_all(&n->proxies);
     n->proxied_leader = n->cfg.self_id;
-    if (store_recover(s->store, queue_recover_job, s, &next_id, err,
-                      sizeof err) < 0) {
-        log_msg(0, "cluster: loading the queue: %s", err);
-        _exit(2);
-    }
-    if (next_id > s->next_id) s->next_id = next_id;
+    drain_replay(s); /* every entry before the barrier */
     n->serving = 1;
-    log_msg(0,
-            "cluster: leader in term %llu; serving %zu jobs, loaded in "
-            "%.3f s (next id %llu)",
+    log_msg(0, "cluster: leader in term %llu; serving %zu jobs (next id %llu)",
             (unsigned long long)st->term, s->jobs.len,
-            (double)(mono_ns() - t0) / 1e9, (unsigned long long)s->next_id);
+            (unsigned long long)s->next_id);
     for (int i = 0; i < n->nparked; i++)
         conn_new(s, n->parked[i]);
     n->nparked = 0;
@@ -437,23 +532,17 @@ reexec(Server *s)
     _exit(1);
 }
 
+/* Starts this program again (reexec) without stopping anything first: to
+ * the data that is the same as a kill -9 (the Raft log is synced, the
+ * shards' WALs are written), which recovery is built for, and every other
+ * descriptor is close-on-exec. An orderly stop is not safe here: closing
+ * libraft 0.15 while its libuv threadpool still works for it (a snapshot
+ * being installed, a segment being finalised) frees what that work reads
+ * (ASan: heap-use-after-free under raft_uv_close, seen in 1 of ~13 runs
+ * of test_paused_leader_steps_down). */
 static void
-step_down(Server *s, const RaftNodeStatus *st)
+restart(Server *s)
 {
-    char err[512];
-
-    log_msg(0,
-            "cluster: no longer the leader (%s in term %llu): restarting "
-            "as a follower",
-            raftnode_role_name(st->role), (unsigned long long)st->term);
-    stop_raft(s->node);
-    if (s->metrics) metrics_stop(s->metrics);
-    s->metrics = NULL;
-    prefetch_stop(s->bodies.reader);
-    s->bodies.reader = NULL;
-    if (store_close(s->store, err, sizeof err) < 0)
-        log_msg(0, "closing the store: %s", err);
-    s->store = NULL;
     reexec(s);
 }
 
@@ -493,9 +582,21 @@ node_step(Server *s)
         _exit(2);
     }
     if (n->serving) {
-        if (st.role != RAFTNODE_LEADER && !s->stopping) step_down(s, &st);
+        if (st.role != RAFTNODE_LEADER && !s->stopping) {
+            log_msg(0,
+                    "cluster: no longer the leader (%s in term %llu): "
+                    "restarting as a follower",
+                    raftnode_role_name(st.role), (unsigned long long)st.term);
+            restart(s);
+        }
         return;
     }
+    if (atomic_load(&n->fetched) != n->fetched_seen && !s->stopping) {
+        log_msg(0, "cluster: the state was fetched from a peer: restarting "
+                   "to load it");
+        restart(s);
+    }
+    drain_replay(s);
     if (st.role == RAFTNODE_LEADER && st.ready) {
         promote(s, &st);
         return;
@@ -509,6 +610,12 @@ node_step(Server *s)
         n->proxied_leader = st.leader_id;
     }
     if (n->nparked) unpark(n, &st);
+}
+
+int
+node_serves(const Server *s)
+{
+    return !s->node || s->node->serving;
 }
 
 void

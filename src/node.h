@@ -47,6 +47,9 @@ typedef struct Node Node; /* in Server.node */
  * (seconds) before they are closed. */
 #define NODE_PARK_MAX 1024
 #define NODE_PARK_S 10
+/* Committed records a node that does not serve holds for its loop before
+ * the raft thread waits for it (about 500 bytes each). */
+#define NODE_REPLAY_MAX 32768
 
 /* Main thread, before the store opens: binds the data directory to this
  * node (cluster_identity_check; a standalone directory, one with FORMAT
@@ -77,6 +80,12 @@ int node_accept(Server *s, int fd);
  * no longer leading, relays or closes waiting connections, closes the
  * relayed ones when the leader changes. */
 void node_step(Server *s);
+
+/* Loop thread: whether this process runs commands: standalone, or the
+ * leader serving. A node that does not serve keeps its queue current from
+ * the committed records, but its timers must not make changes of their
+ * own (the leader makes them). */
+int node_serves(const Server *s);
 
 /* What stats shows of the cluster (PROTOCOL.md 15). role: "leader",
  * "follower", "candidate" or "standalone" (also before the Raft node

@@ -738,3 +738,18 @@ queue_recover_job(void *ctx, const StoreJob *sj)
         queue_make_ready(s, j);
     return 0;
 }
+
+int
+queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj)
+{
+    Job *j = jobtable_find(&s->jobs, id);
+    DedupKey *k = dedup_of_job(&s->dedup, id);
+
+    if (j) { /* an update is the job made again from its new record */
+        queue_detach(s, j, NULL);
+        queue_job_free(s, j);
+    }
+    if (k) dedup_remove(&s->dedup, k);
+    if (op == QUEUE_REPLAY_DELETE) return 0;
+    return queue_recover_job(s, sj);
+}

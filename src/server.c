@@ -119,7 +119,8 @@ second_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop, (void)revents;
     maybe_trim(w->data);
-    queue_dedup_sweep(w->data, wall_ns(), 100000);
+    if (node_serves(w->data)) /* the leader's sweep is replicated */
+        queue_dedup_sweep(w->data, wall_ns(), 100000);
 }
 
 static void

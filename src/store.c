@@ -324,6 +324,13 @@ store_cluster_mode(Store *s, uint16_t node_id, StoreProposeFn propose,
     s->mut.node_id = node_id;
 }
 
+void
+store_raft_replay(Store *s, StoreReplayFn fn, void *arg)
+{
+    s->raft.replay = fn;
+    s->raft.replay_arg = arg;
+}
+
 int
 store_raft_apply(Store *s, uint64_t index, const void *data, size_t len,
                  int ours)

@@ -116,6 +116,11 @@ int store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
 void store_cluster_mode(Store *s, uint16_t node_id, StoreProposeFn propose,
                         void *arg);
 
+/* Main thread, before the raft thread starts: fn is told of every record
+ * a committed entry that this node did not propose writes (StoreReplayFn),
+ * so a node that does not serve can keep its in-memory queue current. */
+void store_raft_replay(Store *s, StoreReplayFn fn, void *arg);
+
 /* Raft thread: applies committed entry index (raftnode's apply); ours:
  * proposed by this node in this run. Returns 0, or -1 (the store failed:
  * the node must stop). */

@@ -98,6 +98,29 @@ write_touched(StoreRaft *r, uint64_t index)
     return rc;
 }
 
+/* Tells r->replay of the record at p (header rec). Returns 0, or -1 after
+ * ack_fail if its meta does not decode. */
+static int
+replay(StoreRaft *r, const unsigned char *p, const EncRec *rec)
+{
+    StoreJob job;
+
+    if (rec->op == ENC_OP_DELETE) {
+        r->replay(r->replay_arg, STORE_REPLAY_DELETE, rec->id, NULL);
+        return 0;
+    }
+    if (store_meta_decode(rec->id, p + ENC_REC_HDR, rec->meta_len, &job) < 0) {
+        ack_fail(r->ack, "raft entry", -1,
+                 strdup("a job record that does "
+                        "not decode"));
+        return -1;
+    }
+    r->replay(r->replay_arg,
+              rec->op == ENC_OP_PUT ? STORE_REPLAY_PUT : STORE_REPLAY_UPDATE,
+              rec->id, &job);
+    return 0;
+}
+
 int
 sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
             int ours)
@@ -117,8 +140,13 @@ sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
         EncRec rec;
         size_t rl = enc_rec_get(p + off, &rec);
         int i = store_shard_of(rec.id, r->sb.nshards);
-        if (index > r->sb.shard[i].raft_applied)
+        if (index > r->sb.shard[i].raft_applied) {
             sbatch_add(&r->sb, p + off, &seq);
+            if (!ours && r->replay && replay(r, p + off, &rec) < 0) {
+                sbatch_clear(&r->sb);
+                return -1;
+            }
+        }
         off += rl;
     }
     if (write_touched(r, index) < 0) return -1;

@@ -43,9 +43,11 @@
 /* The raft thread's applier; lives in the Store. */
 typedef struct StoreRaft {
     ShardBatches sb;
-    const StoreIO *io; /* borrowed */
-    StoreAck *ack;     /* borrowed */
-    uint64_t entries;  /* entries applied (counter for stats) */
+    const StoreIO *io;    /* borrowed */
+    StoreAck *ack;        /* borrowed */
+    uint64_t entries;     /* entries applied (counter for stats) */
+    StoreReplayFn replay; /* NULL: none */
+    void *replay_arg;
 } StoreRaft;
 
 /* Initialises r over the store's shards and parts (borrowed). */
@@ -68,6 +70,8 @@ void sraft_entry_header(unsigned char *p, size_t len, uint16_t origin,
  * ack_fail. */
 int sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
                 int ours);
+/* (sraft_apply also hands each record it writes of an entry that is not
+ * ours to r->replay.) */
 
 /* Raft thread, for a snapshot at index (every entry up to it applied):
  * writes raft_applied = index to every shard below it and syncs every

@@ -91,6 +91,16 @@ typedef struct StoreIO {
  * on the mutation thread. */
 typedef int (*StoreProposeFn)(void *arg, const void *entry, size_t len);
 
+/* Cluster mode: told of each mutation record that a committed entry this
+ * node did not propose writes to a shard, in log order (a record a shard
+ * already held is not told again): op STORE_REPLAY_*, the job's id and,
+ * for a put or an update, its new record (borrowed for the call; a
+ * STORE_GONE record is a put-unique key whose job is gone). Called on the
+ * raft thread. */
+enum { STORE_REPLAY_PUT = 1, STORE_REPLAY_UPDATE, STORE_REPLAY_DELETE };
+typedef void (*StoreReplayFn)(void *arg, int op, uint64_t id,
+                              const StoreJob *job);
+
 /* Largest Raft entry the store proposes, bytes: raftnode's
  * RAFTNODE_ENTRY_MAX (checked where the two meet). A job record must fit
  * in one: cluster mode caps the job size below it. */

@@ -221,9 +221,10 @@ def test_kill_leader_rounds(cluster):
 
 
 def check_drain(c, ledger):
-    """Drains through a follower and checks it against the ledger (see
+    """Drains through the leader (a follower may still be restarting to
+    load a state it fetched) and checks it against the ledger (see
     test_kill_leader_rounds); returns (drained, in flight) counts."""
-    got = drain(c.follower())
+    got = drain(c.node(c.wait_leader()))
     for jid in [j for j, b in got.items() if b == b"probe"]:
         del got[jid]
     want = {j: b for j, b in ledger.acked.items() if j not in ledger.deleted}
@@ -281,6 +282,60 @@ def test_paused_leader_steps_down(cluster):
     print("paused leader: acknowledged puts %d, deletes %d, drained %d "
           "(%d in flight)" % (len(ledger.acked), len(ledger.deleted),
                               drained, extra))
+
+
+def job_counts(node):
+    """A node's own in-memory job counts, from its metrics endpoint."""
+    import urllib.request
+    url = "http://127.0.0.1:%d/metrics" % node.metrics_port
+    text = urllib.request.urlopen(url, timeout=2).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("rockstalk_jobs{state="):
+            out[line.split('"')[1]] = int(line.split()[1])
+    return out
+
+
+def test_followers_keep_the_queue(cluster):
+    """Followers keep their in-memory queue current from the committed
+    entries (puts, deletes, buries, kicks, delays, put-unique keys), so a
+    new leader serves at once, without reading its shards: each follower's
+    own counts match the leader's, and after the leader is killed the new
+    one serves the same jobs."""
+    c = cluster()
+    lead = c.wait_leader()
+    conn = Conn(c.node(lead))
+    ids = [conn.put(b"job-%d" % i) for i in range(60)]
+    for _ in range(10):  # bury 10
+        jid, _ = conn.reserve(0)
+        conn.s.sendall(b"bury %d 0\r\n" % jid)
+        assert conn.line() == b"BURIED"
+    for _ in range(10):  # delete 10
+        jid, _ = conn.reserve(0)
+        conn.delete(jid)
+    conn.s.sendall(b"kick 3\r\n")
+    assert conn.line() == b"KICKED 3"
+    conn.s.sendall(b"put 0 3600 60 5\r\nlater\r\n")
+    assert conn.line().startswith(b"INSERTED")
+    conn.s.sendall(b"put-unique k1 0 0 60 3\r\nabc\r\n")
+    first = conn.line()
+    conn.close()
+    want = {"ready": 44, "urgent": 44, "reserved": 0, "delayed": 1,
+            "buried": 7}
+    for nd in c.nodes:  # metrics are published once a second
+        end = time.monotonic() + 10
+        while job_counts(nd) != want and time.monotonic() < end:
+            time.sleep(0.05)
+        assert job_counts(nd) == want, (nd.id, job_counts(nd), want)
+    c.node(lead).kill9()
+    new = c.wait_leader()
+    with open(c.node(new).dir + ".log", "rb") as f:
+        assert b"serving 52 jobs" in f.read().split(b"leader in term")[-1]
+    conn = Conn(c.node(new))
+    conn.s.sendall(b"put-unique k1 0 0 60 3\r\nabc\r\n")
+    assert conn.line() == first  # the key came along
+    conn.close()
+    assert len(ids) == 60
 
 
 def test_stopped_follower_catches_up(cluster):
