@@ -2,12 +2,17 @@
  * section 15): this process as one voter of a Raft cluster (raftnode.h),
  * its store in cluster mode (store.h), and where its clients go.
  *
+ *   queue      every node loads its in-memory queue from its shards at
+ *              start (as a standalone restart does: reservations come
+ *              back ready); a node that does not serve keeps it current
+ *              from the records of the committed entries (cb_replay ->
+ *              queue_replay), and its timers change nothing of their own.
  *   serving    only the leader serves, once its barrier is applied
- *              (RaftNodeStatus.ready): it then loads its in-memory queue
- *              from its shards (as at a restart: reservations return to
- *              ready) and runs every command; each change is a Raft entry,
- *              and a reply leaves once its entry is committed on a
- *              majority and applied here (store_acked_seq).
+ *              (RaftNodeStatus.ready, every earlier entry replayed into
+ *              its queue): at once, with the queue it holds. Each change
+ *              is a Raft entry, and a reply leaves once its entry is
+ *              committed on a majority and applied here
+ *              (store_acked_seq).
  *   forwarding a node that does not serve relays each client connection it
  *              accepts, byte for byte, to the leader's client port
  *              (proxy.h), so a client on a follower speaks the same
@@ -16,10 +21,12 @@
  *              (up to NODE_PARK_S seconds, NODE_PARK_MAX of them).
  *   stepping down  a serving node that stops leading restarts itself
  *              (execv of /proc/self/exe with the same arguments, the
- *              listening socket inherited as under systemd): its memory
- *              may hold changes that never committed, and its clients'
- *              connections cannot be carried over; it comes back as a
- *              follower from its shards and the Raft log.
+ *              listening socket inherited as under systemd; nothing is
+ *              stopped first: to the data an exec is a kill -9): its
+ *              memory may hold changes that never committed, and its
+ *              clients' connections cannot be carried over; it comes back
+ *              as a follower from its shards and the Raft log. So does a
+ *              follower whose shards were replaced by a fetched state.
  *   snapshots  Raft snapshots are small manifests; a node that fell behind
  *              the leader's log, or lost its directory, fetches the state
  *              out of band from a peer's client port (rockstalk-snapshot,
