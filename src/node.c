@@ -5,8 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,8 +14,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "metrics.h"
-#include "prefetch.h"
 #include "proxy.h"
 #include "queue.h"
 #include "raftnode.h"
@@ -26,11 +22,6 @@
 _Static_assert(STORE_RAFT_ENTRY_MAX <= RAFTNODE_ENTRY_MAX,
                "a store entry must fit in a Raft entry");
 
-/* The snapshot manifest (Raft snapshots carry only this; raftnode prefixes
- * its index): u32 magic "RSM1", u32 version 1, u64 index, u32 shards, u32
- * the node that took it. Little-endian. */
-#define MANIFEST_MAGIC 0x314d5352u
-#define MANIFEST_LEN 24
 /* How long a node that needs the state out of band keeps trying its peers
  * (seconds) before it gives up (the Raft node fails; a restart retries). */
 #define FETCH_TRY_S 120
@@ -71,37 +62,11 @@ cb_apply(void *arg, uint64_t index, const void *data, size_t len, uint64_t seq)
     return store_raft_apply(n->store, index, data, len, seq != 0);
 }
 
-static void
-put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t
-get_u32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
 static int
 cb_snapshot(void *arg, uint64_t index, void **buf, size_t *len)
 {
     Node *n = arg;
-    unsigned char *m;
-
-    if (store_raft_snapshot(n->store, index) < 0 || !(m = malloc(MANIFEST_LEN)))
-        return -1;
-    put_u32(m, MANIFEST_MAGIC);
-    put_u32(m + 4, 1);
-    put_u32(m + 8, (uint32_t)index);
-    put_u32(m + 12, (uint32_t)(index >> 32));
-    put_u32(m + 16, (uint32_t)store_shards(n->store));
-    put_u32(m + 20, (uint32_t)n->cfg.self_id);
-    *buf = m;
-    *len = MANIFEST_LEN;
-    return 0;
+    return store_raft_snapshot(n->store, index, buf, len);
 }
 
 /* Connects to addr within 2 s and asks for the state; returns the socket
@@ -193,12 +158,8 @@ static int
 cb_restore(void *arg, uint64_t index, const void *buf, size_t len)
 {
     Node *n = arg;
-    const unsigned char *m = buf;
 
-    if (len != MANIFEST_LEN || get_u32(m) != MANIFEST_MAGIC ||
-        get_u32(m + 4) != 1 ||
-        get_u32(m + 16) != (uint32_t)store_shards(n->store))
-        return -1;
+    if (!store_raft_manifest_ok(n->store, buf, len)) return -1;
     if (store_raft_applied(n->store) >= index) return 0; /* already here */
     return fetch_state(n, index);
 }
@@ -329,9 +290,9 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
         return cluster_errf(err, errcap,
                             "cluster mode needs a little-endian host");
     snprintf(path, sizeof path, "%s/FORMAT", s->cfg.dir);
-    if (access(path, F_OK) == 0 &&
-        snprintf(path, sizeof path, "%s/%s", s->cfg.dir, CLUSTER_FILE) > 0 &&
-        access(path, F_OK) != 0)
+    int formatted = access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "%s/%s", s->cfg.dir, CLUSTER_FILE);
+    if (formatted && access(path, F_OK) != 0)
         return cluster_errf(err, errcap,
                             "%s is a standalone data directory; a cluster "
                             "node needs a directory of its own",
@@ -512,9 +473,17 @@ promote(Server *s, const RaftNodeStatus *st)
 }
 
 /* Starts this program again in this process (see node.h, stepping down),
- * the listening socket handed over as systemd does (net_inherited). */
+ * the listening socket handed over as systemd does (net_inherited),
+ * without stopping anything first: to the data that is the same as a
+ * kill -9 (the Raft log is synced, the shards' WALs are written), which
+ * recovery is built for, and every other descriptor is close-on-exec. An
+ * orderly stop is not safe here: closing libraft 0.15 while its libuv
+ * threadpool still works for it (a snapshot being installed, a segment
+ * being finalised) frees what that work reads (ASan: heap-use-after-free
+ * under raft_uv_close, seen in 1 of ~13 runs of
+ * test_paused_leader_steps_down). */
 static void
-reexec(Server *s)
+restart(Server *s)
 {
     char pid[24];
 
@@ -530,20 +499,6 @@ reexec(Server *s)
     execv("/proc/self/exe", s->node->argv);
     log_msg(0, "cluster: execv: %s", strerror(errno));
     _exit(1);
-}
-
-/* Starts this program again (reexec) without stopping anything first: to
- * the data that is the same as a kill -9 (the Raft log is synced, the
- * shards' WALs are written), which recovery is built for, and every other
- * descriptor is close-on-exec. An orderly stop is not safe here: closing
- * libraft 0.15 while its libuv threadpool still works for it (a snapshot
- * being installed, a segment being finalised) frees what that work reads
- * (ASan: heap-use-after-free under raft_uv_close, seen in 1 of ~13 runs
- * of test_paused_leader_steps_down). */
-static void
-restart(Server *s)
-{
-    reexec(s);
 }
 
 /* Not serving: relays the waiting connections once a leader is known,
@@ -634,7 +589,6 @@ node_stats(const Server *s, NodeStats *out)
     out->leader = st.leader_id;
     out->term = st.term;
     out->commit_index = st.commit_index;
-    out->relayed = n->proxies.count;
 }
 
 /* A snapshot sender's work. */

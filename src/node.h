@@ -101,7 +101,6 @@ typedef struct NodeStats {
     const char *role;
     uint64_t leader; /* the leader's node id, 0 if none known */
     uint64_t term, commit_index;
-    size_t relayed; /* connections relayed to the leader now */
 } NodeStats;
 
 /* Loop thread: s's cluster status (standalone when s has no node). */

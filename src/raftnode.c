@@ -34,6 +34,8 @@
 #include <raft/uv.h>
 #include <uv.h>
 
+#include "rafttune.h"
+
 /* The manifest's header: magic, version (u32 LE each), index (u64 LE). */
 #define SNAP_MAGIC 0x4e534b52u /* "RKSN" */
 #define SNAP_VERSION 1u
@@ -97,7 +99,7 @@ struct RaftNode {
     uv_loop_t loop;
     uv_async_t wake;
     uv_check_t check;
-    uv_timer_t nodelay; /* sets TCP_NODELAY on libraft's connections */
+    RaftTune tune; /* libraft 0.15 workarounds (rafttune.h) */
     struct raft_uv_transport transport;
     struct raft_io io;
     struct raft_fsm fsm;
@@ -106,8 +108,6 @@ struct RaftNode {
     uint64_t inflight_term;
     uint64_t last_index; /* latest index applied or restored */
     int barrier_pending; /* a barrier is in the log, not yet applied */
-    uint64_t log_bytes;  /* bytes applied since the last snapshot */
-    uint64_t log_count;  /* entries applied since the last snapshot */
     uint64_t ready_term; /* the term whose barrier was applied here */
     int closing;
 };
@@ -284,38 +284,6 @@ publish(RaftNode *n)
     if (changed && n->cb.notify) n->cb.notify(n->cb.arg);
 }
 
-/* libraft keeps the log since its last snapshot, and snapshot_trailing
- * entries before it, in memory: counted in entries, that is up to 4 MiB
- * each. After each apply: once RAFTNODE_LOG_BYTES bytes were applied since
- * the last snapshot, the threshold drops to what was applied, so libraft
- * takes a snapshot right after this apply (log_snapshot_taken restores
- * it and bounds the entries kept behind it). */
-static void
-log_bound(RaftNode *n, size_t len)
-{
-    n->log_bytes += len;
-    n->log_count++;
-    if (n->log_bytes >= RAFTNODE_LOG_BYTES)
-        raft_set_snapshot_threshold(&n->raft, (unsigned)n->log_count);
-}
-
-/* At a snapshot: the entries libraft keeps behind it (it truncates once
- * fsm_snapshot returns), as many as RAFTNODE_LOG_BYTES holds at the mean
- * size of the entries since the last one, at most the option's, at least
- * 16; then the counts start again and the threshold is the option's. */
-static void
-log_snapshot_taken(RaftNode *n)
-{
-    uint64_t mean = n->log_count ? n->log_bytes / n->log_count : 0;
-    uint64_t trail =
-        mean ? RAFTNODE_LOG_BYTES / mean : n->opt.snapshot_trailing;
-
-    if (trail > n->opt.snapshot_trailing) trail = n->opt.snapshot_trailing;
-    raft_set_snapshot_trailing(&n->raft, (unsigned)(trail < 16 ? 16 : trail));
-    raft_set_snapshot_threshold(&n->raft, n->opt.snapshot_threshold);
-    n->log_bytes = n->log_count = 0;
-}
-
 static int
 fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
@@ -344,7 +312,7 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
     }
     n->last_index = index;
     atomic_store(&n->applied, index);
-    log_bound(n, buf->len);
+    rafttune_applied(&n->tune, buf->len);
     return 0;
 }
 
@@ -358,7 +326,7 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *nbufs)
 
     if (n->cb.snapshot && n->cb.snapshot(n->cb.arg, index, &man, &len) != 0)
         return RAFT_BUSY; /* libraft retries at the next threshold */
-    log_snapshot_taken(n);
+    rafttune_snapshot_taken(&n->tune);
     struct raft_buffer *b = raft_malloc(sizeof *b);
     unsigned char *p = raft_malloc(SNAP_HDR + len);
     if (!b || !p) {
@@ -477,29 +445,7 @@ begin_close(RaftNode *n, int raft_open)
     if (raft_open) raft_close(&n->raft, on_raft_closed);
     uv_close((uv_handle_t *)&n->wake, NULL);
     uv_close((uv_handle_t *)&n->check, NULL);
-    uv_close((uv_handle_t *)&n->nodelay, NULL);
-}
-
-static void
-nodelay_one(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (h->type == UV_TCP && !uv_is_closing(h))
-        uv_tcp_nodelay((uv_tcp_t *)h, 1);
-}
-
-/* libraft's uv TCP transport (0.15) leaves Nagle's algorithm on: a small
- * AppendEntries or its reply then waits for the peer's delayed ACK, up to
- * 40 ms (the cluster's p99 in make bench was 44 ms). It offers no hook, so
- * every NODELAY_MS the raft thread sets TCP_NODELAY on every TCP handle of
- * its loop (uv_walk): its connections are long-lived, and a new one runs
- * with Nagle for at most that long. */
-#define NODELAY_MS 100
-
-static void
-on_nodelay(uv_timer_t *t)
-{
-    uv_walk(t->loop, nodelay_one, NULL);
+    rafttune_close(&n->tune);
 }
 
 static void
@@ -546,9 +492,8 @@ node_open(RaftNode *n, char *err, size_t errcap)
     uv_async_init(&n->loop, &n->wake, on_wake);
     uv_check_init(&n->loop, &n->check);
     uv_check_start(&n->check, on_check);
-    uv_timer_init(&n->loop, &n->nodelay);
-    uv_timer_start(&n->nodelay, on_nodelay, 0, NODELAY_MS);
-    n->wake.data = n->check.data = n->nodelay.data = n;
+    rafttune_start(&n->tune, &n->loop);
+    n->wake.data = n->check.data = n;
     pthread_mutex_lock(&n->mu);
     n->wake_open = 1;
     pthread_mutex_unlock(&n->mu);
@@ -585,8 +530,8 @@ node_open(RaftNode *n, char *err, size_t errcap)
     n->raft.data = n;
     raft_set_election_timeout(&n->raft, n->opt.election_ms);
     raft_set_heartbeat_timeout(&n->raft, n->opt.heartbeat_ms);
-    raft_set_snapshot_threshold(&n->raft, n->opt.snapshot_threshold);
-    raft_set_snapshot_trailing(&n->raft, n->opt.snapshot_trailing);
+    rafttune_attach(&n->tune, &n->raft, n->opt.snapshot_threshold,
+                    n->opt.snapshot_trailing, RAFTNODE_LOG_BYTES);
     raft_set_pre_vote(&n->raft, !n->opt.no_pre_vote);
 
     /* Every voter bootstraps the same configuration (cluster.h keeps it

@@ -339,21 +339,28 @@ store_raft_apply(Store *s, uint64_t index, const void *data, size_t len,
 }
 
 int
-store_raft_snapshot(Store *s, uint64_t index)
+store_raft_snapshot(Store *s, uint64_t index, void **manifest, size_t *len)
 {
-    return sraft_mark(&s->raft, index);
+    unsigned char *m;
+
+    if (sraft_mark(&s->raft, index) < 0 || !(m = malloc(SRAFT_MANIFEST_LEN)))
+        return -1;
+    sraft_manifest(&s->raft, index, s->mut.node_id, m);
+    *manifest = m;
+    *len = SRAFT_MANIFEST_LEN;
+    return 0;
+}
+
+int
+store_raft_manifest_ok(const Store *s, const void *manifest, size_t len)
+{
+    return sraft_manifest_ok(&s->raft, manifest, len);
 }
 
 uint64_t
 store_raft_applied(const Store *s)
 {
     return sraft_applied(&s->raft);
-}
-
-int
-store_shards(const Store *s)
-{
-    return s->nshards;
 }
 
 int

@@ -128,15 +128,18 @@ int store_raft_apply(Store *s, uint64_t index, const void *data, size_t len,
                      int ours);
 
 /* Raft thread: every shard holds (synced) every entry up to index, as a
- * snapshot at index needs. Returns 0 or -1 (failed). */
-int store_raft_snapshot(Store *s, uint64_t index);
+ * snapshot at index needs; *manifest (malloc'd, the caller frees; *len
+ * bytes) describes it (store_raft.h: index, shard count, this node).
+ * Returns 0, or -1 (failed, or out of memory). */
+int store_raft_snapshot(Store *s, uint64_t index, void **manifest, size_t *len);
+
+/* Raft thread, restoring a snapshot: 1 if manifest[0..len) is one of
+ * store_raft_snapshot's for a store with this shard count, else 0. */
+int store_raft_manifest_ok(const Store *s, const void *manifest, size_t len);
 
 /* Raft thread (or before it starts): every entry up to this index is in
  * every shard (the lowest raft_applied). */
 uint64_t store_raft_applied(const Store *s);
-
-/* Any thread: the number of shards. */
-int store_shards(const Store *s);
 
 /* Any thread: writes every shard's state to fd (a blocking socket) as the
  * snapshot stream of store_ship.h (PROTOCOL.md 11.6), each shard read

@@ -180,6 +180,26 @@ sraft_mark(StoreRaft *r, uint64_t index)
     return 0;
 }
 
+void
+sraft_manifest(const StoreRaft *r, uint64_t index, uint32_t origin,
+               unsigned char *m)
+{
+    enc_put_u32le(m, SRAFT_MANIFEST_MAGIC);
+    enc_put_u32le(m + 4, 1);
+    enc_put_u64le(m + 8, index);
+    enc_put_u32le(m + 16, (uint32_t)r->sb.nshards);
+    enc_put_u32le(m + 20, origin);
+}
+
+int
+sraft_manifest_ok(const StoreRaft *r, const unsigned char *m, size_t len)
+{
+    return len == SRAFT_MANIFEST_LEN &&
+           enc_get_u32le(m) == SRAFT_MANIFEST_MAGIC &&
+           enc_get_u32le(m + 4) == 1 &&
+           enc_get_u32le(m + 16) == (uint32_t)r->sb.nshards;
+}
+
 uint64_t
 sraft_applied(const StoreRaft *r)
 {

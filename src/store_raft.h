@@ -79,6 +79,20 @@ int sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
  * or -1 after ack_fail. */
 int sraft_mark(StoreRaft *r, uint64_t index);
 
+/* The manifest of a snapshot (all a Raft snapshot carries; the state moves
+ * out of band, store_ship.h), little-endian: u32 magic "RSM1", u32 version
+ * 1, u64 the index, u32 the shard count, u32 the node that took it. */
+#define SRAFT_MANIFEST_MAGIC 0x314d5352u
+#define SRAFT_MANIFEST_LEN 24
+
+/* Writes the manifest of a snapshot at index, taken by node origin, into
+ * m (SRAFT_MANIFEST_LEN bytes). */
+void sraft_manifest(const StoreRaft *r, uint64_t index, uint32_t origin,
+                    unsigned char *m);
+
+/* Whether m[0..len) is a manifest of a store with this shard count. */
+int sraft_manifest_ok(const StoreRaft *r, const unsigned char *m, size_t len);
+
 /* The lowest raft_applied of all shards: every entry up to it is here.
  * Raft thread (or before it starts). */
 uint64_t sraft_applied(const StoreRaft *r);

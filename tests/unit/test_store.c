@@ -1557,8 +1557,15 @@ test_cluster_entries(void **state)
     assert_int_equal(store_raft_apply(s, 5, p.e[0], p.len[0], 0), 0);
     got = NULL;
     assert_int_equal(store_get_body(s, 1, &got, &glen, err, sizeof err), 0);
-    assert_int_equal(store_raft_snapshot(s, 8), 0);
+    void *man = NULL;
+    size_t mlen = 0;
+    assert_int_equal(store_raft_snapshot(s, 8, &man, &mlen), 0);
     assert_int_equal(store_raft_applied(s), 8);
+    assert_true(store_raft_manifest_ok(s, man, mlen));
+    assert_false(store_raft_manifest_ok(s, man, mlen - 1));
+    ((unsigned char *)man)[16] ^= 1; /* another shard count */
+    assert_false(store_raft_manifest_ok(s, man, mlen));
+    free(man);
 
     p.e[1][3] ^= 1; /* bad magic */
     assert_int_equal(store_raft_apply(s, 9, p.e[1], p.len[1], 0), -1);
