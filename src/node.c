@@ -69,9 +69,9 @@ cb_snapshot(void *arg, uint64_t index, void **buf, size_t *len)
     return store_raft_snapshot(n->store, index, buf, len);
 }
 
-/* Connects to addr within 2 s and asks for the state; returns the socket
- * (blocking, 30 s timeouts) once the peer answered SNAPSHOT with an
- * applied index of at least want, else -1. */
+/* Connects to addr and asks for the state (blocking, 30 s timeouts on
+ * connect, sends and receives); returns the socket once the peer answered
+ * SNAPSHOT with an applied index of at least want, else -1. */
 static int
 fetch_open(const struct sockaddr_in *addr, uint64_t want)
 {

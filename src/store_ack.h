@@ -39,7 +39,7 @@ typedef struct StoreAck {
     _Atomic int failed;
     char failmsg[512]; /* written once, under mu, before failed (release) */
     _Atomic uint64_t st_records, st_groups, st_syncs, st_sync_ns,
-        st_last_sync_ns, st_bytes, st_replayed, st_dropped;
+        st_last_sync_ns, st_bytes, st_replayed;
     _Atomic uint64_t st_sync_hist[STORE_SYNC_BUCKETS];
 } StoreAck;
 

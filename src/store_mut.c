@@ -277,9 +277,6 @@ mut_emit(StoreMut *m, uint64_t pseq)
          tries < 10000;
          tries++)
         usleep(1000);
-    if (rc != 0)
-        atomic_fetch_add_explicit(&m->ack->st_dropped, m->enrec,
-                                  memory_order_relaxed);
     m->elen = SRAFT_HDR;
     m->enrec = 0;
 }

@@ -111,8 +111,7 @@ replay(StoreRaft *r, const unsigned char *p, const EncRec *rec)
     }
     if (store_meta_decode(rec->id, p + ENC_REC_HDR, rec->meta_len, &job) < 0) {
         ack_fail(r->ack, "raft entry", -1,
-                 strdup("a job record that does "
-                        "not decode"));
+                 strdup("a job record that does not decode"));
         return -1;
     }
     r->replay(r->replay_arg,
@@ -150,7 +149,6 @@ sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
         off += rl;
     }
     if (write_touched(r, index) < 0) return -1;
-    r->entries++;
     atomic_fetch_add_explicit(&r->ack->st_records, nrec, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->ack->st_groups, 1, memory_order_relaxed);
     if (ours) {
@@ -171,11 +169,12 @@ sraft_mark(StoreRaft *r, uint64_t index)
     }
     if (write_touched(r, index) < 0) return -1;
     for (int i = 0; i < r->sb.nshards; i++) {
+        int64_t t0 = util_now_ns();
         if (r->io->sync(r->io->ctx, r->sb.shard[i].db, &msg) < 0) {
             ack_fail(r->ack, "raft snapshot sync of", i, msg);
             return -1;
         }
-        ack_stat_sync(r->ack, 0);
+        ack_stat_sync(r->ack, (uint64_t)(util_now_ns() - t0));
     }
     return 0;
 }

@@ -45,7 +45,6 @@ typedef struct StoreRaft {
     ShardBatches sb;
     const StoreIO *io;    /* borrowed */
     StoreAck *ack;        /* borrowed */
-    uint64_t entries;     /* entries applied (counter for stats) */
     StoreReplayFn replay; /* NULL: none */
     void *replay_arg;
 } StoreRaft;
