@@ -24,7 +24,18 @@
  * only the data. What a commit journal of reused, zero-filled files can
  * reach; the plain sync ceiling measures an appending log.
  *
- * usage: ceiling [-l ADDR] [-p PORT] [-b DIR [-n SYNCERS] [-o]]
+ * -R ID -r CLUSTER (with -b): the Raft ceiling, node ID of the cluster
+ * CLUSTER ("1@IP:PORT,2@IP:PORT,3@IP:PORT", Raft addresses). The syncer is
+ * a libraft node (Debian's libraft 0.15, its uv log and TCP transport, the
+ * settings src/raftnode.c uses) on its own thread and uv loop: it proposes
+ * each generation handed to it as one entry, and a generation counts as
+ * synced once libraft applied its entry, that is once it is committed on a
+ * majority. The FSM does nothing. What a durable, replicated server built
+ * on libraft can reach at best with this disk and these cores, beside the
+ * cluster rows; the leader creates DIR/LEADER, and only it may be given
+ * clients (elsewhere a generation is never synced).
+ *
+ * usage: ceiling [-l ADDR] [-p PORT] [-b DIR [-n SYNCERS] [-o] [-R ID -r CL]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
 #include <errno.h>
@@ -41,7 +52,14 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <uv.h>
+
+#include "rafttune.h" /* src/: the Raft node's own libraft workarounds */
 
 #define READ_CHUNK 65536
 #define OVER_SIZE ((off_t)64 << 20) /* -o: bytes of each log file */
@@ -98,6 +116,22 @@ static struct logfile {
     off_t off;
 } files[SYNCERS_MAX];
 static int overwrite; /* -o */
+static int raft_id_opt;         /* -R: this node's id; 0: no Raft */
+static const char *raft_spec;   /* -r: the cluster */
+
+/* -R: the Raft node that stands in for the syncers (raft thread). */
+static struct rnode {
+    uv_loop_t loop;
+    uv_async_t wake;
+    uv_check_t check;
+    struct raft_uv_transport transport;
+    struct raft_io io;
+    struct raft_fsm fsm;
+    struct raft raft;
+    RaftTune tune;
+    char dir[4096];
+    int leader_marked;
+} rn;
 
 /* Writes n bytes at p to f: appended, or (-o) in place, wrapping. */
 static void
@@ -314,6 +348,7 @@ handoff(void)
     uint64_t g = lg.gen;
     pthread_cond_signal(&lg.cv);
     pthread_mutex_unlock(&lg.mu);
+    if (raft_id_opt) uv_async_send(&rn.wake);
     plen = 0;
     for (size_t i = 0; i < nheld; i++) {
         struct cli *c = held[i];
@@ -409,6 +444,183 @@ listen_on(const char *addr, const char *port)
     return fd;
 }
 
+
+/* One proposed generation. */
+struct rapply {
+    struct raft_apply req;
+    uint64_t gen;
+};
+
+static void
+raft_die(const char *what, int rv)
+{
+    fprintf(stderr, "ceiling: %s: %s\n", what, raft_strerror(rv));
+    exit(1);
+}
+
+static int
+fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+    (void)fsm;
+    *result = NULL;
+    rafttune_applied(&rn.tune, buf->len);
+    return 0;
+}
+
+static int
+fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+    (void)fsm;
+    struct raft_buffer *b = raft_malloc(sizeof *b);
+    if (!b || !(b->base = raft_malloc(8))) return RAFT_NOMEM;
+    memset(b->base, 0, 8);
+    b->len = 8;
+    *bufs = b;
+    *n = 1;
+    rafttune_snapshot_taken(&rn.tune);
+    return 0;
+}
+
+static int
+fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+    (void)fsm;
+    raft_free(buf->base);
+    return 0;
+}
+
+/* The generation's entry is applied: committed on a majority. */
+static void
+on_applied(struct raft_apply *req, int status, void *result)
+{
+    struct rapply *a = (struct rapply *)req;
+    uint64_t one = 1;
+    (void)result;
+    if (status != 0) raft_die("entry not committed", status);
+    pthread_mutex_lock(&lg.mu);
+    gen_done(a->gen);
+    pthread_mutex_unlock(&lg.mu);
+    free(a);
+    if (write(lg.efd, &one, sizeof one) < 0) die("eventfd");
+}
+
+/* Raft thread: proposes what was handed over as one entry, padded to
+ * libraft's 8-byte units (raftnode_propose does the same). */
+static void
+on_wake(uv_async_t *h)
+{
+    (void)h;
+    pthread_mutex_lock(&lg.mu);
+    size_t n = lg.len;
+    uint64_t g = lg.gen;
+    char *p = n ? raft_malloc((n + 7) & ~(size_t)7) : NULL;
+    if (n && p) {
+        memcpy(p, lg.buf, n);
+        memset(p + n, 0, ((n + 7) & ~(size_t)7) - n);
+        lg.len = 0;
+        lg.gen++;
+    }
+    pthread_mutex_unlock(&lg.mu);
+    if (!n) return;
+    struct rapply *a = calloc(1, sizeof *a);
+    if (!p || !a) die("raft_malloc");
+    struct raft_buffer b = {.base = p, .len = (n + 7) & ~(size_t)7};
+    a->gen = g;
+    int rv = raft_apply(&rn.raft, &a->req, &b, 1, on_applied);
+    if (rv != 0) raft_die("raft_apply", rv);
+}
+
+/* Raft thread: marks the leader for the harness (DIR/LEADER), once. */
+static void
+on_check(uv_check_t *h)
+{
+    char path[4200];
+    (void)h;
+    if (rn.leader_marked || raft_state(&rn.raft) != RAFT_LEADER) return;
+    snprintf(path, sizeof path, "%s/LEADER", rn.dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) die(path);
+    close(fd);
+    rn.leader_marked = 1;
+}
+
+/* Adds every "ID@ADDR" of spec to conf; returns how many. */
+static int
+parse_cluster(const char *spec, struct raft_configuration *conf, int self,
+              char *self_addr, size_t cap)
+{
+    char *copy = strdup(spec), *save = NULL, *tok;
+    int n = 0;
+    if (!copy) die("strdup");
+    for (tok = strtok_r(copy, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *at = strchr(tok, '@');
+        if (!at || atoi(tok) <= 0) {
+            fprintf(stderr, "ceiling: bad cluster member '%s'\n", tok);
+            exit(2);
+        }
+        if (atoi(tok) == self) snprintf(self_addr, cap, "%s", at + 1);
+        int rv = raft_configuration_add(conf, (raft_id)atoi(tok), at + 1,
+                                        RAFT_VOTER);
+        if (rv != 0) raft_die("raft_configuration_add", rv);
+        n++;
+    }
+    free(copy);
+    return n;
+}
+
+static void *
+raft_main(void *arg)
+{
+    (void)arg;
+    uv_run(&rn.loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* -R ID -r SPEC: starts node ID's libraft on its thread, log in DIR/raft. */
+static void
+rnode_start(const char *dir, int id, const char *spec)
+{
+    struct raft_configuration conf;
+    char rdir[4200], self_addr[256] = "";
+    pthread_t th;
+    int rv;
+
+    snprintf(rn.dir, sizeof rn.dir, "%s", dir);
+    snprintf(rdir, sizeof rdir, "%s/raft", dir);
+    if (mkdir(rdir, 0755) < 0 && errno != EEXIST) die(rdir);
+    uv_loop_init(&rn.loop);
+    uv_async_init(&rn.loop, &rn.wake, on_wake);
+    uv_check_init(&rn.loop, &rn.check);
+    uv_check_start(&rn.check, on_check);
+    rafttune_start(&rn.tune, &rn.loop);
+    raft_configuration_init(&conf);
+    if (parse_cluster(spec, &conf, id, self_addr, sizeof self_addr) < 1 ||
+        !*self_addr) {
+        fprintf(stderr, "ceiling: node %d is not in -r %s\n", id, spec);
+        exit(2);
+    }
+    if ((rv = raft_uv_tcp_init(&rn.transport, &rn.loop)) != 0)
+        raft_die("raft_uv_tcp_init", rv);
+    if ((rv = raft_uv_init(&rn.io, &rn.loop, rdir, &rn.transport)) != 0)
+        raft_die("raft_uv_init", rv);
+    rn.fsm = (struct raft_fsm){.version = 1,
+                               .apply = fsm_apply,
+                               .snapshot = fsm_snapshot,
+                               .restore = fsm_restore};
+    if ((rv = raft_init(&rn.raft, &rn.io, &rn.fsm, (raft_id)id, self_addr)))
+        raft_die("raft_init", rv);
+    raft_set_election_timeout(&rn.raft, 1000);
+    raft_set_heartbeat_timeout(&rn.raft, 100);
+    raft_set_pre_vote(&rn.raft, true);
+    rafttune_attach(&rn.tune, &rn.raft, 8192, 2048, (uint64_t)64 << 20);
+    rv = raft_bootstrap(&rn.raft, &conf);
+    if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) raft_die("raft_bootstrap", rv);
+    raft_configuration_close(&conf);
+    if ((rv = raft_start(&rn.raft)) != 0) raft_die("raft_start", rv);
+    if (pthread_create(&th, NULL, raft_main, NULL)) die("thread");
+}
+
 /* -b DIR: opens the eventfd, the log files and the syncer threads. */
 static void
 durable_start(const char *dir, int nsync, struct cli *wake)
@@ -422,6 +634,11 @@ durable_start(const char *dir, int nsync, struct cli *wake)
     pthread_mutex_init(&lg.mu, NULL);
     pthread_cond_init(&lg.cv, NULL);
     lg.gen = 1;
+    durable_mode = 1;
+    if (raft_id_opt) {
+        rnode_start(dir, raft_id_opt, raft_spec);
+        return;
+    }
     for (int i = 0; i < nsync; i++) {
         if (nsync == 1)
             snprintf(path, sizeof path, "%s/ceiling.log", dir);
@@ -433,7 +650,6 @@ durable_start(const char *dir, int nsync, struct cli *wake)
         files[i] = (struct logfile){.fd = fd, .off = 0};
         if (pthread_create(&th, NULL, syncer_main, &files[i])) die("thread");
     }
-    durable_mode = 1;
 }
 
 int
@@ -443,7 +659,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:o")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:oR:r:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -454,11 +670,17 @@ main(int argc, char **argv)
             nsync = atoi(optarg);
         else if (o == 'o')
             overwrite = 1;
+        else if (o == 'R' && atoi(optarg) > 0)
+            raft_id_opt = atoi(optarg);
+        else if (o == 'r')
+            raft_spec = optarg;
         else
             return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] "
-                                   "[-b DIR [-n 1-16] [-o]]\n"),
+                                   "[-b DIR [-n 1-16] [-o] [-R ID -r CL]]\n"),
                    2;
     }
+    if (raft_id_opt && (!raft_spec || !dir))
+        return fprintf(stderr, "ceiling: -R needs -r and -b\n"), 2;
     int lfd = listen_on(addr, port);
     ep = epoll_create1(0);
     lev.data.ptr = NULL;

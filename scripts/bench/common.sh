@@ -2,14 +2,15 @@
 # scripts/bench/common.sh - set-up shared by run.sh and memory.sh (sourced;
 # they define say() and set HERE, BUILD and BEANSTALKD first).
 
-# Builds $BUILD/NAME from $HERE/NAME.c when missing or older than its
-# source. Returns 1 (after saying so) if the compiler fails.
+# Builds $BUILD/NAME from $HERE/NAME.c (and the further sources and
+# flags $2...) when missing or older than its source. Returns 1 (after saying so) if the compiler fails.
 bench_build() {
     local name=$1
+    shift
     if [ ! -x "$BUILD/$name" ] || [ "$HERE/$name.c" -nt "$BUILD/$name" ]; then
         ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror \
             -Wformat=2 -Wstrict-prototypes -Wshadow \
-            -o "$BUILD/$name" "$HERE/$name.c" || { say "cannot build $name"; return 1; }
+            -o "$BUILD/$name" "$HERE/$name.c" "$@" || { say "cannot build $name"; return 1; }
     fi
 }
 

@@ -18,16 +18,19 @@
 #                       ceiling-sync ceiling-over (the sync ceiling writing
 #                       a preallocated, zero-filled log in place) rs-cl
 #                       rs-clf (a fresh 3-node cluster per cell, measured
-#                       through the leader / a follower), or also
+#                       through the leader / a follower), ceiling-raft
+#                       (the Raft ceiling: 3 ceiling nodes on libraft,
+#                       measured through the leader), or also
 #                       (not in the default set) ceiling-syncN (the sync
 #                       ceiling with N = 1-16 log files whose syncs
 #                       overlap) and rs-mem (rockstalkd --memory: the
 #                       server's own work without any storage)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
-#   BENCH_CLUSTER=0     leave rs-cl and rs-clf out of the default servers
-#   BENCH_CLUSTER_ROWS  the rows rs-cl and rs-clf run in (default put50
-#                       cycle50)
+#   BENCH_CLUSTER=0     leave rs-cl, rs-clf and ceiling-raft out of the
+#                       default servers
+#   BENCH_CLUSTER_ROWS  the rows rs-cl, rs-clf and ceiling-raft run in
+#                       (default put50 cycle50; ceiling-raft: puts only)
 #   BENCH_PIN=split     servers on CPU 0, rsbench on CPU 1 (default: no pinning)
 #   BENCH_TMP           where data directories go (default $TMPDIR or /tmp)
 #   BENCH_STRICT=1      exit 1 when a target fails or a rockstalkd cell errs
@@ -48,7 +51,7 @@ else
 fi
 DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
 SERVERS="rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over"
-[ "${BENCH_CLUSTER:-1}" = 0 ] || SERVERS="$SERVERS rs-cl rs-clf"
+[ "${BENCH_CLUSTER:-1}" = 0 ] || SERVERS="$SERVERS rs-cl rs-clf ceiling-raft"
 SERVERS=${BENCH_SERVERS:-$SERVERS}
 CLUSTER_ROWS=${BENCH_CLUSTER_ROWS:-put50 cycle50}
 BODY=${BENCH_BODY:-100}
@@ -70,7 +73,9 @@ build_tools() {
     mkdir -p "$BUILD" "$LOGS" || exit 1
     rm -f "$LOGS"/*.log
     bench_build rsbench || exit 1
-    bench_build ceiling || exit 1
+    # the Raft ceiling (-R) runs libraft with the Raft node's workarounds
+    bench_build ceiling -I"$REPO/src" "$REPO/src/rafttune.c" -lraft -luv \
+        -lpthread || exit 1
 }
 
 ensure_rockstalkd() {
@@ -105,8 +110,15 @@ server_cmd() {
 pin_cmd() { if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi; }
 
 # Is configuration $1 a 3-node cluster (rs-cl: measured through the leader's
-# client port, rs-clf: through a follower's, which relays to the leader)?
-is_cluster() { [ "$1" = rs-cl ] || [ "$1" = rs-clf ]; }
+# client port, rs-clf: through a follower's, which relays to the leader;
+# ceiling-raft: the Raft ceiling, through its leader)?
+is_cluster() { [ "$1" = rs-cl ] || [ "$1" = rs-clf ] || [ "$1" = ceiling-raft ]; }
+
+# The Raft ceiling's leader: the node whose data dir $1/nodeN holds LEADER.
+ceiling_leader() {
+    local i
+    for i in 1 2 3; do [ -e "$1/node$i/LEADER" ] && echo "$i" && return; done
+}
 
 row_args() {
     case $1 in
@@ -214,7 +226,7 @@ serving_leader() {
 # to it. Sets SRV_PIDS to the nodes' pids and SRV_PORT to the leader's
 # client port (rs-cl) or the next node's after the leader (rs-clf).
 start_cluster() {
-    local i p spec lead
+    local i p spec rspec lead
     local -a cp rp
     for _ in 1 2 3; do
         cp=() rp=()
@@ -224,14 +236,20 @@ start_cluster() {
             case " ${cp[*]} ${rp[*]} " in *" $p "*) continue ;; esac
             if [ ${#cp[@]} -lt 3 ]; then cp+=("$p"); else rp+=("$p"); fi
         done
-        spec=""
+        spec="" rspec=""
         for i in 0 1 2; do
             spec="$spec${spec:+,}$((i + 1))@127.0.0.1:${rp[i]}/${cp[i]}"
+            rspec="$rspec${rspec:+,}$((i + 1))@127.0.0.1:${rp[i]}"
         done
         SRV_PIDS=()
         for i in 0 1 2; do
             CMD=("$ROCKSTALKD" -l 127.0.0.1 -p "${cp[i]}" -b "$2/node$((i + 1))"
                 --cluster "$spec" --node-id "$((i + 1))")
+            if [ "$1" = ceiling-raft ]; then
+                mkdir -p "$2/node$((i + 1))"
+                CMD=("$BUILD/ceiling" -l 127.0.0.1 -p "${cp[i]}"
+                    -b "$2/node$((i + 1))" -R "$((i + 1))" -r "$rspec")
+            fi
             pin_cmd
             echo "${CMD[*]}" >>"${3%.log}.node$((i + 1)).log"
             "${CMD[@]}" >>"${3%.log}.node$((i + 1)).log" 2>&1 &
@@ -239,7 +257,11 @@ start_cluster() {
         done
         for i in $(seq 300); do
             srv_alive || break
-            lead=$(serving_leader "${cp[@]}")
+            if [ "$1" = ceiling-raft ]; then
+                lead=$(ceiling_leader "$2")
+            else
+                lead=$(serving_leader "${cp[@]}")
+            fi
             if [ -n "$lead" ]; then
                 SRV_PORT=${cp[lead - 1]}
                 [ "$1" = rs-clf ] && SRV_PORT=${cp[$((lead % 3))]}
@@ -364,7 +386,7 @@ rotated() {
 # The ceiling probes answer puts only; the cluster runs in CLUSTER_ROWS.
 skip_cell() {
     if is_cluster "$2"; then
-        case " $CLUSTER_ROWS " in *" $1 "*) return 1 ;; *) return 0 ;; esac
+        case " $CLUSTER_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
     fi
     [ "${2#ceiling}" != "$2" ] && [ "${1#put}" = "$1" ]
 }
