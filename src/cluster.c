@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,11 @@
 /* Largest --cluster value: five voters of
  * "65535@255.255.255.255:65535/65535". */
 #define CLUSTER_SPEC_MAX 192
+/* Largest --cluster argument: five voters named by host names of up to
+ * 253 bytes (RFC 1035), as given before they are resolved. */
+#define CLUSTER_ARG_MAX 1400
+/* Longest host name (RFC 1035), plus its NUL. */
+#define CLUSTER_HOST_MAX 254
 
 int
 cluster_errf(char *err, size_t errcap, const char *fmt, ...)
@@ -47,13 +53,31 @@ parse_num(const char *s, size_t len, uint64_t max)
     return v;
 }
 
-/* Parses "A.B.C.D:PORT" (s[0..len)) into its canonical spelling in out
+/* host's IPv4 address: host itself if it is an IPv4 literal, else the
+ * first IPv4 address the resolver (getaddrinfo(3), /etc/hosts and DNS)
+ * gives for the name. Returns 0, or -1 if there is none. */
+static int
+resolve_ipv4(const char *host, struct in_addr *a)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+
+    if (inet_pton(AF_INET, host, a) == 1) return 0;
+    if (host[0] == '[' || getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
+        return -1;
+    *a = ((const struct sockaddr_in *)res->ai_addr)->sin_addr;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* Parses "HOST:PORT" (s[0..len)), HOST an IPv4 literal or a name resolved
+ * to one now, into its canonical spelling "A.B.C.D:PORT" in out
  * (CLUSTER_ADDR_MAX bytes). Returns 0, or -1 with the reason in *why. */
 static int
 parse_addr(const char *s, size_t len, char *out, const char **why)
 {
     const char *colon = memrchr(s, ':', len);
-    char host[INET_ADDRSTRLEN];
+    char host[CLUSTER_HOST_MAX];
     struct in_addr a;
 
     if (!colon) {
@@ -62,13 +86,14 @@ parse_addr(const char *s, size_t len, char *out, const char **why)
     }
     size_t hlen = (size_t)(colon - s);
     if (hlen == 0 || hlen >= sizeof host) {
-        *why = "HOST is not an IPv4 address";
+        *why = "HOST is not an IPv4 address or a host name";
         return -1;
     }
     memcpy(host, s, hlen);
     host[hlen] = '\0';
-    if (inet_pton(AF_INET, host, &a) != 1) {
-        *why = "HOST is not an IPv4 address (A.B.C.D)";
+    if (resolve_ipv4(host, &a) < 0) {
+        *why = "HOST is not an IPv4 address (A.B.C.D) or a name that resolves "
+               "to one";
         return -1;
     }
     uint64_t port = parse_num(colon + 1, len - hlen - 1, 65535);
@@ -76,8 +101,9 @@ parse_addr(const char *s, size_t len, char *out, const char **why)
         *why = "PORT is not a number in 1..65535";
         return -1;
     }
-    inet_ntop(AF_INET, &a, host, sizeof host);
-    snprintf(out, CLUSTER_ADDR_MAX, "%s:%u", host, (unsigned)port);
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &a, ip, sizeof ip);
+    snprintf(out, CLUSTER_ADDR_MAX, "%s:%u", ip, (unsigned)port);
     return 0;
 }
 
@@ -154,9 +180,9 @@ cluster_parse(const char *cluster, const char *node_id, ClusterConfig *c,
 
     memset(c, 0, sizeof *c);
     if (len == 0) return cluster_errf(err, errcap, "--cluster: empty");
-    if (len > CLUSTER_SPEC_MAX)
+    if (len > CLUSTER_ARG_MAX)
         return cluster_errf(err, errcap, "--cluster: longer than %d bytes",
-                            CLUSTER_SPEC_MAX);
+                            CLUSTER_ARG_MAX);
     for (const char *s = cluster, *end;; s = end + 1) {
         end = strchr(s, ',');
         if (!end) end = cluster + len;

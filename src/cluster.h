@@ -39,7 +39,8 @@
 #define CLUSTER_TEXT_MAX 256
 
 /* One voter: its node id and its Raft address, "A.B.C.D:PORT" (an IPv4
- * literal: libraft 0.15's TCP transport resolves no names). */
+ * literal: libraft 0.15's TCP transport resolves no names, so a host name
+ * given in --cluster is resolved once, when the flag is parsed). */
 typedef struct ClusterPeer {
     uint64_t id;
     char addr[CLUSTER_ADDR_MAX];
@@ -65,7 +66,9 @@ int cluster_errf(char *err, size_t errcap, const char *fmt, ...)
 /* Parses --cluster ("ID@HOST:PORT,ID@HOST:PORT,...", each item optionally
  * followed by "/CLIENTPORT") and --node-id (a decimal id) into *c. Refuses: a
  * voter count other than 3 or 5, an id out of 1..CLUSTER_MAX_ID or given twice,
- * an address that is not an IPv4 literal with a port in 1..65535 or is given
+ * an address whose HOST is neither an IPv4 literal nor a name that resolves
+ * to an IPv4 address (getaddrinfo, now: a name is kept as the address it
+ * resolved to), whose port is not in 1..65535, or that is given
  * twice, a node id that is not among the voters, and any stray character.
  * Returns 0, or -1 with a message naming the offending part in err; *c is
  * undefined then. */

@@ -44,6 +44,33 @@ test_parse_three_and_five(void **state)
                               "4@10.0.0.4:1,5@10.0.0.5:1");
 }
 
+/* A host name is resolved when parsed: the voter's address, and so the
+ * identity, is the IPv4 address it resolved to. */
+static void
+test_parse_host_names(void **state)
+{
+    (void)state;
+    ClusterConfig c;
+    char err[200] = "", spec[200];
+
+    assert_int_equal(cluster_parse("1@localhost:7001,2@127.0.0.1:7002,"
+                                   "3@localhost:7003/11303",
+                                   "1", &c, err, sizeof err),
+                     0);
+    assert_string_equal(c.voters[0].addr, "127.0.0.1:7001");
+    assert_string_equal(c.voters[2].addr, "127.0.0.1:7003");
+    assert_int_equal(c.voters[2].client_port, 11303);
+    cluster_spec(&c, spec, sizeof spec);
+    assert_string_equal(spec, "1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                              "3@127.0.0.1:7003");
+    /* the same address under two spellings is one address given twice */
+    assert_int_equal(cluster_parse("1@localhost:7001,2@127.0.0.1:7001,"
+                                   "3@127.0.0.1:7003",
+                                   "1", &c, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "given twice"));
+}
+
 /* "/CLIENTPORT" after an item gives that voter's client port; without it,
  * 0 (the node's own -p). It is not part of the identity. */
 static void
@@ -109,7 +136,7 @@ test_parse_refuses(void **state)
         {"1@127.0.0.1:0,2@127.0.0.1:2,3@127.0.0.1:3", "2", "PORT"},
         {"1@127.0.0.1:65536,2@127.0.0.1:2,3@127.0.0.1:3", "2", "PORT"},
         {"1@127.0.0.1:1x,2@127.0.0.1:2,3@127.0.0.1:3", "2", "PORT"},
-        {"1@localhost:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "IPv4"},
+        {"1@no-such-host.invalid:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "IPv4"},
         {"1@[::1]:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "IPv4"},
         {"1@:1,2@127.0.0.1:2,3@127.0.0.1:3", "2", "IPv4"},
         {"1@127.0.0.1:1,,3@127.0.0.1:3", "2", "empty voter 2"},
@@ -237,6 +264,7 @@ main(void)
         cmocka_unit_test(test_parse_three_and_five),
         cmocka_unit_test(test_parse_refuses),
         cmocka_unit_test(test_parse_client_ports),
+        cmocka_unit_test(test_parse_host_names),
         cmocka_unit_test(test_format_roundtrip),
         cmocka_unit_test(test_identity_file),
     };
