@@ -85,13 +85,15 @@ unit: $(UNIT_BIN)
 # Protocol, differential, crash and client tests (pytest) against
 # $(ROCKSTALKD), default ./rockstalkd; the rockstalk client's tests run
 # $(ROCKSTALK_CLI), default ./rockstalk. Then the single node's protocol
-# tests once more through a follower of a 3-node cluster of $(ROCKSTALKD)
+# tests (the 1.12 protocol, the exchanges replayed, the extensions and the
+# regressions) once more through a follower of a 3-node cluster of $(ROCKSTALKD)
 # (ptest-follower; tests/conftest.py, ROCKSTALK_TEST_VIA): every server a
 # test starts is a fresh cluster whose follower relays to the leader. The
 # reference server's half of the differential test is not run again.
 ROCKSTALKD ?= rockstalkd
 ROCKSTALK_CLI ?= rockstalk
-FOLLOWER_TESTS := tests/test_protocol.py tests/test_differential.py
+FOLLOWER_TESTS := tests/test_protocol.py tests/test_differential.py \
+    tests/test_extensions.py tests/test_regressions.py
 FOLLOWER_DESELECT := \
     --deselect tests/test_differential.py::test_beanstalkd \
     --deselect tests/test_differential.py::test_replay_reports_mismatches

@@ -11,9 +11,10 @@ ROCKSTALK_TEST_VIA=follower: the rockstalkd fixture starts a 3-node cluster
 (tests/cluster.py) per server instead and hands back a FollowerServer, the
 same interface whose host, port and connect() reach one of the followers,
 which relays every connection to the leader. `make test` runs
-test_protocol.py and test_differential.py this way too (`make
-ptest-follower`); the other test files are about one process and its data
-directory and are not meant for this mode. A test that is about the process
+test_protocol.py, test_differential.py, test_extensions.py and
+test_regressions.py this way too (`make ptest-follower`); the other test
+files are about one process and its data directory and are not meant for
+this mode. A test that is about the process
 rather than the protocol carries @pytest.mark.not_via_follower("why") and is
 skipped in this mode.
 """
