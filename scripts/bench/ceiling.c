@@ -115,9 +115,9 @@ static struct logfile {
     int fd;
     off_t off;
 } files[SYNCERS_MAX];
-static int overwrite; /* -o */
-static int raft_id_opt;         /* -R: this node's id; 0: no Raft */
-static const char *raft_spec;   /* -r: the cluster */
+static int overwrite;         /* -o */
+static int raft_id_opt;       /* -R: this node's id; 0: no Raft */
+static const char *raft_spec; /* -r: the cluster */
 
 /* -R: the Raft node that stands in for the syncers (raft thread). */
 static struct rnode {
@@ -443,7 +443,6 @@ listen_on(const char *addr, const char *port)
     freeaddrinfo(ai);
     return fd;
 }
-
 
 /* One proposed generation. */
 struct rapply {
