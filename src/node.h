@@ -112,7 +112,12 @@ void node_stats(const Server *s, NodeStats *out);
  * store_ship.h. On a standalone server: UNKNOWN_COMMAND. */
 void node_snapshot_serve(Conn *c);
 
-/* Main thread, at shutdown before the store closes: stops the Raft node
+/* How long a leader that stops waits for another node to take the
+ * leadership it hands over (node_close), milliseconds. */
+#define NODE_TRANSFER_MS 2000
+
+/* Main thread, at shutdown before the store closes: a leader hands its
+ * leadership over (up to NODE_TRANSFER_MS); then stops the Raft node
  * (proposals are refused from then on), waits for snapshot senders and
  * closes relayed and waiting connections. No node is fine. */
 void node_close(Server *s);

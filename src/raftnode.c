@@ -85,8 +85,9 @@ struct RaftNode {
     PropList queue; /* proposed, not yet taken by the raft thread */
     size_t queued_bytes;
     uint64_t next_seq;
-    int stopping;  /* raftnode_stop asked */
-    int wake_open; /* the raft thread may be woken through wake */
+    int stopping;       /* raftnode_stop asked */
+    int wake_open;      /* the raft thread may be woken through wake */
+    int transfer_asked; /* raftnode_transfer asked, not yet started */
 
     /* published: written by the raft thread, read by any */
     _Atomic int role;
@@ -109,6 +110,8 @@ struct RaftNode {
     uint64_t last_index; /* latest index applied or restored */
     int barrier_pending; /* a barrier is in the log, not yet applied */
     uint64_t ready_term; /* the term whose barrier was applied here */
+    struct raft_transfer transfer; /* in use while transferring */
+    int transferring;
     int closing;
 };
 
@@ -449,6 +452,25 @@ begin_close(RaftNode *n, int raft_open)
 }
 
 static void
+on_transferred(struct raft_transfer *req)
+{
+    ((RaftNode *)req->data)->transferring = 0;
+}
+
+/* Raft thread: hands leadership to the most up-to-date voter (libraft's
+ * raft_transfer with id 0: it catches the target up, then sends it
+ * TimeoutNow, so it starts an election at once). Not a leader, or one
+ * already transferring: nothing. */
+static void
+start_transfer(RaftNode *n)
+{
+    if (n->transferring || raft_state(&n->raft) != RAFT_LEADER) return;
+    n->transfer.data = n;
+    if (raft_transfer(&n->raft, &n->transfer, 0, on_transferred) == 0)
+        n->transferring = 1;
+}
+
+static void
 on_wake(uv_async_t *h)
 {
     RaftNode *n = h->data;
@@ -459,7 +481,8 @@ on_wake(uv_async_t *h)
     if (!l.head) l.tail = &l.head;
     list_init(&n->queue);
     n->queued_bytes = 0;
-    int stopping = n->stopping;
+    int stopping = n->stopping, transfer = n->transfer_asked;
+    n->transfer_asked = 0;
     pthread_mutex_unlock(&n->mu);
 
     if (n->closing || stopping || atomic_load(&n->failed)) {
@@ -468,6 +491,7 @@ on_wake(uv_async_t *h)
         return;
     }
     submit(n, &l);
+    if (transfer) start_transfer(n);
 }
 
 static void
@@ -742,6 +766,18 @@ raftnode_role_name(int role)
     default:
         return "none";
     }
+}
+
+void
+raftnode_transfer(RaftNode *n)
+{
+    if (!n) return;
+    pthread_mutex_lock(&n->mu);
+    if (n->wake_open && !n->stopping) {
+        n->transfer_asked = 1;
+        uv_async_send(&n->wake);
+    }
+    pthread_mutex_unlock(&n->mu);
 }
 
 void

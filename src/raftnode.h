@@ -162,6 +162,14 @@ const char *raftnode_error(const RaftNode *n);
 /* "leader", "follower", "candidate" or "none". */
 const char *raftnode_role_name(int role);
 
+/* Any thread: asks the raft thread to hand leadership over to the most
+ * up-to-date voter (libraft's raft_transfer, id 0), which then starts an
+ * election at once instead of after an election timeout. Nothing happens
+ * if this node does not lead; whether it worked shows in raftnode_status
+ * (the role leaves RAFTNODE_LEADER). libraft gives up after an election
+ * timeout. NULL is fine. */
+void raftnode_transfer(RaftNode *n);
+
 /* Stops the node: fails what is queued (lost REFUSED) and in flight (lost
  * UNKNOWN), closes libraft and joins the thread; frees everything. No
  * callback runs after it returns. NULL is fine. */
