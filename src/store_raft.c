@@ -152,10 +152,10 @@ sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
      * the shards take it, as under the commit journal; a read that needs a
      * body waits for ack_applied (store_get_body) */
     seq = enc_get_u64le(p + 16);
-    if (ours) ack_publish(r->ack, seq, 1);
-    if (write_touched(r, index) < 0) return -1;
     atomic_fetch_add_explicit(&r->ack->st_records, nrec, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->ack->st_groups, 1, memory_order_relaxed);
+    if (ours) ack_publish(r->ack, seq, 1); /* counted first: stats agree */
+    if (write_touched(r, index) < 0) return -1;
     if (ours) ack_applied(r->ack, seq);
     return 0;
 }
