@@ -24,6 +24,12 @@
  * only the data. What a commit journal of reused, zero-filled files can
  * reach; the plain sync ceiling measures an appending log.
  *
+ * -w (with -b): the write ceiling. The syncer writes each generation and
+ * does not fdatasync it: a reply leaves once a second thread wrote what it
+ * answers to the page cache, the promise of rockstalkd -f MS (and of
+ * beanstalkd -b): what a server that acknowledges after a hand-off and a
+ * write(2), but before the disk, can reach at best.
+ *
  * -R ID -r CLUSTER (with -b): the Raft ceiling, node ID of the cluster
  * CLUSTER ("1@IP:PORT,2@IP:PORT,3@IP:PORT", Raft addresses). The syncer is
  * a libraft node (Debian's libraft 0.15, its uv log and TCP transport, the
@@ -35,7 +41,8 @@
  * cluster rows; the leader creates DIR/LEADER, and only it may be given
  * clients (elsewhere a generation is never synced).
  *
- * usage: ceiling [-l ADDR] [-p PORT] [-b DIR [-n SYNCERS] [-o] [-R ID -r CL]]
+ * usage: ceiling [-l ADDR] [-p PORT]
+ *                [-b DIR [-n SYNCERS] [-o] [-w] [-R ID -r CL]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
 #include <errno.h>
@@ -116,6 +123,7 @@ static struct logfile {
     off_t off;
 } files[SYNCERS_MAX];
 static int overwrite;         /* -o */
+static int write_only;        /* -w */
 static int raft_id_opt;       /* -R: this node's id; 0: no Raft */
 static const char *raft_spec; /* -r: the cluster */
 
@@ -320,7 +328,7 @@ syncer_main(void *arg)
         mine = b;
         mcap = bcap;
         log_write(f, mine, n);
-        if (fdatasync(f->fd) < 0) die("fdatasync");
+        if (!write_only && fdatasync(f->fd) < 0) die("fdatasync");
         pthread_mutex_lock(&lg.mu);
         gen_done(g);
         pthread_mutex_unlock(&lg.mu);
@@ -658,7 +666,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:oR:r:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:owR:r:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -669,13 +677,16 @@ main(int argc, char **argv)
             nsync = atoi(optarg);
         else if (o == 'o')
             overwrite = 1;
+        else if (o == 'w')
+            write_only = 1;
         else if (o == 'R' && atoi(optarg) > 0)
             raft_id_opt = atoi(optarg);
         else if (o == 'r')
             raft_spec = optarg;
         else
-            return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] "
-                                   "[-b DIR [-n 1-16] [-o] [-R ID -r CL]]\n"),
+            return fprintf(stderr,
+                           "usage: ceiling [-l ADDR] [-p PORT] "
+                           "[-b DIR [-n 1-16] [-o] [-w] [-R ID -r CL]]\n"),
                    2;
     }
     if (raft_id_opt && (!raft_spec || !dir))

@@ -29,6 +29,7 @@ BEGIN {
     srvname["ceiling-sync"] = "sync ceiling"
     srvname["ceiling-over"] = "sync ceiling -o"
     srvname["ceiling-raft"] = "Raft ceiling"
+    srvname["ceiling-write"] = "write ceiling"
 }
 
 # ceiling-syncN: the sync ceiling with N log files.
@@ -237,6 +238,9 @@ function targets_table() {
     target("put50p16", "rs", "bs-b", 3.0)
     target("put1", "rs-f50", "bs-b", 1.3)
     target("put1", "rs", "ceiling-over", 1.0)
+    # ... and the write ceiling (a hand-off and a write(2) per generation,
+    # no fdatasync: the least -f 50 must do) bounds the -f 50 put target
+    target("put50", "ceiling-write", "bs-b", 1.3)
     # issue 15 (cluster mode): a 3-node cluster on one machine makes at
     # least half the single node's durable put rate, through the leader and
     # through a follower

@@ -23,7 +23,9 @@
 #                       measured through the leader), or also
 #                       (not in the default set) ceiling-syncN (the sync
 #                       ceiling with N = 1-16 log files whose syncs
-#                       overlap) and rs-mem (rockstalkd --memory: the
+#                       overlap), ceiling-write (the write ceiling: the
+#                       sync ceiling without its fdatasync, the promise
+#                       of -f 50) and rs-mem (rockstalkd --memory: the
 #                       server's own work without any storage)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
@@ -100,6 +102,7 @@ server_cmd() {
     ceiling) CMD=("$BUILD/ceiling" "${l[@]}") ;;
     ceiling-sync) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3") ;;
     ceiling-over) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o) ;;
+    ceiling-write) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w) ;;
     ceiling-sync[0-9]*)
         CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -n "${1#ceiling-sync}")
         ;;
