@@ -238,7 +238,7 @@ async_cb(struct ev_loop *loop, ev_async *w, int revents)
     (void)loop, (void)w, (void)revents; /* the prepare watcher does the work */
 }
 
-/* Mutation thread: StoreProposeFn over raftnode_propose. */
+/* Loop thread (store_flush): StoreProposeFn over raftnode_propose. */
 static int
 propose(void *arg, const void *entry, size_t len)
 {
@@ -251,6 +251,19 @@ propose(void *arg, const void *entry, size_t len)
     pthread_mutex_unlock(&n->raft_mu);
     if (rc == RAFTNODE_OK) return 0;
     return rc == RAFTNODE_EFULL ? 1 : -1;
+}
+
+size_t
+node_backlog_bytes(const Server *s)
+{
+    Node *n = s->node;
+    size_t b = 0;
+
+    if (!n) return 0;
+    pthread_mutex_lock(&n->raft_mu);
+    if (n->raft) b = raftnode_queued_bytes(n->raft);
+    pthread_mutex_unlock(&n->raft_mu);
+    return b;
 }
 
 /* ---- main thread: start and stop ---- */

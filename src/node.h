@@ -88,6 +88,11 @@ int node_accept(Server *s, int fd);
  * relayed ones when the leader changes. */
 void node_step(Server *s);
 
+/* Loop thread: bytes proposed to the Raft node that its thread has not
+ * taken yet (0 standalone); the loop throttles its input on them with the
+ * store's backlog (server.c), as the mutation thread's queue did. */
+size_t node_backlog_bytes(const Server *s);
+
 /* Loop thread: whether this process runs commands: standalone, or the
  * leader serving. A node that does not serve keeps its queue current from
  * the committed records, but its timers must not make changes of their

@@ -768,6 +768,17 @@ raftnode_role_name(int role)
     }
 }
 
+size_t
+raftnode_queued_bytes(RaftNode *n)
+{
+    size_t b;
+
+    pthread_mutex_lock(&n->mu);
+    b = n->queued_bytes;
+    pthread_mutex_unlock(&n->mu);
+    return b;
+}
+
 void
 raftnode_transfer(RaftNode *n)
 {

@@ -162,6 +162,10 @@ const char *raftnode_error(const RaftNode *n);
 /* "leader", "follower", "candidate" or "none". */
 const char *raftnode_role_name(int role);
 
+/* Any thread: bytes proposed and not yet taken by the raft thread (what
+ * RAFTNODE_QUEUE_MAX bounds); a proposer throttles its input by it. */
+size_t raftnode_queued_bytes(RaftNode *n);
+
 /* Any thread: asks the raft thread to hand leadership over to the most
  * up-to-date voter (libraft's raft_transfer, id 0), which then starts an
  * election at once instead of after an election timeout. Nothing happens

@@ -188,7 +188,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         conn_flush_all(s);
     } while (s->runq || s->applied_seq != handed);
     if (s->store) {
-        size_t backlog = store_backlog_bytes(s->store);
+        size_t backlog = store_backlog_bytes(s->store) + node_backlog_bytes(s);
         if (!s->throttled && backlog > BACKLOG_HIGH)
             set_throttle(s, 1);
         else if (s->throttled && backlog < BACKLOG_LOW)

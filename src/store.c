@@ -322,6 +322,7 @@ store_cluster_mode(Store *s, uint16_t node_id, StoreProposeFn propose,
     s->mut.propose = propose;
     s->mut.propose_arg = arg;
     s->mut.node_id = node_id;
+    handoff_direct(&s->ho, mut_propose_direct, &s->mut);
 }
 
 void

@@ -68,7 +68,8 @@ void store_add_update(Store *s, uint64_t seq, const StoreJob *job);
 void store_add_delete(Store *s, uint64_t seq, uint64_t id, int flags);
 
 /* Loop thread, once per loop iteration (ev_prepare): hands the records added
- * since the last call to the mutation thread as one unit. Cheap if none. */
+ * since the last call to the mutation thread as one unit (in cluster mode:
+ * proposes them). Cheap if none. */
 void store_flush(Store *s);
 
 /* Loop thread: the highest seq whose change is acknowledged under the sync
@@ -104,8 +105,9 @@ int store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
                      size_t *lens, char *err, size_t errcap);
 
 /* ---- cluster mode (store_raft.h; PROTOCOL.md 15) ----
- * The store of a Raft node: the mutation thread proposes each group as
- * Raft entries through propose instead of writing it; the raft thread
+ * The store of a Raft node: store_flush proposes what the loop added since
+ * the last flush as Raft entries through propose (on the loop thread)
+ * instead of handing it to the mutation thread; the raft thread
  * writes every committed entry with store_raft_apply, which acknowledges
  * this node's own (store_acked_seq then means committed on a majority and
  * written here). Open the store with STORE_SYNC_NEVER and no journal: the

@@ -110,6 +110,13 @@ handoff_flush(Handoff *h)
 
     if (!c || !c->len) return;
     c->next = NULL;
+    if (h->direct) {
+        size_t bytes = c->len - c->start;
+        h->direct(h->direct_arg, c, h->added_seq);
+        c->len = c->start = c->nrec = 0;
+        atomic_fetch_sub_explicit(&h->backlog, bytes, memory_order_relaxed);
+        return;
+    }
     pthread_mutex_lock(&h->mu);
     if (h->always) { /* for split_update */
         uint64_t inflight =
@@ -317,6 +324,14 @@ handoff_wait(Handoff *h, const HandoffWait *w, int *stop)
     *stop = h->stop && !h->queue;
     pthread_mutex_unlock(&h->mu);
     return c;
+}
+
+void
+handoff_direct(Handoff *h, void (*fn)(void *arg, Chunk *c, uint64_t seq),
+               void *arg)
+{
+    h->direct = fn;
+    h->direct_arg = arg;
 }
 
 void

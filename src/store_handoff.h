@@ -69,6 +69,11 @@ typedef struct Handoff {
     _Atomic int has_input;
     int64_t gap_ns; /* mutation thread: moving average of how long input
                        took to come once it had none */
+
+    /* cluster mode (handoff_direct): the loop thread hands each flushed
+     * chunk to direct instead of queueing it */
+    void (*direct)(void *arg, Chunk *c, uint64_t seq);
+    void *direct_arg;
 } Handoff;
 
 /* What the mutation thread knows when it waits for input (handoff_wait). */
@@ -79,6 +84,14 @@ typedef struct HandoffWait {
     uint64_t prev_puts;     /* ...of which puts */
     uint64_t last_sync_dur; /* ns the latest synced group took */
 } HandoffWait;
+
+/* Loop thread, before the first record (cluster mode): from now on
+ * handoff_flush calls fn(arg, chunk, seq of its last record) on the loop
+ * thread with the chunk being built (next NULL), then empties it for reuse
+ * and takes its bytes off the backlog; nothing reaches the mutation
+ * thread. */
+void handoff_direct(Handoff *h, void (*fn)(void *arg, Chunk *c, uint64_t seq),
+                    void *arg);
 
 /* Initialises h (zeroed). always: the sync mode is STORE_SYNC_ALWAYS.
  * durable_seq: the published durable sequence (read relaxed). */

@@ -261,10 +261,13 @@ mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *seq, size_t *bytes)
     return n;
 }
 
-/* Cluster mode: proposes the entry built in ebuf, with publish seq pseq;
- * waits while the Raft node's queue is full (up to 10 s). A refused entry
- * is dropped: its changes are never acknowledged (the loop leaves a
- * leadership it lost, node.h). */
+/* Cluster mode (loop thread): proposes the entry built in ebuf, with
+ * publish seq pseq. While the Raft node's queue is full it waits (the
+ * loop throttles its input well before: server.c counts the queue in its
+ * backlog), up to 10 s, then stops the store: the loop's state holds the
+ * change, so dropping it would be a lie. A refused entry is dropped: its
+ * changes are never acknowledged (the loop leaves a leadership it lost,
+ * node.h). */
 static void
 mut_emit(StoreMut *m, uint64_t pseq)
 {
@@ -277,6 +280,9 @@ mut_emit(StoreMut *m, uint64_t pseq)
          tries < 10000;
          tries++)
         usleep(1000);
+    if (rc == 1)
+        ack_fail(m->ack, "raft", -1,
+                 strdup("the Raft node took no proposal for 10 s"));
     m->elen = SRAFT_HDR;
     m->enrec = 0;
 }
@@ -318,6 +324,14 @@ mut_propose(StoreMut *m, const Chunk *chunks, uint64_t seq)
     mut_emit(m, seq);
 }
 
+void
+mut_propose_direct(void *arg, Chunk *c, uint64_t seq)
+{
+    StoreMut *m = arg;
+
+    if (!ack_is_failed(m->ack)) mut_propose(m, c, seq);
+}
+
 /* Commits one group (all chunks taken at once) and publishes its last seq.
  * After a failure input is only dropped. Returns 1 if the chunks were
  * kept (the commit journal's window), 0 if the caller recycles them. */
@@ -332,7 +346,7 @@ mut_group(StoreMut *m, Chunk *chunks)
     if (ack_is_failed(m->ack)) records = 0;
     m->prev_records = records;
     m->prev_puts = puts;
-    if (records && !m->propose) { /* cluster mode: counted when applied */
+    if (records) {
         m->group++;
         atomic_fetch_add_explicit(&m->ack->st_records, records,
                                   memory_order_relaxed);
@@ -340,11 +354,6 @@ mut_group(StoreMut *m, Chunk *chunks)
     }
     if (records && m->journal)
         return mut_commit_journal(m, chunks, records, bytes, seq);
-    if (m->propose) { /* cluster mode: published when applied (raft) */
-        if (records) mut_propose(m, chunks, seq);
-        handoff_done(m->ho, bytes);
-        return 0;
-    }
     if (records) {
         mut_apply_chunks(m, chunks);
         rc = mut_write_group(m, m->mode == STORE_SYNC_ALWAYS, m->group);

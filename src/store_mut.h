@@ -6,11 +6,16 @@
  * group is first written to the journal and synced, published, and then,
  * after a short wait in the write-behind window that cancels jobs put and
  * deleted within it (store_pend.h), written to RocksDB with the WAL
- * unsynced (store_journal.h).
+ * unsynced (store_journal.h). In cluster mode the loop thread proposes
+ * each chunk it flushes as Raft entries itself (mut_propose_direct, the
+ * hand-off's direct hook: no thread wake-up on a reply's path), and the
+ * raft thread writes the shards (store_raft.h); this thread then has
+ * nothing to do.
  *
  * Threads: mut_init, mut_start, mut_join and mut_destroy on the main
  * thread; mut_run is the mutation thread's body (or runs on the main thread
- * for a store that was never started). Calls: store_handoff (input),
+ * for a store that was never started); mut_propose_direct on the loop
+ * thread. Calls: store_handoff (input),
  * store_sync (syncs), store_ack (publication, fail-stop, counters),
  * store_shard (RocksDB handles), store_journal, store_pend, store_enc
  * (records), store_util.
@@ -56,8 +61,9 @@ typedef struct StoreMut {
                               every group up to this */
     struct iovec *iov;     /* journal_append's pieces: [0] header, chunks */
     int iov_cap;
-    /* cluster mode (store_raft.h): each group is proposed as Raft entries
-     * instead of written; NULL: standalone */
+    /* cluster mode (store_raft.h): each chunk is proposed as Raft entries
+     * by the loop thread instead of written; NULL: standalone. Only the
+     * loop thread touches these then. */
     StoreProposeFn propose;
     void *propose_arg;
     uint16_t node_id;    /* the entries' origin */
@@ -86,6 +92,13 @@ int mut_replay(void *m, uint64_t group, const unsigned char *p, size_t len,
  * groups go to from now on (NULL: none). Returns 0, or -1 after recording
  * the failure. */
 int mut_replay_end(StoreMut *m, Journal *j, uint64_t top_group);
+
+/* Loop thread, cluster mode (handoff_direct's fn; arg is m): proposes
+ * chunk c's records (c->next NULL) as entries of at most
+ * STORE_RAFT_ENTRY_MAX bytes, cut only between two sequences, each
+ * publishing the last sequence it holds whole (seq: the chunk's last).
+ * After a store failure records are dropped. */
+void mut_propose_direct(void *arg, Chunk *c, uint64_t seq);
 
 /* Starts the mutation thread (mut_run). Returns 0, or -1 with a message in
  * err. */

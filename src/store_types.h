@@ -88,7 +88,7 @@ typedef struct StoreIO {
  * to the Raft node (raftnode_propose). Returns 0 if it was taken, 1 if the
  * node's queue is full (try again soon), -1 if it refused (this node does
  * not lead, or stopped: the entry is dropped and never acknowledged). Called
- * on the mutation thread. */
+ * on the loop thread, from store_flush. */
 typedef int (*StoreProposeFn)(void *arg, const void *entry, size_t len);
 
 /* Cluster mode: told of each mutation record that a committed entry this
