@@ -503,8 +503,7 @@ promote(Server *s, const RaftNodeStatus *st)
 
     proxy_close_all(&n->proxies);
     n->proxied_leader = n->cfg.self_id;
-    drain_replay(s);              /* every entry before the barrier */
-    store_raft_quiesce(n->store); /* ... and in the shards, for reads */
+    drain_replay(s); /* every entry before the barrier */
     n->serving = 1;
     log_msg(0, "cluster: leader in term %llu; serving %zu jobs (next id %llu)",
             (unsigned long long)st->term, s->jobs.len,

@@ -359,15 +359,9 @@ store_raft_manifest_ok(const Store *s, const void *manifest, size_t len)
 }
 
 uint64_t
-store_raft_applied(Store *s)
+store_raft_applied(const Store *s)
 {
     return sraft_applied(&s->raft);
-}
-
-void
-store_raft_quiesce(Store *s)
-{
-    sraft_wait_idle(&s->raft);
 }
 
 int
@@ -387,8 +381,7 @@ store_start(Store *s, char *err, size_t errcap)
 {
     if (s->started) return util_fail(err, errcap, "store already started");
     if (sync_start(&s->sync, err, errcap) < 0 ||
-        mut_start(&s->mut, err, errcap) < 0 ||
-        (s->mut.propose && sraft_start(&s->raft, err, errcap) < 0)) {
+        mut_start(&s->mut, err, errcap) < 0) {
         sync_stop(&s->sync);
         return -1;
     }
@@ -403,7 +396,6 @@ store_close(Store *s, char *err, size_t errcap)
     char msg[sizeof s->ack.failmsg];
 
     store_flush(s);
-    sraft_stop(&s->raft); /* the raft thread is gone: what it queued */
     handoff_stop(&s->ho);
     mut_join(&s->mut);
     if (store_failed(s, msg, sizeof msg))

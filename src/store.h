@@ -140,15 +140,8 @@ int store_raft_snapshot(Store *s, uint64_t index, void **manifest, size_t *len);
 int store_raft_manifest_ok(const Store *s, const void *manifest, size_t len);
 
 /* Raft thread (or before it starts): every entry up to this index is in
- * every shard (the lowest raft_applied); waits for the writer first
- * (store_raft_quiesce). */
-uint64_t store_raft_applied(Store *s);
-
-/* Waits until every entry store_raft_apply took is in the shards (the
- * writer, store_raft.h, is idle). The raft thread, or the loop of a node
- * that starts to serve: its reads of bodies from the shards must find the
- * jobs of entries it did not propose. */
-void store_raft_quiesce(Store *s);
+ * every shard (the lowest raft_applied). */
+uint64_t store_raft_applied(const Store *s);
 
 /* Any thread: writes every shard's state to fd (a blocking socket) as the
  * snapshot stream of store_ship.h (PROTOCOL.md 11.6), each shard read
@@ -156,8 +149,7 @@ void store_raft_quiesce(Store *s);
  * message in err. */
 int store_ship_send(Store *s, int fd, char *err, size_t errcap);
 
-/* Raft thread (restore, after store_raft_applied: nothing else writes the
- * shards then): replaces
+/* Raft thread (restore; nothing else writes the shards then): replaces
  * every shard's state with the stream read from fd (store_ship.h).
  * Returns 0, or -1 with a message in err (a shard cut short keeps its
  * "restoring" mark: store_raft_applied then says 0). */

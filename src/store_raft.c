@@ -15,21 +15,12 @@ sraft_init(StoreRaft *r, StoreShard *shard, int nshards, const StoreIO *io,
     sbatch_init(&r->sb, shard, nshards);
     r->io = io;
     r->ack = ack;
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    pthread_cond_init(&r->idle, NULL);
-    r->head = NULL;
-    r->tail = &r->head;
 }
 
 void
 sraft_destroy(StoreRaft *r)
 {
-    sraft_stop(r);
     sbatch_destroy(&r->sb);
-    pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
-    pthread_cond_destroy(&r->idle);
 }
 
 void
@@ -129,124 +120,6 @@ replay(StoreRaft *r, const unsigned char *p, const EncRec *rec)
     return 0;
 }
 
-/* The writer's part of an entry (p[0..len) checked): the records of every
- * shard that does not hold index yet, marked, written unsynced; then the
- * proposer's seq (0: not ours) is applied. Returns 0, or -1 after
- * ack_fail. */
-static int
-write_entry(StoreRaft *r, uint64_t index, const unsigned char *p, size_t len,
-            uint64_t seq)
-{
-    uint64_t s;
-
-    for (size_t off = SRAFT_HDR; off < len;) {
-        EncRec rec;
-        size_t rl = enc_rec_get(p + off, &rec);
-        int i = store_shard_of(rec.id, r->sb.nshards);
-        if (index > r->sb.shard[i].raft_applied)
-            sbatch_add(&r->sb, p + off, &s);
-        off += rl;
-    }
-    if (write_touched(r, index) < 0) return -1;
-    if (seq) ack_applied(r->ack, seq);
-    return 0;
-}
-
-static void *
-writer_main(void *arg)
-{
-    StoreRaft *r = arg;
-
-    pthread_mutex_lock(&r->mu);
-    for (;;) {
-        while (!r->head && !r->stop)
-            pthread_cond_wait(&r->cv, &r->mu);
-        SraftItem *it = r->head;
-        if (!it) break;
-        if (!(r->head = it->next)) r->tail = &r->head;
-        r->busy = 1;
-        pthread_mutex_unlock(&r->mu);
-        if (!ack_is_failed(r->ack))
-            write_entry(r, it->index, it->data, it->len, it->seq);
-        pthread_mutex_lock(&r->mu);
-        r->queued -= it->len;
-        r->busy = 0;
-        free(it);
-        pthread_cond_broadcast(&r->idle);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
-}
-
-int
-sraft_start(StoreRaft *r, char *err, size_t errcap)
-{
-    for (int i = 0; i < r->sb.nshards; i++)
-        r->base[i] = r->sb.shard[i].raft_applied;
-    int e = pthread_create(&r->thread, NULL, writer_main, r);
-    if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
-    pthread_setname_np(r->thread, "rs-raft-write");
-    r->started = 1;
-    return 0;
-}
-
-void
-sraft_stop(StoreRaft *r)
-{
-    if (!r->started) return;
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    pthread_join(r->thread, NULL);
-    r->started = 0;
-}
-
-void
-sraft_wait_idle(StoreRaft *r)
-{
-    pthread_mutex_lock(&r->mu);
-    while (r->head || r->busy)
-        pthread_cond_wait(&r->idle, &r->mu);
-    pthread_mutex_unlock(&r->mu);
-}
-
-void
-sraft_quiesce(StoreRaft *r)
-{
-    sraft_wait_idle(r);
-    for (int i = 0; i < r->sb.nshards; i++)
-        r->base[i] = r->sb.shard[i].raft_applied;
-}
-
-/* Queues a copy of the checked entry p[0..len) for the writer, waiting
- * while SRAFT_QUEUE_MAX bytes are queued. */
-static int
-queue_entry(StoreRaft *r, uint64_t index, const unsigned char *p, size_t len,
-            uint64_t seq)
-{
-    SraftItem *it = malloc(sizeof *it + len);
-
-    if (!it) {
-        ack_fail(r->ack, "raft apply", -1, strdup("out of memory"));
-        return -1;
-    }
-    it->next = NULL;
-    it->index = index;
-    it->seq = seq;
-    it->len = len;
-    memcpy(it->data, p, len);
-    pthread_mutex_lock(&r->mu);
-    while (r->queued && r->queued + len > SRAFT_QUEUE_MAX)
-        pthread_cond_wait(&r->idle, &r->mu);
-    *r->tail = it;
-    r->tail = &it->next;
-    r->queued += len;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    return 0;
-}
-
 int
 sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
             int ours)
@@ -262,25 +135,29 @@ sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
         ack_fail(r->ack, "raft log", -1, strdup(msg));
         return -1;
     }
-    if (!r->started) sraft_quiesce(r); /* base: the shards, as written */
     for (size_t off = SRAFT_HDR; off < len; nrec++) {
         EncRec rec;
         size_t rl = enc_rec_get(p + off, &rec);
         int i = store_shard_of(rec.id, r->sb.nshards);
-        if (index > r->base[i] && !ours && r->replay &&
-            replay(r, p + off, &rec) < 0)
-            return -1;
+        if (index > r->sb.shard[i].raft_applied) {
+            sbatch_add(&r->sb, p + off, &seq);
+            if (!ours && r->replay && replay(r, p + off, &rec) < 0) {
+                sbatch_clear(&r->sb);
+                return -1;
+            }
+        }
         off += rl;
     }
     /* Committed, so durable on a majority: the replies may leave before
      * the shards take it, as under the commit journal; a read that needs a
      * body waits for ack_applied (store_get_body) */
-    seq = ours ? enc_get_u64le(p + 16) : 0;
+    seq = enc_get_u64le(p + 16);
     atomic_fetch_add_explicit(&r->ack->st_records, nrec, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->ack->st_groups, 1, memory_order_relaxed);
     if (ours) ack_publish(r->ack, seq, 1); /* counted first: stats agree */
-    if (!r->started) return write_entry(r, index, p, len, seq);
-    return queue_entry(r, index, p, len, seq);
+    if (write_touched(r, index) < 0) return -1;
+    if (ours) ack_applied(r->ack, seq);
+    return 0;
 }
 
 int
@@ -288,7 +165,6 @@ sraft_mark(StoreRaft *r, uint64_t index)
 {
     char *msg = NULL;
 
-    sraft_quiesce(r);
     for (int i = 0; i < r->sb.nshards; i++) {
         if (r->sb.shard[i].raft_applied < index) r->sb.touched[i] = 1;
     }
@@ -325,11 +201,10 @@ sraft_manifest_ok(const StoreRaft *r, const unsigned char *m, size_t len)
 }
 
 uint64_t
-sraft_applied(StoreRaft *r)
+sraft_applied(const StoreRaft *r)
 {
     uint64_t low = UINT64_MAX;
 
-    sraft_quiesce(r);
     for (int i = 0; i < r->sb.nshards; i++)
         if (r->sb.shard[i].raft_applied < low)
             low = r->sb.shard[i].raft_applied;

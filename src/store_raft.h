@@ -21,25 +21,14 @@
  * in store_enc.h's format (its native byte order; cluster mode runs on
  * little-endian hosts only, where that is little-endian).
  *
- * The writer: once sraft_start ran, sraft_apply (raft thread) checks an
- * entry, replays and counts its records and publishes the proposer's
- * sequence, then queues a copy for the writer thread ("rs-raft-write"),
- * which writes the shards and marks the sequence applied. A RocksDB write
- * then no longer holds up the raft thread, which on a follower answers
- * the leader's next AppendEntries meanwhile (measured: +25% put rate on
- * this 2-core machine, BENCHMARKS.md). Before sraft_start (unit tests),
- * sraft_apply writes at once.
- *
- * Threads: sraft_entry_* on the loop thread; sraft_apply, sraft_mark,
- * sraft_quiesce and sraft_applied on the raft thread; sraft_wait_idle on
- * any; the writer thread is the only RocksDB writer in cluster mode. Calls:
- * store_batch, store_ack, store_shard, store_enc, store_util. Errors: -1 after
- * ack_fail (fail-stop), nothing printed.
+ * Threads: sraft_entry_* on the mutation thread; sraft_apply and
+ * sraft_mark on the raft thread (the only RocksDB writer in cluster
+ * mode). Calls: store_batch, store_ack, store_shard, store_enc,
+ * store_util. Errors: -1 after ack_fail (fail-stop), nothing printed.
  */
 #ifndef ROCKSTALK_STORE_RAFT_H
 #define ROCKSTALK_STORE_RAFT_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,60 +40,19 @@
 #define SRAFT_VERSION 1
 #define SRAFT_HDR 24 /* bytes of the entry header */
 
-/* Bytes of entries queued for the writer before sraft_apply waits. */
-#define SRAFT_QUEUE_MAX (64u << 20)
-
-/* One committed entry queued for the writer (malloc'd with its data). */
-typedef struct SraftItem {
-    struct SraftItem *next;
-    uint64_t index, seq; /* seq: the publish seq if ours, else 0 */
-    size_t len;          /* bytes of data, without libraft's padding */
-    unsigned char data[];
-} SraftItem;
-
-/* The raft thread's applier and its writer; lives in the Store. */
+/* The raft thread's applier; lives in the Store. */
 typedef struct StoreRaft {
-    ShardBatches sb;      /* the writer's (the raft thread's while idle) */
+    ShardBatches sb;
     const StoreIO *io;    /* borrowed */
     StoreAck *ack;        /* borrowed */
     StoreReplayFn replay; /* NULL: none */
     void *replay_arg;
-    /* raft thread: each shard's raft_applied when the writer was last
-     * idle (what a replayed entry may already be in) */
-    uint64_t base[STORE_SHARDS_MAX];
-
-    /* the writer: queue, busy and stop under mu */
-    pthread_t thread;
-    int started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;   /* to the writer: an item, or stop */
-    pthread_cond_t idle; /* to the raft thread: room, or nothing left */
-    SraftItem *head, **tail;
-    size_t queued; /* bytes */
-    int busy, stop;
 } StoreRaft;
 
 /* Initialises r over the store's shards and parts (borrowed). */
 void sraft_init(StoreRaft *r, StoreShard *shard, int nshards, const StoreIO *io,
                 StoreAck *ack);
 void sraft_destroy(StoreRaft *r);
-
-/* Main thread, cluster mode, once the shards are open: starts the writer.
- * Returns 0, or -1 with a message in err. */
-int sraft_start(StoreRaft *r, char *err, size_t errcap);
-
-/* Main thread, once the raft thread is gone: the writer writes what is
- * queued and ends. Fine if never started. */
-void sraft_stop(StoreRaft *r);
-
-/* Any thread: waits until the writer wrote everything queued so far (the
- * shards hold every entry sraft_apply took) and is idle. */
-void sraft_wait_idle(StoreRaft *r);
-
-/* Raft thread: sraft_wait_idle, then takes the shards' raft_applied as
- * what replayed entries may already be in (base); r->sb and raft_applied
- * may then be used on this thread until the next sraft_apply. */
-void sraft_quiesce(StoreRaft *r);
 
 /* Mutation thread: writes the header of the entry p[0..len) into its
  * first SRAFT_HDR bytes. */
@@ -113,14 +61,13 @@ void sraft_entry_header(unsigned char *p, size_t len, uint16_t origin,
 
 /* Raft thread: applies the committed entry index (data[0..len)): checks
  * its header and that its records fill it exactly (else -1: a corrupt or
- * foreign entry stops the node); then the writer (or, before sraft_start,
- * this call) writes the records of every shard whose raft_applied is below
- * index, marked with raft_applied = index (and next_id where a put raised
- * it), unsynced. ours: this node proposed it in this run (raftnode's
- * proposal number is nonzero); then its publish seq is acknowledged
- * (ack_publish) before the shards are written, since the entry is
- * committed, and marked applied (ack_applied) once written. Waits while
- * SRAFT_QUEUE_MAX bytes are queued. Returns 0, or -1 after ack_fail. */
+ * foreign entry stops the node), writes the records of every shard whose
+ * raft_applied is below index, marked with raft_applied = index (and
+ * next_id where a put raised it), unsynced. ours: this node proposed it in
+ * this run (raftnode's proposal number is nonzero); then its publish seq
+ * is acknowledged (ack_publish) before the shards are written, since the
+ * entry is committed, and marked applied (ack_applied) after. Returns 0,
+ * or -1 after ack_fail. */
 int sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
                 int ours);
 /* (sraft_apply also hands each record it writes of an entry that is not
@@ -147,7 +94,7 @@ void sraft_manifest(const StoreRaft *r, uint64_t index, uint32_t origin,
 int sraft_manifest_ok(const StoreRaft *r, const unsigned char *m, size_t len);
 
 /* The lowest raft_applied of all shards: every entry up to it is here.
- * Raft thread (or before it starts); quiesces the writer first. */
-uint64_t sraft_applied(StoreRaft *r);
+ * Raft thread (or before it starts). */
+uint64_t sraft_applied(const StoreRaft *r);
 
 #endif
