@@ -3,7 +3,6 @@ Each failed on the code before its fix; the docstring says how.
 
     /usr/bin/python3 -m pytest -q tests/test_regressions.py
 """
-import os
 import re
 import resource
 import signal
