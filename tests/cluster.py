@@ -204,12 +204,15 @@ class Cluster:
                              (nid, self.views()))
 
     def stop(self):
+        """Stops every node (SIGTERM to all at once, then waits)."""
         for nd in self.nodes:
-            if nd.proc is not None:
+            if nd.alive():
                 try:
                     nd.proc.send_signal(signal.SIGCONT)
+                    nd.proc.send_signal(signal.SIGTERM)
                 except ProcessLookupError:
                     pass
+        for nd in self.nodes:
             nd.stop()
             nd.log.close()
 
