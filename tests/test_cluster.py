@@ -140,6 +140,31 @@ def worker(c, ledger, stop):
     client_loop(c, stop, step)
 
 
+def start_load(c, ledger, prefix=""):
+    """Three producers and a worker on random live nodes; returns what
+    stop_load needs."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=producer,
+                                args=(c, ledger, "%sp%d" % (prefix, k), stop))
+               for k in range(3)]
+    threads.append(threading.Thread(target=worker, args=(c, ledger, stop)))
+    for t in threads:
+        t.start()
+    return stop, threads
+
+
+def stop_load(load):
+    stop, threads = load
+    stop.set()
+    for t in threads:
+        t.join(30)
+
+
+def node_log(node):
+    with open(node.dir + ".log", "rb") as f:
+        return f.read()
+
+
 def drain(node):
     """Reserves and deletes everything through node: {id: body}."""
     got = {}
@@ -198,23 +223,14 @@ def test_kill_leader_rounds(cluster):
     failovers = []
     for rnd in range(ROUNDS):
         c.wait_leader()
-        stop = threading.Event()
-        threads = [threading.Thread(target=producer,
-                                    args=(c, ledger, "r%dp%d" % (rnd, k),
-                                          stop)) for k in range(3)]
-        threads.append(threading.Thread(target=worker,
-                                        args=(c, ledger, stop)))
-        for t in threads:
-            t.start()
+        load = start_load(c, ledger, "r%d" % rnd)
         time.sleep(random.uniform(0.5, 1.5))
         lead = c.leader()
         c.node(lead).kill9()
         t0 = time.monotonic()
         failovers.append(first_put_after(c, t0))
         time.sleep(0.5)
-        stop.set()
-        for t in threads:
-            t.join(30)
+        stop_load(load)
         c.node(lead).start()
         c.wait_caught_up(lead)
     drained, extra = check_drain(c, ledger)
@@ -255,13 +271,7 @@ def test_paused_leader_steps_down(cluster):
     c = cluster()
     ledger = Ledger()
     lead = c.wait_leader()
-    stop = threading.Event()
-    threads = [threading.Thread(target=producer,
-                                args=(c, ledger, "p%d" % k, stop))
-               for k in range(3)]
-    threads.append(threading.Thread(target=worker, args=(c, ledger, stop)))
-    for t in threads:
-        t.start()
+    load = start_load(c, ledger)
     time.sleep(1.0)
     old = c.node(lead)
     old.proc.send_signal(signal.SIGSTOP)
@@ -277,12 +287,9 @@ def test_paused_leader_steps_down(cluster):
         old.proc.send_signal(signal.SIGCONT)
     c.wait_caught_up(lead, timeout=30)
     time.sleep(0.5)
-    stop.set()
-    for t in threads:
-        t.join(30)
+    stop_load(load)
     assert old.alive()
-    with open(old.dir + ".log", "rb") as f:
-        log = f.read()
+    log = node_log(old)
     assert b"restarting as a follower" in log, log[-2000:]
     drained, extra = check_drain(c, ledger)
     print("paused leader: acknowledged puts %d, deletes %d, drained %d "
@@ -299,13 +306,7 @@ def test_stopped_leader_hands_over(cluster):
     c = cluster()
     ledger = Ledger()
     lead = c.wait_leader()
-    stop = threading.Event()
-    threads = [threading.Thread(target=producer,
-                                args=(c, ledger, "p%d" % k, stop))
-               for k in range(3)]
-    threads.append(threading.Thread(target=worker, args=(c, ledger, stop)))
-    for t in threads:
-        t.start()
+    load = start_load(c, ledger)
     time.sleep(1.0)
     old = c.node(lead)
     old.proc.send_signal(signal.SIGTERM)
@@ -313,11 +314,8 @@ def test_stopped_leader_hands_over(cluster):
     took = first_put_after(c, t0)
     assert old.proc.wait(10) == 0
     time.sleep(0.5)
-    stop.set()
-    for t in threads:
-        t.join(30)
-    with open(old.dir + ".log", "rb") as f:
-        log = f.read()
+    stop_load(load)
+    log = node_log(old)
     assert b"leadership handed over" in log, log[-2000:]
     drained, extra = check_drain(c, ledger)
     old.start()
@@ -373,8 +371,8 @@ def test_followers_keep_the_queue(cluster):
         assert job_counts(nd) == want, (nd.id, job_counts(nd), want)
     c.node(lead).kill9()
     new = c.wait_leader()
-    with open(c.node(new).dir + ".log", "rb") as f:
-        assert b"serving 52 jobs" in f.read().split(b"leader in term")[-1]
+    assert b"serving 52 jobs" in node_log(c.node(new)).split(
+        b"leader in term")[-1]
     conn = Conn(c.node(new))
     conn.s.sendall(b"put-unique k1 0 0 60 3\r\nabc\r\n")
     assert conn.line() == first  # the key came along
@@ -436,8 +434,7 @@ def test_wiped_node_rejoins_through_snapshot(cluster):
     f.start()
     c.wait_caught_up(f.id, timeout=30)
     peak = rss_peak_kib(f.proc.pid)
-    with open(f.dir + ".log", "rb") as lf:
-        log = lf.read()
+    log = node_log(f)
     assert b"fetched the state as of entry" in log, log[-2000:]
     # its shards hold every job: read a copy of them as a standalone server
     f.stop()
