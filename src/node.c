@@ -263,7 +263,7 @@ node_backlog_bytes(const Server *s)
     pthread_mutex_lock(&n->raft_mu);
     if (n->raft) b = raftnode_queued_bytes(n->raft);
     pthread_mutex_unlock(&n->raft_mu);
-    return b;
+    return 2 * b; /* see node.h */
 }
 
 /* ---- main thread: start and stop ---- */

@@ -89,8 +89,13 @@ int node_accept(Server *s, int fd);
 void node_step(Server *s);
 
 /* Loop thread: bytes proposed to the Raft node that its thread has not
- * taken yet (0 standalone); the loop throttles its input on them with the
- * store's backlog (server.c), as the mutation thread's queue did. */
+ * taken yet, counted twice (0 standalone); the loop throttles its input on
+ * them with the store's backlog (server.c, at 64 MiB), as it did on the
+ * mutation thread's queue. Counted twice so that it stops reading with at
+ * most half of RAFTNODE_QUEUE_MAX (64 MiB) queued: the input of the
+ * iteration that crosses the mark still fits, where at the full cap the
+ * loop itself would wait in store_flush for the raft thread to make room
+ * (a stalled raft thread, say a snapshot's syncs). */
 size_t node_backlog_bytes(const Server *s);
 
 /* Loop thread: whether this process runs commands: standalone, or the

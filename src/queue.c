@@ -750,6 +750,6 @@ queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj)
         queue_job_free(s, j);
     }
     if (k) dedup_remove(&s->dedup, k);
-    if (op == QUEUE_REPLAY_DELETE) return 0;
+    if (op == STORE_REPLAY_DELETE) return 0;
     return queue_recover_job(s, sj);
 }

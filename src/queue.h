@@ -156,13 +156,12 @@ int queue_recover_job(void *ctx, const StoreJob *sj);
 
 /* Cluster mode, a node that does not serve (node.h): applies one committed
  * mutation record to the in-memory queue, so that it stays what the
- * recovery scan of the shards would build. op: QUEUE_REPLAY_PUT or
- * _UPDATE with sj the job's new record (an update replaces the job and its
- * put-unique key with what sj says, as recovery would read it), or
- * QUEUE_REPLAY_DELETE (sj unused; the job or key record goes). Nothing is
- * stored. Such a node has no sessions, so no job is reserved. Returns 0 or
- * -1 out of memory. */
-enum { QUEUE_REPLAY_PUT = 1, QUEUE_REPLAY_UPDATE, QUEUE_REPLAY_DELETE };
+ * recovery scan of the shards would build. op (store.h's StoreReplayFn):
+ * STORE_REPLAY_PUT or _UPDATE with sj the job's new record (an update
+ * replaces the job and its put-unique key with what sj says, as recovery
+ * would read it), or STORE_REPLAY_DELETE (sj unused; the job or key record
+ * goes). Nothing is stored. Such a node has no sessions, so no job is
+ * reserved. Returns 0 or -1 out of memory. */
 int queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj);
 
 #endif

@@ -66,12 +66,11 @@ void sraft_entry_header(unsigned char *p, size_t len, uint16_t origin,
  * next_id where a put raised it), unsynced. ours: this node proposed it in
  * this run (raftnode's proposal number is nonzero); then its publish seq
  * is acknowledged (ack_publish) before the shards are written, since the
- * entry is committed, and marked applied (ack_applied) after. Returns 0,
+ * entry is committed, and marked applied (ack_applied) after. Each record
+ * it writes of an entry that is not ours goes to r->replay too. Returns 0,
  * or -1 after ack_fail. */
 int sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
                 int ours);
-/* (sraft_apply also hands each record it writes of an entry that is not
- * ours to r->replay.) */
 
 /* Raft thread, for a snapshot at index (every entry up to it applied):
  * writes raft_applied = index to every shard below it and syncs every
