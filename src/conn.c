@@ -503,6 +503,10 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
             conn_close(c);
         return;
     }
+    if (n > 0 && c->active_window != c->srv->active_window) {
+        c->active_window = c->srv->active_window;
+        c->srv->active_now++;
+    }
     if (n == 0)
         c->eof = 1;
     else if (dst == c->ibuf + c->iend)

@@ -48,7 +48,8 @@ typedef struct Conn {
     uint8_t closing;          /* close once output is written */
     uint8_t producer, worker; /* for current-producers/-workers */
     uint8_t in_state;
-    uint8_t lingering; /* shutting down: FIN sent, input discarded */
+    uint8_t lingering;      /* shutting down: FIN sent, input discarded */
+    uint32_t active_window; /* Server.active_window when it last read */
 
     /* input */
     char *ibuf;

@@ -31,6 +31,23 @@
 #define BACKLOG_HIGH (64u << 20)
 #define BACKLOG_LOW (16u << 20)
 
+/* The window over which connections that sent input are counted (s). */
+#define ACTIVE_WINDOW_S 0.001
+
+/* Once a window has passed, tells the store how many connections sent
+ * input in it and starts the next. */
+static void
+roll_active(Server *s)
+{
+    ev_tstamp now = ev_now(s->loop);
+
+    if (now - s->active_since < ACTIVE_WINDOW_S) return;
+    if (s->store) store_note_active(s->store, s->active_now);
+    s->active_now = 0;
+    s->active_window++;
+    s->active_since = now;
+}
+
 static void
 store_notify(void *arg)
 {
@@ -177,6 +194,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     bodycache_drop_acked(&s->bodies, &s->jobs, s->acked_seq);
     s->iter++;
+    roll_active(s);
     bodycache_take(&s->bodies, &s->jobs);
     jobreply_done(s);
     ext_clear_step(s);

@@ -103,12 +103,18 @@ typedef struct Server {
     uint64_t applied_seq; /* seq of the latest mutation handed to the store */
     uint64_t acked_seq;   /* latest acknowledged seq seen by the loop */
 
-    BodyCache bodies;  /* resident bodies, reader thread */
-    uint32_t iter;     /* loop iterations (prepare callbacks) */
-    size_t jobs_peak;  /* job count high-water since the last trim */
-    ev_timer second_w; /* each second: malloc_trim when idle, expired
-                          put-unique keys (server.c) */
-    uint64_t trim_ops; /* commands run, as of the last second */
+    BodyCache bodies; /* resident bodies, reader thread */
+    uint32_t iter;    /* loop iterations (prepare callbacks) */
+    /* How many connections sent input in the current window of about
+     * ACTIVE_WINDOW_S (conn.c counts, server.c rolls the window and tells
+     * the store, which spins for input only when few are active). */
+    uint32_t active_window; /* the window's number, from 1 */
+    uint32_t active_now;    /* connections read in it so far */
+    ev_tstamp active_since; /* when it began (ev_now) */
+    size_t jobs_peak;       /* job count high-water since the last trim */
+    ev_timer second_w;      /* each second: malloc_trim when idle, expired
+                               put-unique keys (server.c) */
+    uint64_t trim_ops;      /* commands run, as of the last second */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];

@@ -117,6 +117,12 @@ store_acked_seq(const Store *s)
     return ack_seq(&s->ack, s->cfg.sync_mode == STORE_SYNC_ALWAYS);
 }
 
+void
+store_note_active(Store *s, unsigned n)
+{
+    handoff_note_active(&s->ho, n);
+}
+
 size_t
 store_backlog_bytes(const Store *s)
 {

@@ -72,6 +72,11 @@ void store_add_delete(Store *s, uint64_t seq, uint64_t id, int flags);
  * proposes them). Cheap if none. */
 void store_flush(Store *s);
 
+/* Loop thread: n client connections sent input in the latest window of
+ * about a millisecond (server.c). The mutation thread spins briefly for
+ * the next input only when few did (store_handoff.h). */
+void store_note_active(Store *s, unsigned n);
+
 /* Loop thread: the highest seq whose change is acknowledged under the sync
  * mode (durable for STORE_SYNC_ALWAYS, written otherwise). Acquire load. */
 uint64_t store_acked_seq(const Store *s);

@@ -69,6 +69,8 @@ typedef struct Handoff {
     _Atomic int has_input;
     int64_t gap_ns; /* mutation thread: moving average of how long input
                        took to come once it had none */
+    _Atomic unsigned active; /* loop thread: connections that sent input
+                                lately (handoff_note_active) */
 
     /* cluster mode (handoff_direct): the loop thread hands each flushed
      * chunk to direct instead of queueing it */
@@ -92,6 +94,11 @@ typedef struct HandoffWait {
  * thread. */
 void handoff_direct(Handoff *h, void (*fn)(void *arg, Chunk *c, uint64_t seq),
                     void *arg);
+
+/* Loop thread: n connections sent input in the latest window of about a
+ * millisecond. The mutation thread spins for input only when few did
+ * (store_handoff.c, spin_for_input). */
+void handoff_note_active(Handoff *h, unsigned n);
 
 /* Initialises h (zeroed). always: the sync mode is STORE_SYNC_ALWAYS.
  * durable_seq: the published durable sequence (read relaxed). */
