@@ -251,14 +251,14 @@ io_complete(Store *s, const StoreIO *io)
 }
 
 /* Opens the commit journal, replays what the shards lack, syncs them and
- * sets the journal up for this run's mode (store_journal.h): kept only in
- * STORE_SYNC_ALWAYS with a journal size, else its files are removed once
- * replayed. */
+ * sets the journal up for this run's mode (store_journal.h): kept in
+ * STORE_SYNC_ALWAYS and STORE_SYNC_INTERVAL with a journal size, else its
+ * files are removed once replayed. */
 static int
 store_journal_open(Store *s, char *err, size_t errcap)
 {
     uint64_t size =
-        s->cfg.sync_mode == STORE_SYNC_ALWAYS ? s->cfg.journal_bytes : 0;
+        s->cfg.sync_mode != STORE_SYNC_NEVER ? s->cfg.journal_bytes : 0;
     char msg[sizeof s->ack.failmsg];
 
     if (journal_open(&s->journal, s->dir.path, size, s->io, err, errcap) < 0 ||
@@ -267,7 +267,7 @@ store_journal_open(Store *s, char *err, size_t errcap)
     if (mut_replay_end(&s->mut, size ? &s->journal : NULL,
                        s->journal.top_group) < 0)
         goto failed;
-    if (size) sync_use_journal(&s->sync);
+    if (size) sync_use_journal(&s->sync, s->journal.fd, JOURNAL_FILES);
     return journal_reset(&s->journal, err, errcap);
 failed:
     if (store_failed(s, msg, sizeof msg))

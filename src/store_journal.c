@@ -406,7 +406,8 @@ journal_roll(Journal *j)
 
 int
 journal_append(Journal *j, uint64_t group, uint32_t nrec, struct iovec *iov,
-               int iovcnt, size_t len, uint64_t *sync_ns, char **errmsg)
+               int iovcnt, size_t len, int sync, uint64_t *sync_ns,
+               char **errmsg)
 {
     unsigned char h[JOURNAL_HDR];
     JHdr jh = {
@@ -423,8 +424,8 @@ journal_append(Journal *j, uint64_t group, uint32_t nrec, struct iovec *iov,
     if (j->io->jwrite(j->io->ctx, fd, iov, iovcnt, j->off, errmsg) < 0)
         return -1;
     int64_t t0 = util_now_ns();
-    int rc = j->io->jsync(j->io->ctx, fd, errmsg);
-    *sync_ns = (uint64_t)(util_now_ns() - t0);
+    int rc = sync ? j->io->jsync(j->io->ctx, fd, errmsg) : 0;
+    *sync_ns = sync ? (uint64_t)(util_now_ns() - t0) : 0;
     if (rc < 0) return -1;
     j->off += JOURNAL_HDR + (uint64_t)len;
     return 0;

@@ -1,7 +1,10 @@
 /* store_journal.h - the commit journal of the default sync mode
  * (STORE_SYNC_ALWAYS): what makes a group durable at the cost of one data
  * write and one fdatasync (issue 14; the format is protocol/PROTOCOL.md,
- * section 11.5).
+ * section 11.5). Under -f MS (STORE_SYNC_INTERVAL) the same journal makes
+ * a group safe from a crash of the process at the cost of one write(2):
+ * records are appended unsynced, and a syncer fdatasyncs the files every
+ * MS ms (store_sync.h, sync_use_journal).
  *
  * JOURNAL_FILES files of one size under <dir>/journal/ (journal-0,
  * journal-1), zero-filled once when created and then overwritten in place,
@@ -108,12 +111,13 @@ void journal_roll(Journal *j);
 
 /* Mutation thread: writes one record (group, nrec records, the payload in
  * iov[1..iovcnt), len bytes; iov[0] is set here to the header) at the
- * current offset and syncs the file, both through the StoreIO seam;
- * *sync_ns: nanoseconds the sync took. journal_fits and !journal_full must
- * hold. Returns 0, or -1 with a malloc'd message in *errmsg (then nothing
- * may be acknowledged). */
+ * current offset of file j->cur and, if sync, syncs the file, both through
+ * the StoreIO seam; *sync_ns: nanoseconds the sync took (0 without).
+ * journal_fits and !journal_full must hold. Returns 0, or -1 with a
+ * malloc'd message in *errmsg (then nothing may be acknowledged). */
 int journal_append(Journal *j, uint64_t group, uint32_t nrec, struct iovec *iov,
-                   int iovcnt, size_t len, uint64_t *sync_ns, char **errmsg);
+                   int iovcnt, size_t len, int sync, uint64_t *sync_ns,
+                   char **errmsg);
 
 /* Closes the files and frees the path. */
 void journal_close(Journal *j);

@@ -204,11 +204,12 @@ mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
     }
 }
 
-/* Commit journal: the group goes to the journal and is synced (starting
- * the next file first if it does not fit in this one: the window emptied,
- * then mut_cover), is published as durable, and then waits in the
- * write-behind window (store_pend.h). Returns 1 if the window took the
- * chunks, 0 if the caller recycles them. */
+/* Commit journal: the group goes to the journal and, in STORE_SYNC_ALWAYS,
+ * is synced (starting the next file first if it does not fit in this one:
+ * the window emptied, then mut_cover), is published (as durable in
+ * STORE_SYNC_ALWAYS; under -f MS the interval syncs the journal), and
+ * then waits in the write-behind window (store_pend.h). Returns 1 if the
+ * window took the chunks, 0 if the caller recycles them. */
 static int
 mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
                    uint64_t seq)
@@ -226,15 +227,19 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
         journal_roll(j);
     }
     int n = mut_iov(m, chunks);
-    if (journal_append(j, m->group, (uint32_t)nrec, m->iov, n, bytes, &ns,
-                       &msg) < 0) {
+    int always = m->mode == STORE_SYNC_ALWAYS;
+    if (journal_append(j, m->group, (uint32_t)nrec, m->iov, n, bytes, always,
+                       &ns, &msg) < 0) {
         ack_fail(m->ack, "commit journal", -1, msg);
         goto fail;
     }
-    sync_note_synced_write(m->sync, ns);
+    if (always)
+        sync_note_synced_write(m->sync, ns);
+    else
+        sync_journal_written(m->sync, j->cur);
     m->appended = m->group;
     handoff_done(m->ho, bytes);
-    ack_publish(m->ack, seq, 1);
+    ack_publish(m->ack, seq, always);
     pend_add(&m->pend, chunks, m->group, seq, bytes, util_now_ns());
     mut_drain_pend(m, 0, 0);
     return 1;

@@ -2,7 +2,8 @@
  * each group from the hand-off queue, applies its records to one
  * WriteBatch per shard, writes the batches of the shards the group touched
  * (group commit), has them synced as the sync mode says and publishes the
- * group's last sequence. With the commit journal (STORE_SYNC_ALWAYS), a
+ * group's last sequence. With the commit journal (STORE_SYNC_ALWAYS, and
+ * STORE_SYNC_INTERVAL without the sync), a
  * group is first written to the journal and synced, published, and then,
  * after a short wait in the write-behind window that cancels jobs put and
  * deleted within it (store_pend.h), written to RocksDB with the WAL

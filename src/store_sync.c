@@ -61,12 +61,21 @@ sync_init(StoreSync *y, StoreSyncMode mode, int interval_ms, StoreAck *ack)
         thread_init(&y->join[i].t, y, i);
         thread_init(&y->post[i].t, y, i);
     }
+    thread_init(&y->jsync.t, y, -1);
 }
 
 void
-sync_use_journal(StoreSync *y)
+sync_use_journal(StoreSync *y, const int *fd, int nfd)
 {
     y->journal = 1;
+    y->jsync.fd = fd;
+    y->jsync.nfd = nfd;
+}
+
+void
+sync_journal_written(StoreSync *y, int i)
+{
+    y->jsync.written |= 1u << i;
 }
 
 void
@@ -84,6 +93,7 @@ sync_destroy(StoreSync *y)
         thread_destroy(&y->join[i].t);
         thread_destroy(&y->post[i].t);
     }
+    thread_destroy(&y->jsync.t);
 }
 
 /* Syncs shard i on the calling thread. */
@@ -203,6 +213,68 @@ post_wait_idle(SyncPost *r)
     pthread_mutex_unlock(&r->t.mu);
 }
 
+/* ---- SyncJournal: the journal's files, fire and forget ---- */
+
+/* The interval journal mode: the journal's syncer. */
+static int
+journal_interval(const StoreSync *y)
+{
+    return y->journal && y->mode == STORE_SYNC_INTERVAL;
+}
+
+/* Syncs the files in mask; counts each sync, records a failure. */
+static void
+jsync_files(StoreSync *y, unsigned mask)
+{
+    for (int i = 0; i < y->jsync.nfd; i++) {
+        if (!(mask & (1u << i))) continue;
+        char *msg = NULL;
+        int64_t t0 = util_now_ns();
+        int rc = y->io->jsync(y->io->ctx, y->jsync.fd[i], &msg);
+        ack_stat_sync(y->ack, (uint64_t)(util_now_ns() - t0));
+        if (rc < 0)
+            ack_fail(y->ack, "commit journal", -1, msg);
+        else
+            free(msg);
+    }
+}
+
+static void *
+jsync_main(void *arg)
+{
+    SyncJournal *r = arg;
+    SyncThread *t = &r->t;
+
+    pthread_mutex_lock(&t->mu);
+    while (thread_next(t)) {
+        unsigned mask = r->posted;
+        r->posted = 0;
+        pthread_mutex_unlock(&t->mu);
+        jsync_files(t->y, mask);
+        pthread_mutex_lock(&t->mu);
+        r->busy = 0;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Posts the written journal files unless a sync of them is posted or
+ * running (they then stay written for the next round). */
+static void
+jsync_post(SyncJournal *r)
+{
+    pthread_mutex_lock(&r->t.mu);
+    if (!r->busy) {
+        r->busy = 1;
+        r->posted = r->written;
+        r->written = 0;
+        r->t.req = 1;
+        pthread_cond_broadcast(&r->t.cv);
+    }
+    pthread_mutex_unlock(&r->t.mu);
+}
+
 /* ---- the mutation thread's side ---- */
 
 /* Fsyncs the WAL of every dirty shard: the first on this thread, the others
@@ -263,6 +335,7 @@ sync_mark(StoreSync *y, int i, int dirty)
 int
 sync_any_dirty(const StoreSync *y)
 {
+    if (journal_interval(y)) return y->jsync.written != 0;
     for (int i = 0; i < y->nshards; i++)
         if (y->dirty[i]) return 1;
     return 0;
@@ -279,7 +352,13 @@ sync_interval(StoreSync *y)
         return;
     /* Each shard's syncer thread fsyncs its WAL while this thread goes on
      * writing and acknowledging: a slow fsync never stalls replies. A shard
-     * whose previous sync still runs stays dirty for the next round. */
+     * whose previous sync still runs stays dirty for the next round. With
+     * the journal, its files are synced instead (sync_use_journal). */
+    if (journal_interval(y)) {
+        jsync_post(&y->jsync);
+        y->last_sync_mono = util_now_ns();
+        return;
+    }
     for (int i = 0; i < y->nshards; i++) {
         if (y->dirty[i] && post_try(&y->post[i])) y->dirty[i] = 0;
     }
@@ -337,7 +416,10 @@ thread_start(SyncThread *t, void *(*body)(void *), void *arg, char *err,
     char name[16];
 
     if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
-    snprintf(name, sizeof name, "rs-sync-%02d", t->index);
+    if (t->index < 0)
+        snprintf(name, sizeof name, "rs-sync-jnl");
+    else
+        snprintf(name, sizeof name, "rs-sync-%02u", (unsigned)t->index % 100u);
     pthread_setname_np(t->th, name); /* top -H, perf */
     t->started = 1;
     return 0;
@@ -358,6 +440,8 @@ sync_start(StoreSync *y, char *err, size_t errcap)
                               errcap);
         if (rc < 0) return -1;
     }
+    if (journal_interval(y))
+        return thread_start(&y->jsync.t, jsync_main, &y->jsync, err, errcap);
     return 0;
 }
 
@@ -368,4 +452,5 @@ sync_stop(StoreSync *y)
         thread_stop(&y->join[i].t);
         thread_stop(&y->post[i].t);
     }
+    thread_stop(&y->jsync.t);
 }

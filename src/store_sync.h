@@ -63,12 +63,25 @@ typedef struct SyncPost {
     int busy; /* under t.mu: posted or running */
 } SyncPost;
 
+/* STORE_SYNC_INTERVAL with the commit journal: the syncer of the journal's
+ * files, which the interval syncs instead of the shards' WALs. */
+typedef struct SyncJournal {
+    SyncThread t;     /* index -1 */
+    int busy;         /* under t.mu: posted or running */
+    unsigned posted;  /* under t.mu: bit i: file i is to be synced */
+    unsigned written; /* mutation thread: bit i: file i written since its
+                         last post */
+    const int *fd;    /* the journal's descriptors, borrowed */
+    int nfd;
+} SyncJournal;
+
 /* The sync state of every shard; lives in the Store. */
 typedef struct StoreSync {
     StoreSyncMode mode;
     int interval_ms; /* STORE_SYNC_INTERVAL */
-    int journal;     /* STORE_SYNC_ALWAYS with the commit journal: SyncPost
-                        helpers for sync_cover, no SyncJoin ones */
+    int journal;     /* with the commit journal: SyncPost helpers for
+                        sync_cover (no SyncJoin ones); in
+                        STORE_SYNC_INTERVAL also the journal's syncer */
     int nshards;
     StoreShard *shard; /* the store's, [nshards] */
     const StoreIO *io;
@@ -79,6 +92,7 @@ typedef struct StoreSync {
     uint64_t last_sync_dur;          /* ns the latest synced group took */
     SyncJoin join[STORE_SHARDS_MAX]; /* STORE_SYNC_ALWAYS, shards 1.. */
     SyncPost post[STORE_SHARDS_MAX]; /* STORE_SYNC_INTERVAL, every shard */
+    SyncJournal jsync;               /* STORE_SYNC_INTERVAL with the journal */
 } StoreSync;
 
 /* Initialises y (zeroed) for the given mode (interval_ms:
@@ -92,9 +106,19 @@ void sync_init(StoreSync *y, StoreSyncMode mode, int interval_ms,
 void sync_attach(StoreSync *y, StoreShard *shard, int nshards,
                  const StoreIO *io);
 
-/* STORE_SYNC_ALWAYS: the groups go to the commit journal (store_journal.h),
- * which needs the SyncPost helpers (sync_cover). Before sync_start. */
-void sync_use_journal(StoreSync *y);
+/* The groups go to the commit journal (store_journal.h), whose files are
+ * fd[0..nfd) (borrowed; nfd <= 8); it needs the SyncPost helpers
+ * (sync_cover). In STORE_SYNC_ALWAYS each group's record is synced as it
+ * is written; in STORE_SYNC_INTERVAL the records are written unsynced and
+ * the interval syncs the journal's written files (sync_journal_written) on
+ * a syncer thread of their own instead of the shards' WALs: what is older
+ * than the interval is then durable in the journal, which recovery
+ * replays. Before sync_start. */
+void sync_use_journal(StoreSync *y, const int *fd, int nfd);
+
+/* Mutation thread, STORE_SYNC_INTERVAL with the journal: journal file i
+ * (an index into sync_use_journal's fd) was written. */
+void sync_journal_written(StoreSync *y, int i);
 
 /* Starts the syncer threads the mode needs (SyncJoin or SyncPost). Returns 0,
  * or -1 (message in err; call sync_stop). */
@@ -118,11 +142,14 @@ void sync_mark(StoreSync *y, int i, int dirty);
  * or -1 after recording the failure (store_ack). */
 int sync_dirty(StoreSync *y);
 
-/* Mutation thread: nonzero if a shard is dirty. */
+/* Mutation thread: nonzero if what the interval syncs is dirty: a shard
+ * (or, with the journal in STORE_SYNC_INTERVAL, a journal file) was
+ * written since its last sync. */
 int sync_any_dirty(const StoreSync *y);
 
 /* Mutation thread, STORE_SYNC_INTERVAL: when the interval has passed since
- * the last sync, posts every dirty shard to its syncer (fire and forget). */
+ * the last sync, posts every dirty shard to its syncer (with the journal:
+ * the journal's written files to theirs), fire and forget. */
 void sync_interval(StoreSync *y);
 
 /* Mutation thread, commit journal: posts an fsync of every shard's WAL

@@ -25,9 +25,11 @@
 /* How the mutation thread makes a group durable (beanstalkd's -f/-F flags;
  * what a client may rely on in each: protocol/PROTOCOL.md, section 11.2). */
 typedef enum StoreSyncMode {
-    STORE_SYNC_ALWAYS = 0, /* -f 0 (default): acked after the WAL is fsynced */
-    STORE_SYNC_INTERVAL = 1, /* -f MS: acked after write(2); fsync every MS ms,
-                                also when writes stop */
+    STORE_SYNC_ALWAYS = 0,   /* -f 0 (default): acked after the commit
+                                journal (without one: the WAL) is fsynced */
+    STORE_SYNC_INTERVAL = 1, /* -f MS: acked after the journal's (the WAL's)
+                                write(2); fsync every MS ms, also when
+                                writes stop */
     STORE_SYNC_NEVER = 2,    /* -F: acked after write(2); never fsync */
 } StoreSyncMode;
 
@@ -112,11 +114,13 @@ typedef struct StoreConfig {
                         dir, or STORE_DEFAULT_SHARDS for a new dir */
     StoreSyncMode sync_mode;
     int sync_interval_ms;      /* STORE_SYNC_INTERVAL only: > 0 */
-    uint64_t journal_bytes;    /* STORE_SYNC_ALWAYS: bytes of each commit
-                                  journal file (store_journal.h), >=
+    uint64_t journal_bytes;    /* STORE_SYNC_ALWAYS and STORE_SYNC_INTERVAL:
+                                  bytes of each commit journal file
+                                  (store_journal.h), >=
                                   STORE_JOURNAL_SIZE_MIN; 0: no journal (each
-                                  group is synced in RocksDB's WAL). Other
-                                  modes keep none. */
+                                  group is written, and synced as the mode
+                                  says, in RocksDB's WAL).
+                                  STORE_SYNC_NEVER keeps none. */
     const StoreIO *io;         /* NULL: RocksDB itself, possibly wrapped by the
                                   fault injection the ROCKSTALKD_FAULT_*
                                   variables ask for (see

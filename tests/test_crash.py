@@ -30,10 +30,13 @@ Rounds 1-4 run in the default mode (reply after the commit journal's
 fsync; rounds 3 and 4 with ROCKSTALKD_FAULT_DEFER_UNSYNCED=1, so that the
 kill also loses RocksDB's unsynced writes, as a power cut would, and the
 acknowledged state comes back through the journal alone), round 5 with
--f 50 and round 6 with -F (reply after write(2)). A SIGKILL loses nothing
-written, so the checks are the same, except that for ops of a -f or -F
-round only "no acknowledged put lost, nothing corrupted" fails the test; a
-deviation of another acknowledged op there is printed as a warning. After the last round everything is drained
+-f 50 (reply after the commit journal's write(2)), also with RocksDB's
+unsynced writes lost, so that what was acknowledged comes back through the
+unsynced journal alone, which a SIGKILL keeps, and round 6 with -F (reply
+after RocksDB's write(2)). A SIGKILL loses nothing written, so the checks
+are the same, except that for ops of the -F round only "no acknowledged
+put lost, nothing corrupted" fails the test; a deviation of another
+acknowledged op there is printed as a warning. After the last round everything is drained
 (kick, reserve-with-timeout 0, delete) and checked once more; a final
 SIGKILL + restart must then find nothing, and the next id must still be
 higher than every id issued before.
@@ -71,18 +74,22 @@ DEFAULT_MODE = ()
 # since its last WAL sync die with the process, as in a power cut, so what
 # was acknowledged comes back through the commit journal alone.
 POWER_CUT = ("power-cut",)
-ROUNDS = [DEFAULT_MODE] * 2 + [POWER_CUT] * 2 + [("-f", "50"), ("-F",)]
-STRICT = (DEFAULT_MODE, POWER_CUT)
+# -f 50 the same way: the journal's records are written, not synced, when
+# the reply leaves; a SIGKILL keeps them, and they alone bring back what
+# RocksDB lost.
+POWER_CUT_F50 = ("power-cut", "-f", "50")
+ROUNDS = [DEFAULT_MODE] * 2 + [POWER_CUT] * 2 + [POWER_CUT_F50, ("-F",)]
+STRICT = (DEFAULT_MODE, POWER_CUT, POWER_CUT_F50)
 
 
 def mode_flags(mode):
-    return [] if mode == POWER_CUT else list(mode)
+    return [f for f in mode if f != "power-cut"]
 
 
 def mode_env(mode):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("ROCKSTALKD_FAULT_")}
-    if mode == POWER_CUT:
+    if "power-cut" in mode:
         env["ROCKSTALKD_FAULT_DEFER_UNSYNCED"] = "1"
     return env
 N_PRODUCERS = 8
@@ -996,37 +1003,30 @@ def test_put_reply_waits_for_sync(tmp_path):
 
 # ---- fail-stop on a storage error ----
 
-@pytest.mark.parametrize("var,extra,message", [
-    ("ROCKSTALKD_FAULT_WRITE_FAIL_AFTER", {}, "Input/output error"),
-    ("ROCKSTALKD_FAULT_SYNC_FAIL_AFTER", {}, "Input/output error"),
+JOURNAL_WRITE_MSG = \
+    "commit journal: IO error: Input/output error (injected journal write"
+JOURNAL_SYNC_MSG = \
+    "commit journal: IO error: Input/output error (injected journal sync"
+
+
+@pytest.mark.parametrize("var,extra,message,flags", [
+    ("ROCKSTALKD_FAULT_WRITE_FAIL_AFTER", {}, "Input/output error", []),
+    ("ROCKSTALKD_FAULT_SYNC_FAIL_AFTER", {}, "Input/output error", []),
     # the commit journal's own writes and syncs (PROTOCOL.md 11.5)
-    ("ROCKSTALKD_FAULT_JOURNAL_WRITE_FAIL_AFTER", {},
-     "commit journal: IO error: Input/output error (injected journal write"),
-    ("ROCKSTALKD_FAULT_JOURNAL_SYNC_FAIL_AFTER", {},
-     "commit journal: IO error: Input/output error (injected journal sync"),
+    ("ROCKSTALKD_FAULT_JOURNAL_WRITE_FAIL_AFTER", {}, JOURNAL_WRITE_MSG, []),
+    ("ROCKSTALKD_FAULT_JOURNAL_SYNC_FAIL_AFTER", {}, JOURNAL_SYNC_MSG, []),
+    # -f 50 writes each group to the journal before its reply too
+    ("ROCKSTALKD_FAULT_JOURNAL_WRITE_FAIL_AFTER", {}, JOURNAL_WRITE_MSG,
+     ["-f", "50"]),
     # a full disk: the same fail-stop, with the reason in the log
     ("ROCKSTALKD_FAULT_WRITE_FAIL_AFTER", {"ROCKSTALKD_FAULT_ENOSPC": "1"},
-     "No space left on device"),
+     "No space left on device", []),
 ])
-def test_fail_stop(tmp_path, var, extra, message):
+def test_fail_stop(tmp_path, var, extra, message, flags):
     datadir, logpath = tmp_path / "data", tmp_path / "server.log"
-    proc, port = _start([], dict(extra, **{var: "3"}), datadir, logpath)
-    acked = {}
-    failed_reply = None
-    lost = None     # the put whose reply never came
+    proc, port = _start(flags, dict(extra, **{var: "3"}), datadir, logpath)
     try:
-        c = Client(port, timeout=3.0)
-        for i in range(10):
-            body = b"fail-stop %d \x00\xff\r\n" % i
-            try:
-                acked[c.put(i, 0, 60, body)] = body
-            except (Dead, Hang) as e:
-                failed_reply = "%s: %s" % (type(e).__name__, e)
-                lost = body
-                break
-        else:
-            pytest.fail("10 puts acknowledged with %s=3" % var)
-        c.close()
+        acked, failed_reply, lost = _put_until_dead(port, 10, 0, var)
         assert 1 <= len(acked) <= 3, acked
         try:
             rc = proc.wait(5)
@@ -1043,7 +1043,56 @@ def test_fail_stop(tmp_path, var, extra, message):
             proc.wait()
     print("\n%s=3: %d puts acknowledged, then %s; exit status %d"
           % (var, len(acked), failed_reply, rc))
+    _check_after_fail(datadir, logpath, acked, lost)
 
+
+def _put_until_dead(port, n, pause, var):
+    """Puts up to n jobs one at a time, pause seconds apart, until a reply
+    does not come. Returns {id: body} of the acknowledged, the failure and
+    the body of the put whose reply never came; fails the test if all n
+    were acknowledged."""
+    acked = {}
+    c = Client(port, timeout=3.0)
+    for i in range(n):
+        body = b"fail-stop %d \x00\xff\r\n" % i
+        try:
+            acked[c.put(i, 0, 60, body)] = body
+        except (Dead, Hang) as e:
+            c.close()
+            return acked, "%s: %s" % (type(e).__name__, e), body
+        time.sleep(pause)
+    c.close()
+    pytest.fail("%d puts acknowledged with %s set" % (n, var))
+
+
+def test_fail_stop_journal_sync_interval(tmp_path):
+    """-f 50: the journal's records are synced every 50 ms by a thread of
+    their own, not before the replies; its failing sync stops the server
+    (exit status 2), and what it acknowledged (written to the journal)
+    comes back."""
+    var = "ROCKSTALKD_FAULT_JOURNAL_SYNC_FAIL_AFTER"
+    datadir, logpath = tmp_path / "data", tmp_path / "server.log"
+    proc, port = _start(["-f", "50"], {var: "2"}, datadir, logpath)
+    try:
+        acked, failed_reply, lost = _put_until_dead(port, 200, 0.01, var)
+        assert len(acked) >= 2, acked   # two syncs succeeded first
+        rc = proc.wait(5)
+        assert rc == 2, "exit status %s, expected 2\n%s" % (rc,
+                                                              _log(logpath))
+        log = _log(logpath)
+        assert "storage failure" in log and JOURNAL_SYNC_MSG in log, log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    print("\n-f 50, %s=2: %d puts acknowledged, then %s; exit status %d"
+          % (var, len(acked), failed_reply, rc))
+    _check_after_fail(datadir, logpath, acked, lost)
+
+
+def _check_after_fail(datadir, logpath, acked, lost):
+    """Restarts datadir in the default mode: every acknowledged put is
+    back, intact, and at most the put whose reply never came besides."""
     proc, port = _start([], {}, datadir, logpath)
     try:
         c = Client(port)

@@ -1,8 +1,9 @@
 """The commit journal (protocol/PROTOCOL.md, section 11.5): what recovery
 does with a journal whose tail is torn.
 
-Each case starts rockstalkd in the default mode with
-ROCKSTALKD_FAULT_DEFER_UNSYNCED=1, so RocksDB's writes since its last WAL
+Each case starts rockstalkd in the default mode (and again with -f 50,
+whose journal records are written but synced only every 50 ms: a SIGKILL
+keeps them all the same) with ROCKSTALKD_FAULT_DEFER_UNSYNCED=1, so RocksDB's writes since its last WAL
 sync are lost at a SIGKILL, as a power cut would lose them: the
 acknowledged jobs then survive only through the journal. The test puts and
 deletes jobs (each acknowledged), kills the server, damages what follows
@@ -41,6 +42,10 @@ MAGIC = 0x314A5352
 REC = struct.Struct("<QQIHBB")      # seq id body_len meta_len op flag
 OP_PUT = 1
 JOURNAL_SIZE = 1 << 20
+# The sync modes that keep the commit journal: the default (each record
+# synced before its reply) and -f MS (written before the reply, synced
+# every MS ms).
+MODES = {"default": [], "f50": ["-f", "50"]}
 
 
 def parse(path):
@@ -135,10 +140,11 @@ def damage(case, path, recs, data):
         f.write(blob)
 
 
+@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("case", ["torn", "garbage", "stale", "valid"])
-def test_torn_journal_tail(rockstalkd, case, monkeypatch):
+def test_torn_journal_tail(rockstalkd, case, mode, monkeypatch):
     monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
-    srv = rockstalkd("--journal-size", str(JOURNAL_SIZE))
+    srv = rockstalkd("--journal-size", str(JOURNAL_SIZE), *MODES[mode])
     monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
     c = Conn(srv.port)
     ids = {}
@@ -183,13 +189,14 @@ def test_torn_journal_tail(rockstalkd, case, monkeypatch):
     assert "the commit journal gave" in log, log[-2000:]
 
 
-def test_journal_laps(rockstalkd, monkeypatch):
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_journal_laps(rockstalkd, mode, monkeypatch):
     """Several laps of a 1 MiB journal (each file started syncs the shards'
     WALs in the background before the other file is overwritten), then a
-    power cut: every acknowledged job is back with its body, whether the
-    shards or the journal held it."""
+    SIGKILL that loses RocksDB's unsynced writes: every acknowledged job is
+    back with its body, whether the shards or the journal held it."""
     monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
-    srv = rockstalkd("--journal-size", str(JOURNAL_SIZE))
+    srv = rockstalkd("--journal-size", str(JOURNAL_SIZE), *MODES[mode])
     monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
     c = Conn(srv.port)
     ids, size = {}, 1000
