@@ -30,6 +30,17 @@
  * beanstalkd -b): what a server that acknowledges after a hand-off and a
  * write(2), but before the disk, can reach at best.
  *
+ * -k (with -w): the RocksDB write ceiling. As -w, and once the loop is
+ * woken, the syncer also keeps every job of the generation in RocksDB as
+ * rockstalkd's shards do: one shard (DIR/shard-00, opened with
+ * rockstalkd's own options and column families, src/store_shard.c), the
+ * job's metadata (63 bytes, the size of rockstalkd's for tube "rsbench")
+ * into the meta CF and its body into the body CF under its 8-byte id, the
+ * generation's number into the default CF, one WriteBatch per generation,
+ * the WAL written and not synced. What a server that acknowledges after a
+ * write(2) and keeps every job in RocksDB (rockstalkd -f MS's promise and
+ * store) can reach at best; it parses nothing more than the put lines.
+ *
  * -R ID -r CLUSTER (with -b): the Raft ceiling, node ID of the cluster
  * CLUSTER ("1@IP:PORT,2@IP:PORT,3@IP:PORT", Raft addresses). The syncer is
  * a libraft node (Debian's libraft 0.15, its uv log and TCP transport, the
@@ -42,7 +53,7 @@
  * clients (elsewhere a generation is never synced).
  *
  * usage: ceiling [-l ADDR] [-p PORT]
- *                [-b DIR [-n SYNCERS] [-o] [-w] [-R ID -r CL]]
+ *                [-b DIR [-n SYNCERS] [-o] [-w [-k]] [-R ID -r CL]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
 #include <errno.h>
@@ -66,7 +77,8 @@
 #include <raft/uv.h>
 #include <uv.h>
 
-#include "rafttune.h" /* src/: the Raft node's own libraft workarounds */
+#include "rafttune.h"    /* src/: the Raft node's own libraft workarounds */
+#include "store_shard.h" /* src/: rockstalkd's shard and its options (-k) */
 
 #define READ_CHUNK 65536
 #define OVER_SIZE ((off_t)64 << 20) /* -o: bytes of each log file */
@@ -124,6 +136,9 @@ static struct logfile {
 } files[SYNCERS_MAX];
 static int overwrite;         /* -o */
 static int write_only;        /* -w */
+static int keep_rocks;        /* -k */
+static ShardOpts kopts;       /* -k: rockstalkd's shard options */
+static StoreShard kshard;     /* -k: the shard */
 static int raft_id_opt;       /* -R: this node's id; 0: no Raft */
 static const char *raft_spec; /* -r: the cluster */
 
@@ -306,6 +321,50 @@ gen_done(uint64_t g)
     atomic_store(&lg.durable, d);
 }
 
+/* -k: the job's 8-byte big-endian key, as rockstalkd's (store_enc.c). */
+static void
+key_put(char *k, uint64_t id)
+{
+    for (int i = 0; i < 8; i++)
+        k[i] = (char)(id >> (56 - 8 * i));
+}
+
+/* -k: puts every job of the client bytes p[0..n) (complete commands, as
+ * the loop handed them over) into the shard: meta and body under the next
+ * id, and generation g's mark, in one batch written without sync. */
+static void
+keep_generation(rocksdb_writebatch_t *wb, const char *p, size_t n, uint64_t g)
+{
+    static uint64_t next_id = 1;
+    static const char meta[63];
+    char key[8], gv[8];
+    char *e = NULL;
+
+    for (size_t off = 0; off < n;) {
+        const char *l = p + off, *eol = memmem(l, n - off, "\r\n", 2);
+        if (!eol) die("-k: a partial command");
+        long bytes =
+            memcmp(l, "put ", 4) == 0 ? put_bytes(l, (size_t)(eol - l)) : -1;
+        off += (size_t)(eol - l) + 2;
+        if (bytes < 0) continue;
+        key_put(key, next_id++);
+        rocksdb_writebatch_put_cf(wb, kshard.cf[SHARD_CF_META], key, 8, meta,
+                                  sizeof meta);
+        rocksdb_writebatch_put_cf(wb, kshard.cf[SHARD_CF_BODY], key, 8, p + off,
+                                  (size_t)bytes);
+        off += (size_t)bytes + 2;
+    }
+    memcpy(gv, &g, 8);
+    rocksdb_writebatch_put_cf(wb, kshard.cf[SHARD_CF_DEFAULT], "jgroup", 6, gv,
+                              8);
+    rocksdb_write(kshard.db, kopts.wo_nosync, wb, &e);
+    if (e) {
+        fprintf(stderr, "ceiling: rocksdb_write: %s\n", e);
+        exit(1);
+    }
+    rocksdb_writebatch_clear(wb);
+}
+
 /* Sync ceiling: writes and fdatasyncs each generation it takes to its own
  * log file (arg: the descriptor), back to back. */
 static void *
@@ -314,6 +373,7 @@ syncer_main(void *arg)
     char *mine = NULL;
     size_t mcap = 0;
     struct logfile *f = arg;
+    rocksdb_writebatch_t *wb = keep_rocks ? rocksdb_writebatch_create() : NULL;
     for (;;) {
         pthread_mutex_lock(&lg.mu);
         while (!lg.len)
@@ -334,6 +394,7 @@ syncer_main(void *arg)
         pthread_mutex_unlock(&lg.mu);
         uint64_t one = 1;
         if (write(lg.efd, &one, sizeof one) < 0) die("eventfd");
+        if (keep_rocks) keep_generation(wb, mine, n, g);
     }
     return NULL;
 }
@@ -646,6 +707,14 @@ durable_start(const char *dir, int nsync, struct cli *wake)
         rnode_start(dir, raft_id_opt, raft_spec);
         return;
     }
+    if (keep_rocks) {
+        char err[512];
+        shard_opts_create(&kopts);
+        if (shard_open(&kshard, &kopts, dir, 0, 1, err, sizeof err) < 0) {
+            fprintf(stderr, "ceiling: %s\n", err);
+            exit(1);
+        }
+    }
     for (int i = 0; i < nsync; i++) {
         if (nsync == 1)
             snprintf(path, sizeof path, "%s/ceiling.log", dir);
@@ -666,7 +735,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:owR:r:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:owkR:r:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -679,6 +748,8 @@ main(int argc, char **argv)
             overwrite = 1;
         else if (o == 'w')
             write_only = 1;
+        else if (o == 'k')
+            keep_rocks = 1;
         else if (o == 'R' && atoi(optarg) > 0)
             raft_id_opt = atoi(optarg);
         else if (o == 'r')
@@ -686,11 +757,13 @@ main(int argc, char **argv)
         else
             return fprintf(stderr,
                            "usage: ceiling [-l ADDR] [-p PORT] "
-                           "[-b DIR [-n 1-16] [-o] [-w] [-R ID -r CL]]\n"),
+                           "[-b DIR [-n 1-16] [-o] [-w [-k]] [-R ID -r CL]]\n"),
                    2;
     }
     if (raft_id_opt && (!raft_spec || !dir))
         return fprintf(stderr, "ceiling: -R needs -r and -b\n"), 2;
+    if (keep_rocks && (!write_only || !dir || raft_id_opt))
+        return fprintf(stderr, "ceiling: -k needs -w and -b, not -R\n"), 2;
     int lfd = listen_on(addr, port);
     ep = epoll_create1(0);
     lev.data.ptr = NULL;

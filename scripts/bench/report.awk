@@ -30,6 +30,7 @@ BEGIN {
     srvname["ceiling-over"] = "sync ceiling -o"
     srvname["ceiling-raft"] = "Raft ceiling"
     srvname["ceiling-write"] = "write ceiling"
+    srvname["ceiling-rocks"] = "RocksDB write ceiling"
 }
 
 # ceiling-syncN: the sync ceiling with N log files.
@@ -241,6 +242,9 @@ function targets_table() {
     # ... and the write ceiling (a hand-off and a write(2) per generation,
     # no fdatasync: the least -f 50 must do) bounds the -f 50 put target
     target("put50", "ceiling-write", "bs-b", 1.3)
+    # ... as does the RocksDB write ceiling (that, and every job's meta and
+    # body put into a rockstalkd shard: the least -f 50 must do)
+    target("put50", "ceiling-rocks", "bs-b", 1.3)
     # issue 15 (cluster mode): a 3-node cluster on one machine makes at
     # least half the single node's durable put rate, through the leader and
     # through a follower

@@ -25,7 +25,11 @@
 #                       ceiling with N = 1-16 log files whose syncs
 #                       overlap), ceiling-write (the write ceiling: the
 #                       sync ceiling without its fdatasync, the promise
-#                       of -f 50) and rs-mem (rockstalkd --memory: the
+#                       of -f 50), ceiling-rocks (the RocksDB write
+#                       ceiling: the write ceiling that also puts every
+#                       job's meta and body into one rockstalkd shard,
+#                       the least -f 50 must do as it keeps every job in
+#                       RocksDB) and rs-mem (rockstalkd --memory: the
 #                       server's own work without any storage)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
@@ -75,9 +79,11 @@ build_tools() {
     mkdir -p "$BUILD" "$LOGS" || exit 1
     rm -f "$LOGS"/*.log
     bench_build rsbench || exit 1
-    # the Raft ceiling (-R) runs libraft with the Raft node's workarounds
-    bench_build ceiling -I"$REPO/src" "$REPO/src/rafttune.c" -lraft -luv \
-        -lpthread || exit 1
+    # the Raft ceiling (-R) runs libraft with the Raft node's workarounds,
+    # the RocksDB write ceiling (-k) rockstalkd's shard with its options
+    bench_build ceiling -I"$REPO/src" "$REPO/src/rafttune.c" \
+        "$REPO/src/store_shard.c" "$REPO/src/store_enc.c" \
+        "$REPO/src/store_util.c" -lraft -luv -lrocksdb -lpthread || exit 1
 }
 
 ensure_rockstalkd() {
@@ -103,6 +109,7 @@ server_cmd() {
     ceiling-sync) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3") ;;
     ceiling-over) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o) ;;
     ceiling-write) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w) ;;
+    ceiling-rocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w -k) ;;
     ceiling-sync[0-9]*)
         CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -n "${1#ceiling-sync}")
         ;;
