@@ -403,6 +403,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     s->bodies.max = cfg->cache_max;
     s->listen_fd = -1;
     s->next_id = 1;
+    s->active_window = 1; /* a new connection's 0 counts in the first */
     s->started_at = mono_ns();
     if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) memset(rnd, 0, sizeof rnd);
     for (int i = 0; i < 8; i++)

@@ -33,8 +33,10 @@ struct StoreSync;
  * goes back to the mutation thread, which accounts for it. Shard 0 never
  * needs one (the first dirty shard is synced by the mutation thread).
  *
- * SyncPost, STORE_SYNC_INTERVAL: the mutation thread posts a shard's
- * periodic fsync and goes on writing and acknowledging (sync_interval);
+ * SyncPost, STORE_SYNC_INTERVAL without the commit journal: the mutation
+ * thread posts a shard's periodic fsync and goes on writing and
+ * acknowledging (sync_interval); with the journal (either mode), the
+ * fsyncs that let a journal file be reused (sync_cover_post);
  * nobody waits, so the syncer counts the fsync and records a failure
  * itself (store_ack). busy: posted or running; a busy shard stays dirty. */
 /* What both have: a thread for one shard that waits for req or stop. */
