@@ -762,8 +762,10 @@ main(int argc, char **argv)
     }
     if (raft_id_opt && (!raft_spec || !dir))
         return fprintf(stderr, "ceiling: -R needs -r and -b\n"), 2;
-    if (keep_rocks && (!write_only || !dir || raft_id_opt))
-        return fprintf(stderr, "ceiling: -k needs -w and -b, not -R\n"), 2;
+    /* -k's ids and batch belong to one syncer thread */
+    if (keep_rocks && (!write_only || !dir || raft_id_opt || nsync != 1))
+        return fprintf(stderr, "ceiling: -k needs -w and -b, not -R or -n\n"),
+               2;
     int lfd = listen_on(addr, port);
     ep = epoll_create1(0);
     lev.data.ptr = NULL;
