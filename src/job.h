@@ -30,6 +30,10 @@ enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
 #define JOB_F_UNREADABLE 0x20
 /* Job.flags: put-unique made it: a deduplication key names it (dedup.h). */
 #define JOB_F_UNIQUE 0x40
+/* Job.flags: the store keeps the body inline with the meta
+ * (STORE_F_INLINE, store_types.h): updates keep it by a Merge, and the
+ * delete has no body key to delete. */
+#define JOB_F_INLINE 0x80
 
 /* 88 bytes on x86-64: with its heap slot and its share of the id table a
  * job costs about 120 resident bytes (issue: at most 128), its body aside.

@@ -617,7 +617,9 @@ to_store(const Job *j, StoreJob *o)
     o->state = j->state == JOB_DELAYED  ? STORE_DELAYED
                : j->state == JOB_BURIED ? STORE_BURIED
                                         : STORE_READY;
-    o->flags = (j->flags & JOB_F_REWRITTEN) ? STORE_F_REWRITTEN : 0;
+    o->flags =
+        (uint8_t)(((j->flags & JOB_F_REWRITTEN) ? STORE_F_REWRITTEN : 0) |
+                  ((j->flags & JOB_F_INLINE) ? STORE_F_INLINE : 0));
     o->pri = j->pri;
     o->ttr = j->ttr;
     o->delay = j->delay;
@@ -650,6 +652,7 @@ queue_persist_put(Server *s, Job *j)
 {
     if (!s->store) return;
     StoreJob o;
+    if (j->body_size <= STORE_INLINE_MAX) j->flags |= JOB_F_INLINE;
     to_store(j, &o);
     key_to_store(s, j, &o);
     store_add_put(s->store, ++s->applied_seq, &o, j->body);
@@ -675,7 +678,8 @@ queue_persist_delete(Server *s, Job *j)
 {
     if (!s->store) return;
     store_add_delete(s->store, ++s->applied_seq, j->id,
-                     (j->flags & JOB_F_REWRITTEN) != 0);
+                     ((j->flags & JOB_F_REWRITTEN) ? STORE_DEL_REWRITTEN : 0) |
+                         ((j->flags & JOB_F_INLINE) ? STORE_DEL_NO_BODY : 0));
 }
 
 void
@@ -727,6 +731,7 @@ queue_recover_job(void *ctx, const StoreJob *sj)
     j->buries = sj->buries;
     j->kicks = sj->kicks;
     if (sj->flags & STORE_F_REWRITTEN) j->flags |= JOB_F_REWRITTEN;
+    if (sj->flags & STORE_F_INLINE) j->flags |= JOB_F_INLINE;
     if (sj->key_len) j->flags |= JOB_F_UNIQUE;
     if (sj->state != STORE_READY) j->flags |= JOB_F_AT_REST_WAITING;
     int64_t wait = sj->ready_at_ns - wall_ns();

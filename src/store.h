@@ -51,7 +51,13 @@ int store_start(Store *s, char *err, size_t errcap);
 /* Loop thread: appends mutation records to the group being built. seq is the
  * loop's applied sequence of the change and must not decrease between calls.
  * The body (body_size bytes) is copied; nothing is borrowed.
- *   store_add_put:    a new job (meta and body), written exactly once.
+ *   store_add_put:    a new job (meta and body), written exactly once: one
+ *                     RocksDB entry when the caller set STORE_F_INLINE in
+ *                     its flags (a body of at most STORE_INLINE_MAX bytes),
+ *                     else a meta and a body entry. The caller keeps
+ *                     STORE_F_INLINE in the job's later updates (each then
+ *                     a Merge that keeps the body) and says
+ *                     STORE_DEL_NO_BODY in its delete.
  *   store_add_update: a changed meta record (bury, kick, release with delay or
  *                     new priority); the caller sets STORE_F_REWRITTEN in the
  *                     record it passes and remembers it for the delete. With

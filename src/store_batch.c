@@ -37,17 +37,29 @@ sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
 
     *seq = r.seq;
     enc_key_put(key, r.id);
+    int inl = r.op != ENC_OP_DELETE &&
+              store_meta_len(p + ENC_REC_HDR, r.meta_len) &&
+              (p[ENC_REC_HDR + 3] & STORE_F_INLINE);
     switch (r.op) {
     case ENC_OP_PUT:
-        rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
-        rocksdb_writebatch_put_cf(wb, sh->cf[SHARD_CF_BODY], key, 8,
-                                  v + r.meta_len, r.body_len);
+        if (inl) { /* one entry: the meta, then the body (store_enc.c) */
+            rocksdb_writebatch_put_cf(wb, meta, key, 8, v,
+                                      (size_t)r.meta_len + r.body_len);
+        } else {
+            rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
+            rocksdb_writebatch_put_cf(wb, sh->cf[SHARD_CF_BODY], key, 8,
+                                      v + r.meta_len, r.body_len);
+        }
         if (r.id > sh->hwm) {
             sh->hwm = r.id;
             b->hwm_changed[i] = 1;
         }
         break;
     case ENC_OP_UPDATE:
+        if (inl) { /* keeps the inline body, or drops it (store_merge.h) */
+            rocksdb_writebatch_merge_cf(wb, meta, key, 8, v, r.meta_len);
+            break;
+        }
         rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
         if (r.flag) /* STORE_GONE: the job's body goes, its key stays */
             rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_BODY], key,

@@ -1,8 +1,11 @@
 /* store_batch.h - one RocksDB WriteBatch per shard and the rule that turns
  * a mutation record (store_enc.h) into RocksDB operations: a put writes
- * the meta and body keys and may raise the shard's next_id high-water
- * mark, an update rewrites the meta (and drops the body of a STORE_GONE
- * record), a delete removes both (SingleDelete where the key was Put once).
+ * the meta and body keys (one key, the meta followed by the body, when the
+ * meta has STORE_F_INLINE) and may raise the shard's next_id high-water
+ * mark, an update rewrites the meta (a Merge for an inline body, which
+ * keeps it, store_merge.h; and drops the body of a STORE_GONE record), a
+ * delete removes both (SingleDelete where the key was Put once; the loop
+ * says STORE_DEL_NO_BODY for an inline body).
  * The mutation thread commits groups through one ShardBatches, the raft
  * thread (cluster mode, store_raft.h) Raft entries through another.
  *

@@ -7,7 +7,9 @@
  * buries, kicks, u64 created_at_ns, ready_at_ns (56 fixed bytes), then the
  * tube name. JobMeta v2 (a put-unique job): the same with version 2, then
  * u8 key length (1..200) and the key; its state may also be 4 (STORE_GONE:
- * the job is deleted, its key remembered until ready_at_ns).
+ * the job is deleted, its key remembered until ready_at_ns). Either may be
+ * followed by the job's body when its flags byte has STORE_F_INLINE
+ * (format 3).
  */
 #include "store_enc.h"
 
@@ -101,12 +103,24 @@ store_meta_encode(const StoreJob *job, unsigned char *buf)
     return META_FIXED + tl + 1 + kl;
 }
 
-/* The key of a v2 value after its tube at p (rest bytes); -1 if bad. */
-static int
-decode_key(const unsigned char *p, size_t rest, StoreJob *job)
+size_t
+store_meta_len(const unsigned char *buf, size_t len)
 {
-    if (rest < 2 || p[0] < 1 || p[0] > STORE_TUBE_MAX ||
-        rest != (size_t)1 + p[0])
+    if (len < META_FIXED ||
+        (buf[0] != META_VERSION && buf[0] != META_VERSION_KEY))
+        return 0;
+    size_t at = (size_t)META_FIXED + buf[2];
+    if (buf[0] == META_VERSION) return at <= len ? at : 0;
+    if (at >= len || at + 1 + buf[at] > len) return 0;
+    return at + 1 + buf[at];
+}
+
+/* The key of a v2 value after its tube at p (kl bytes with its length
+ * byte); -1 if bad. */
+static int
+decode_key(const unsigned char *p, size_t kl, StoreJob *job)
+{
+    if (kl < 2 || p[0] < 1 || p[0] > STORE_TUBE_MAX || kl != (size_t)1 + p[0])
         return -1;
     job->key_len = p[0];
     memcpy(job->key, p + 1, job->key_len);
@@ -114,21 +128,30 @@ decode_key(const unsigned char *p, size_t rest, StoreJob *job)
     return 0;
 }
 
+/* Whether a value of len bytes whose meta takes ml is whole: the meta
+ * alone, or with STORE_F_INLINE the meta and body_size bytes of body. */
+static int
+decode_len_ok(const unsigned char *buf, size_t ml, size_t len)
+{
+    if (len == ml) return 1;
+    return (buf[3] & STORE_F_INLINE) && buf[1] != STORE_GONE &&
+           len - ml == enc_get_u32le(buf + 16);
+}
+
 int
 store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
                   StoreJob *job)
 {
-    int v2 = len >= META_FIXED && buf[0] == META_VERSION_KEY;
-    if (len < META_FIXED || (buf[0] != META_VERSION && !v2)) return -1;
+    size_t ml = store_meta_len(buf, len);
+    if (!ml) return -1;
+    int v2 = buf[0] == META_VERSION_KEY;
     if (buf[1] < STORE_READY || buf[1] > (v2 ? STORE_GONE : STORE_BURIED))
         return -1;
-    if (buf[2] < 1 || buf[2] > STORE_TUBE_MAX ||
-        (!v2 && len != (size_t)META_FIXED + buf[2]) ||
-        (v2 && len < (size_t)META_FIXED + buf[2]))
+    if (buf[2] < 1 || buf[2] > STORE_TUBE_MAX || !decode_len_ok(buf, ml, len))
         return -1;
     memset(job, 0, sizeof *job);
     size_t at = (size_t)META_FIXED + buf[2];
-    if (v2 && decode_key(buf + at, len - at, job) < 0) return -1;
+    if (v2 && decode_key(buf + at, ml - at, job) < 0) return -1;
     job->id = id;
     job->state = buf[1];
     job->tube_len = buf[2];

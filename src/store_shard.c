@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "store_enc.h"
+#include "store_merge.h"
 #include "store_util.h"
 
 static const char *const cf_names[SHARD_CF_COUNT] = {"default", "meta", "body"};
@@ -95,6 +96,9 @@ shard_opts_create(ShardOpts *o)
     }
     rocksdb_options_add_compact_on_deletion_collector_factory(
         o->cfopt[SHARD_CF_META], DEL_WINDOW, DEL_TRIGGER);
+    /* Updates of inline bodies are Merges; the options own the operator. */
+    rocksdb_options_set_merge_operator(o->cfopt[SHARD_CF_META],
+                                       store_merge_create());
 
     o->wo_sync = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(o->wo_sync, 1);
@@ -225,18 +229,47 @@ shard_rocks_io(ShardOpts *o)
     return (StoreIO){.write = rocks_write, .sync = rocks_sync, .ctx = o};
 }
 
-/* Reads go straight to RocksDB, which is safe next to the mutation thread's
- * writes; a job whose put is not written yet is simply not found. */
-int
-shard_get_body(const StoreShard *sh, uint64_t id, char **body, size_t *len,
-               char *err, size_t errcap)
+/* The body held by value v (vlen bytes) of column family cf: the whole
+ * value in the body CF, the bytes after the meta of an inline body
+ * (STORE_F_INLINE) in the meta CF. Returns 0 if the value holds none. */
+static int
+value_body(int cf, const char *v, size_t vlen, const char **body, size_t *len)
+{
+    if (cf == SHARD_CF_BODY) {
+        *body = v;
+        *len = vlen;
+        return 1;
+    }
+    const unsigned char *u = (const unsigned char *)v;
+    size_t ml = store_meta_len(u, vlen);
+    if (!ml || !(u[3] & STORE_F_INLINE) || vlen - ml != enc_get_u32le(u + 16))
+        return 0; /* u + 16: JobMeta's body size (store_enc.c) */
+    *body = v + ml;
+    *len = vlen - ml;
+    return 1;
+}
+
+/* A malloc'd copy of len bytes at v into *out; -1 if out of memory. */
+static int
+copy_body(const char *v, size_t len, char **out)
+{
+    if (!(*out = malloc(len ? len : 1))) return -1;
+    memcpy(*out, v, len);
+    return 0;
+}
+
+/* shard_get_body in column family cf. */
+static int
+get_body_cf(const StoreShard *sh, int cf, uint64_t id, char **body, size_t *len,
+            char *err, size_t errcap)
 {
     char key[8], *e = NULL;
+    const char *b;
     size_t vlen = 0;
 
     enc_key_put(key, id);
-    rocksdb_pinnableslice_t *ps = rocksdb_get_pinned_cf(
-        sh->db, sh->opt->ro, sh->cf[SHARD_CF_BODY], key, 8, &e);
+    rocksdb_pinnableslice_t *ps =
+        rocksdb_get_pinned_cf(sh->db, sh->opt->ro, sh->cf[cf], key, 8, &e);
     if (e) {
         util_fail(err, errcap, "read body of job %" PRIu64 ": %s", id, e);
         rocksdb_free(e);
@@ -244,15 +277,25 @@ shard_get_body(const StoreShard *sh, uint64_t id, char **body, size_t *len,
     }
     if (!ps) return 0;
     const char *v = rocksdb_pinnableslice_value(ps, &vlen);
-    *body = malloc(vlen ? vlen : 1);
-    if (!*body) {
-        rocksdb_pinnableslice_destroy(ps);
-        return util_fail(err, errcap, "out of memory reading job %" PRIu64, id);
-    }
-    memcpy(*body, v, vlen);
-    *len = vlen;
+    int found = value_body(cf, v, vlen, &b, len);
+    int rc = found && copy_body(b, *len, body) < 0 ? -1 : found;
     rocksdb_pinnableslice_destroy(ps);
-    return 1;
+    if (rc < 0)
+        return util_fail(err, errcap, "out of memory reading job %" PRIu64, id);
+    return rc;
+}
+
+/* Reads go straight to RocksDB, which is safe next to the mutation thread's
+ * writes; a job whose put is not written yet is simply not found. A body is
+ * in the body column family, or inline in the meta column family. */
+int
+shard_get_body(const StoreShard *sh, uint64_t id, char **body, size_t *len,
+               char *err, size_t errcap)
+{
+    int rc = get_body_cf(sh, SHARD_CF_BODY, id, body, len, err, errcap);
+
+    if (rc) return rc;
+    return get_body_cf(sh, SHARD_CF_META, id, body, len, err, errcap);
 }
 
 /* Steps within one iterator before a Seek is cheaper (store_get_bodies). */
@@ -283,39 +326,36 @@ iter_goto(rocksdb_iterator_t *it, uint64_t id, int fresh)
     return klen == 8 && memcmp(k, want, 8) == 0;
 }
 
-/* Reads the bodies of shard sh among ids[0..n) (ascending): one lookup
- * each when they are few (an iterator costs more to set up than a Get),
- * else by stepping one iterator. */
-int
-shard_get_bodies(const StoreShard *sh, const uint64_t *ids, size_t n,
-                 char **bodies, size_t *lens, char *err, size_t errcap)
+/* Whether ids[i] is this shard's and its body is still to be read. */
+static int
+wanted(const StoreShard *sh, const uint64_t *ids, char **bodies, size_t i)
 {
-    size_t mine = 0;
-    for (size_t i = 0; i < n; i++)
-        mine += store_shard_of(ids[i], sh->nshards) == sh->index;
-    for (size_t i = 0; mine <= FEW_GETS && i < n; i++) {
-        if (store_shard_of(ids[i], sh->nshards) != sh->index) continue;
-        if (shard_get_body(sh, ids[i], &bodies[i], &lens[i], err, errcap) < 0)
-            return -1;
-    }
-    if (mine <= FEW_GETS) return 0;
+    return !bodies[i] && store_shard_of(ids[i], sh->nshards) == sh->index;
+}
+
+/* The bodies still wanted among ids[0..n) in column family cf, by stepping
+ * one iterator. */
+static int
+iter_bodies(const StoreShard *sh, int cf, const uint64_t *ids, size_t n,
+            char **bodies, size_t *lens, char *err, size_t errcap)
+{
     rocksdb_iterator_t *it =
-        rocksdb_create_iterator_cf(sh->db, sh->opt->ro, sh->cf[SHARD_CF_BODY]);
+        rocksdb_create_iterator_cf(sh->db, sh->opt->ro, sh->cf[cf]);
     char *e = NULL;
     int fresh = 1;
 
     for (size_t i = 0; i < n; i++) {
-        if (store_shard_of(ids[i], sh->nshards) != sh->index) continue;
+        if (!wanted(sh, ids, bodies, i)) continue;
         if (!iter_goto(it, ids[i], fresh)) {
             fresh = !rocksdb_iter_valid(it);
             continue;
         }
         fresh = 0;
         size_t vlen;
-        const char *v = rocksdb_iter_value(it, &vlen);
-        if ((bodies[i] = malloc(vlen ? vlen : 1)) == NULL) break;
-        memcpy(bodies[i], v, vlen);
-        lens[i] = vlen;
+        const char *v = rocksdb_iter_value(it, &vlen), *b;
+        if (value_body(cf, v, vlen, &b, &lens[i]) &&
+            copy_body(b, lens[i], &bodies[i]) < 0)
+            break;
     }
     rocksdb_iter_get_error(it, &e);
     rocksdb_iter_destroy(it);
@@ -323,6 +363,33 @@ shard_get_bodies(const StoreShard *sh, const uint64_t *ids, size_t n,
         util_fail(err, errcap, "read bodies of shard %d: %s", sh->index, e);
         rocksdb_free(e);
         return -1;
+    }
+    return 0;
+}
+
+/* Reads the bodies of shard sh among ids[0..n) (ascending), first from the
+ * body column family, then what was not there from the meta column
+ * family's inline bodies: one lookup each when they are few (an iterator
+ * costs more to set up than a Get), else by stepping one iterator. */
+int
+shard_get_bodies(const StoreShard *sh, const uint64_t *ids, size_t n,
+                 char **bodies, size_t *lens, char *err, size_t errcap)
+{
+    static const int cfs[2] = {SHARD_CF_BODY, SHARD_CF_META};
+
+    for (int c = 0; c < 2; c++) {
+        size_t want = 0;
+        for (size_t i = 0; i < n; i++)
+            want += wanted(sh, ids, bodies, i);
+        for (size_t i = 0; want <= FEW_GETS && i < n; i++) {
+            if (wanted(sh, ids, bodies, i) &&
+                get_body_cf(sh, cfs[c], ids[i], &bodies[i], &lens[i], err,
+                            errcap) < 0)
+                return -1;
+        }
+        if (want > FEW_GETS &&
+            iter_bodies(sh, cfs[c], ids, n, bodies, lens, err, errcap) < 0)
+            return -1;
     }
     return 0;
 }

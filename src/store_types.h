@@ -13,8 +13,10 @@
 #include <sys/uio.h>
 
 /* On-disk format version written to the data directory and each shard. A
- * directory with a newer version is refused (store_open fails). */
-#define STORE_FORMAT_VERSION 2
+ * directory with a newer version is refused (store_open fails). Version 3
+ * keeps small bodies inline in the meta column family (STORE_F_INLINE),
+ * whose values a version 2 server would refuse as malformed. */
+#define STORE_FORMAT_VERSION 3
 
 /* Longest tube name, bytes (protocol: 200). */
 #define STORE_TUBE_MAX 200
@@ -41,12 +43,26 @@ enum { STORE_READY = 1, STORE_DELAYED = 2, STORE_BURIED = 3, STORE_GONE = 4 };
 
 /* store_add_delete flags. */
 #define STORE_DEL_REWRITTEN 0x01 /* the meta was Put more than once */
-#define STORE_DEL_NO_BODY 0x02   /* a STORE_GONE record: no body to delete */
+#define STORE_DEL_NO_BODY                                                      \
+    0x02 /* no body key to delete: a STORE_GONE                                \
+            record, or an inline body */
 
 /* StoreJob.flags bit: the meta record of this job has been Put more than
  * once, so its delete must use Delete, not SingleDelete (RocksDB forbids
  * SingleDelete on an overwritten key; see db.h SingleDelete). */
 #define STORE_F_REWRITTEN 0x01
+/* StoreJob.flags bit: the job's body is kept inline, after its meta in the
+ * same value of the meta column family, instead of in the body column
+ * family: one RocksDB entry per put instead of two (issue 14). Set by the
+ * loop for bodies of at most STORE_INLINE_MAX bytes; an update of such a
+ * job is a Merge that keeps the body (store_merge.h), and a STORE_GONE
+ * record drops it. */
+#define STORE_F_INLINE 0x02
+/* Largest body kept inline, bytes. Larger bodies stay in the body column
+ * family, so that the recovery scan, which reads every meta value, does not
+ * read them (RocksDB's BlobDB separates values above min_blob_size for the
+ * same reason). */
+#define STORE_INLINE_MAX 256
 
 /* The persisted metadata of one job (JobMeta v1 on disk, or v2 for a job
  * with a put-unique key; encoded explicitly little-endian by store_enc.c,
@@ -164,12 +180,18 @@ typedef struct StoreStats {
  * without a key (byte for byte as before keys existed), v2 with one.
  * encode returns the length written (buf must hold STORE_META_MAX bytes);
  * decode returns 0, or -1 on a truncated, unknown-version or malformed
- * value.
+ * value. A value whose flags have STORE_F_INLINE may go on with the job's
+ * body (exactly body_size bytes; decode ignores them).
  * The job id is the key, not part of the value; decode sets job->id to id. */
 #define STORE_META_MAX (56 + STORE_TUBE_MAX + 1 + STORE_TUBE_MAX)
 size_t store_meta_encode(const StoreJob *job, unsigned char *buf);
 int store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
                       StoreJob *job);
+
+/* The length in bytes of the JobMeta at the start of a value of len bytes
+ * (what follows it is an inline body), or 0 if the value is too short or
+ * of an unknown version. Checks nothing else (store_meta_decode does). */
+size_t store_meta_len(const unsigned char *buf, size_t len);
 
 /* Which shard job id lives in, for nshards shards. */
 static inline int

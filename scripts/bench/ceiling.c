@@ -35,7 +35,9 @@
  * rockstalkd's shards do: one shard (DIR/shard-00, opened with
  * rockstalkd's own options and column families, src/store_shard.c), the
  * job's metadata (63 bytes, the size of rockstalkd's for tube "rsbench")
- * into the meta CF and its body into the body CF under its 8-byte id, the
+ * and its body under its 8-byte id: one value of the meta CF, the metadata
+ * followed by the body, for a body of at most STORE_INLINE_MAX bytes, else
+ * the metadata into the meta CF and the body into the body CF; the
  * generation's number into the default CF, one WriteBatch per generation,
  * the WAL written and not synced. What a server that acknowledges after a
  * write(2) and keeps every job in RocksDB (rockstalkd -f MS's promise and
@@ -348,10 +350,17 @@ keep_generation(rocksdb_writebatch_t *wb, const char *p, size_t n, uint64_t g)
         off += (size_t)(eol - l) + 2;
         if (bytes < 0) continue;
         key_put(key, next_id++);
-        rocksdb_writebatch_put_cf(wb, kshard.cf[SHARD_CF_META], key, 8, meta,
-                                  sizeof meta);
-        rocksdb_writebatch_put_cf(wb, kshard.cf[SHARD_CF_BODY], key, 8, p + off,
-                                  (size_t)bytes);
+        if (bytes <= STORE_INLINE_MAX) { /* one entry: meta, then body */
+            const char *kl[1] = {key}, *vl[2] = {meta, p + off};
+            size_t ks[1] = {8}, vs[2] = {sizeof meta, (size_t)bytes};
+            rocksdb_writebatch_putv_cf(wb, kshard.cf[SHARD_CF_META], 1, kl, ks,
+                                       2, vl, vs);
+        } else {
+            rocksdb_writebatch_put_cf(wb, kshard.cf[SHARD_CF_META], key, 8,
+                                      meta, sizeof meta);
+            rocksdb_writebatch_put_cf(wb, kshard.cf[SHARD_CF_BODY], key, 8,
+                                      p + off, (size_t)bytes);
+        }
         off += (size_t)bytes + 2;
     }
     memcpy(gv, &g, 8);

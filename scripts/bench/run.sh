@@ -83,6 +83,7 @@ build_tools() {
     # the RocksDB write ceiling (-k) rockstalkd's shard with its options
     bench_build ceiling -I"$REPO/src" "$REPO/src/rafttune.c" \
         "$REPO/src/store_shard.c" "$REPO/src/store_enc.c" \
+        "$REPO/src/store_merge.c" \
         "$REPO/src/store_util.c" -lraft -luv -lrocksdb -lpthread || exit 1
 }
 

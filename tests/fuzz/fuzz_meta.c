@@ -3,8 +3,9 @@
  * 1. store_meta_decode on the input as a stored value (from an exactly-sized
  *    heap copy, so a read past it is caught). When it succeeds the job must
  *    be sane (state 1..3, tube 1..200 bytes NUL-terminated, the id given),
- *    encoding it again must give back the very same bytes, and decoding
- *    those must give the same job.
+ *    encoding it again must give back the very same bytes up to the meta's
+ *    end (store_meta_len), what follows must be an inline body of exactly
+ *    body_size bytes, and decoding the meta must give the same job.
  * 2. The input as the fields of a StoreJob (state and tube length forced
  *    into range): encode, decode, and the job must come back unchanged.
  * Build and run: `make fuzz` (see the Makefile's fuzzing block). */
@@ -82,7 +83,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sane(&j, id);
         unsigned char buf[STORE_META_MAX];
         size_t n = store_meta_encode(&j, buf);
-        CHECK(n == size && memcmp(buf, val, size) == 0);
+        CHECK(n == store_meta_len(val, size) && memcmp(buf, val, n) == 0);
+        /* anything after the meta is an inline body of body_size bytes */
+        CHECK(n == size || ((j.flags & STORE_F_INLINE) &&
+                            j.state != STORE_GONE && size - n == j.body_size));
         memset(&k, 0x5a, sizeof k);
         CHECK(store_meta_decode(id, buf, n, &k) == 0);
         sane(&k, id);

@@ -208,7 +208,7 @@ small_body(uint64_t id)
 
 /* Jobs 1..njobs with small bodies and the header values next_id (the
  * shard's top id), jgroup 500 + shard and raft_applied 9000 + shard; the
- * source's "format" is 1, so that the destination's 2 shows it is not
+ * source's "format" is 1, so that the destination's own shows it is not
  * copied. */
 static void
 fill_source(StoreShard *src, int njobs)
@@ -386,7 +386,7 @@ assert_cf_equal(StoreShard *a, StoreShard *b, int cf)
     return n;
 }
 
-/* Asserts that dst's default CF holds exactly its own format (2) and shard
+/* Asserts that dst's default CF holds exactly its own format (3) and shard
  * keys and the source's next_id, jgroup and raft_applied. */
 static void
 assert_header(StoreShard *src, StoreShard *dst)
@@ -407,7 +407,8 @@ assert_header(StoreShard *src, StoreShard *dst)
         assert_memory_equal(k, want[n], klen);
         if (n == 0) {
             assert_int_equal(vlen, 4);
-            assert_int_equal(enc_get_u32le((const unsigned char *)v), 2);
+            assert_int_equal(enc_get_u32le((const unsigned char *)v),
+                             STORE_FORMAT_VERSION);
         }
     }
     assert_int_equal(n, 5);

@@ -28,6 +28,7 @@
 #include "store_pend.h"    /* internal: the journal's write-behind window */
 #include "store_raft.h"    /* internal: the Raft entry */
 #include "store_enc.h"
+#include "store_shard.h" /* internal: a shard, for the merge operator */
 
 #define NJOBS 300
 
@@ -271,6 +272,43 @@ test_meta_key_v2(void **state)
     n = store_meta_encode(&j, buf);
     assert_int_equal(buf[0], 1);
     assert_int_equal(store_meta_decode(9, buf, n, &k), -1);
+}
+
+/* Format 3: a meta with STORE_F_INLINE may go on with exactly body_size
+ * bytes of body; store_meta_len finds where it ends; a STORE_GONE record
+ * or a meta without the flag takes no body. */
+static void
+test_meta_inline(void **state)
+{
+    unsigned char buf[STORE_META_MAX + 64];
+    StoreJob j, k;
+
+    (void)state;
+    make_job(&j, 12, "tube"); /* body_size 12 */
+    j.flags = STORE_F_INLINE;
+    size_t n = store_meta_encode(&j, buf);
+    memset(buf + n, 'b', 12);
+    assert_int_equal(store_meta_len(buf, n + 12), n);
+    assert_int_equal(store_meta_decode(12, buf, n, &k), 0);
+    assert_int_equal(store_meta_decode(12, buf, n + 12, &k), 0);
+    assert_job_equal(&j, &k);
+    assert_int_equal(store_meta_decode(12, buf, n + 11, &k), -1);
+    assert_int_equal(store_meta_decode(12, buf, n + 13, &k), -1);
+    buf[3] = 0; /* no flag: no body */
+    assert_int_equal(store_meta_decode(12, buf, n + 12, &k), -1);
+    j.key_len = 2; /* v2 */
+    memcpy(j.key, "kk", 3);
+    n = store_meta_encode(&j, buf);
+    memset(buf + n, 'b', 12);
+    assert_int_equal(store_meta_len(buf, n + 12), n);
+    assert_int_equal(store_meta_decode(12, buf, n + 12, &k), 0);
+    assert_int_equal(k.key_len, 2);
+    j.state = STORE_GONE;
+    n = store_meta_encode(&j, buf);
+    assert_int_equal(store_meta_decode(12, buf, n + 12, &k), -1);
+    assert_int_equal(store_meta_len(buf, 3), 0);
+    buf[0] = 9;
+    assert_int_equal(store_meta_len(buf, n), 0);
 }
 
 static void
@@ -570,7 +608,7 @@ test_nshards_mismatch(void **state)
 
     close_store(open_store(f->dir, 3, STORE_SYNC_ALWAYS, NULL, NULL));
     strcpy(before, read_file(f->dir, "FORMAT"));
-    assert_string_equal(before, "rockstalk-format 2\nshards 3\n");
+    assert_string_equal(before, "rockstalk-format 3\nshards 3\n");
     assert_int_equal(stat(f->dir, &st0), 0);
     assert_int_equal(store_open(&cfg, &s, err, sizeof err), -1);
     assert_null(s);
@@ -600,7 +638,9 @@ test_newer_format_refused(void **state)
     fprintf(fp, "rockstalk-format %d\nshards 1\n", STORE_FORMAT_VERSION + 1);
     fclose(fp);
     assert_int_equal(store_open(&cfg, &s, err, sizeof err), -1);
-    assert_non_null(strstr(err, "format version 3"));
+    char want[64];
+    snprintf(want, sizeof want, "format version %d", STORE_FORMAT_VERSION + 1);
+    assert_non_null(strstr(err, want));
     assert_false(exists(f->dir, "shard-00"));
 }
 
@@ -1312,6 +1352,118 @@ test_handoff_cut_large_chunk(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
+/* ---- inline bodies and the meta merge operator (store_merge.h) ---- */
+
+/* Job id's meta with pri and state, STORE_F_INLINE, in buf; its length. */
+static size_t
+inline_meta(unsigned char *buf, uint64_t id, uint32_t pri, uint8_t state)
+{
+    StoreJob j;
+
+    make_job(&j, id, "tube");
+    j.body_size = 5;
+    j.pri = pri;
+    j.state = state;
+    j.flags = STORE_F_INLINE | STORE_F_REWRITTEN;
+    if (state == STORE_GONE) {
+        j.key_len = 1;
+        memcpy(j.key, "k", 2);
+    }
+    return store_meta_encode(&j, buf);
+}
+
+/* Job id's meta value as stored, decoded into *k; its length. */
+static size_t
+get_meta(StoreShard *sh, uint64_t id, StoreJob *k)
+{
+    char key[8], *e = NULL;
+    size_t vlen = 0;
+
+    enc_key_put(key, id);
+    char *v = rocksdb_get_cf(sh->db, sh->opt->ro, sh->cf[SHARD_CF_META], key, 8,
+                             &vlen, &e);
+    assert_null(e);
+    assert_non_null(v);
+    assert_int_equal(store_meta_decode(id, (unsigned char *)v, vlen, k), 0);
+    rocksdb_free(v);
+    return vlen;
+}
+
+/* Asserts job id's pri and its body (NULL: none). */
+static void
+assert_inline(StoreShard *sh, uint64_t id, uint32_t pri, const char *body)
+{
+    StoreJob k;
+    char err[256], *b = NULL;
+    size_t len = 0;
+
+    get_meta(sh, id, &k);
+    assert_int_equal(k.pri, pri);
+    int rc = shard_get_body(sh, id, &b, &len, err, sizeof err);
+    assert_int_equal(rc, body != NULL);
+    if (body) {
+        assert_int_equal(len, strlen(body));
+        assert_memory_equal(b, body, len);
+    }
+    free(b);
+}
+
+/* Merges of new metas keep the inline body, in the memtable and after a
+ * flush and a full compaction (the operator's full and partial merges); a
+ * STORE_GONE operand drops it; a Merge onto a value without an inline body
+ * leaves the meta alone. */
+static void
+test_merge_keeps_inline_body(void **state)
+{
+    Fixture *f = *state;
+    ShardOpts o;
+    StoreShard sh = {0};
+    unsigned char m[STORE_META_MAX + 8];
+    char key[8], err[256], *e = NULL;
+
+    shard_opts_create(&o);
+    assert_int_equal(shard_open(&sh, &o, f->dir, 0, 1, err, sizeof err), 0);
+    rocksdb_writebatch_t *b = rocksdb_writebatch_create();
+    for (uint64_t id = 1; id <= 3; id++) { /* meta + "body!" */
+        size_t n = inline_meta(m, id, 1, STORE_READY);
+        memcpy(m + n, "body!", 5);
+        enc_key_put(key, id);
+        rocksdb_writebatch_put_cf(b, sh.cf[SHARD_CF_META], key, 8, (char *)m,
+                                  n + 5);
+    }
+    for (uint32_t pri = 2; pri <= 4; pri++) {
+        for (uint64_t id = 1; id <= 2; id++) {
+            size_t n = inline_meta(m, id, pri, STORE_BURIED);
+            enc_key_put(key, id);
+            rocksdb_writebatch_merge_cf(b, sh.cf[SHARD_CF_META], key, 8,
+                                        (char *)m, n);
+        }
+    }
+    size_t n = inline_meta(m, 3, 9, STORE_GONE);
+    enc_key_put(key, 3);
+    rocksdb_writebatch_merge_cf(b, sh.cf[SHARD_CF_META], key, 8, (char *)m, n);
+    rocksdb_write(sh.db, o.wo_sync, b, &e);
+    assert_null(e);
+    rocksdb_writebatch_destroy(b);
+    for (int pass = 0; pass < 2; pass++) {
+        assert_inline(&sh, 1, 4, "body!");
+        assert_inline(&sh, 2, 4, "body!");
+        StoreJob k;
+        assert_int_equal(get_meta(&sh, 3, &k), n); /* no body left */
+        assert_int_equal(k.state, STORE_GONE);
+        assert_int_equal(k.flags & STORE_F_INLINE, 0);
+        assert_inline(&sh, 3, 9, NULL);
+        rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+        rocksdb_flushoptions_set_wait(fo, 1);
+        rocksdb_flush_cf(sh.db, fo, sh.cf[SHARD_CF_META], &e);
+        assert_null(e);
+        rocksdb_flushoptions_destroy(fo);
+        rocksdb_compact_range_cf(sh.db, sh.cf[SHARD_CF_META], NULL, 0, NULL, 0);
+    }
+    shard_close(&sh);
+    shard_opts_destroy(&o);
+}
+
 /* ---- the commit journal's write-behind window (store_pend.h) ---- */
 
 /* A chunk of records (op, id) with a small meta and body, as the loop
@@ -1587,6 +1739,8 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_meta_roundtrip),
         cmocka_unit_test(test_meta_key_v2),
+        cmocka_unit_test(test_meta_inline),
+        T(test_merge_keeps_inline_body),
         cmocka_unit_test(test_meta_decode_rejects),
         cmocka_unit_test(test_shard_routing),
         T(test_put_update_delete_recover),
