@@ -115,6 +115,14 @@ store_meta_len(const unsigned char *buf, size_t len)
     return at + 1 + buf[at];
 }
 
+int
+store_meta_inline(const unsigned char *buf, size_t len, size_t *ml)
+{
+    *ml = buf ? store_meta_len(buf, len) : 0;
+    return *ml && (buf[3] & STORE_F_INLINE) &&
+           len - *ml == enc_get_u32le(buf + 16);
+}
+
 /* The key of a v2 value after its tube at p (kl bytes with its length
  * byte); -1 if bad. */
 static int
@@ -128,16 +136,6 @@ decode_key(const unsigned char *p, size_t kl, StoreJob *job)
     return 0;
 }
 
-/* Whether a value of len bytes whose meta takes ml is whole: the meta
- * alone, or with STORE_F_INLINE the meta and body_size bytes of body. */
-static int
-decode_len_ok(const unsigned char *buf, size_t ml, size_t len)
-{
-    if (len == ml) return 1;
-    return (buf[3] & STORE_F_INLINE) && buf[1] != STORE_GONE &&
-           len - ml == enc_get_u32le(buf + 16);
-}
-
 int
 store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
                   StoreJob *job)
@@ -147,7 +145,11 @@ store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
     int v2 = buf[0] == META_VERSION_KEY;
     if (buf[1] < STORE_READY || buf[1] > (v2 ? STORE_GONE : STORE_BURIED))
         return -1;
-    if (buf[2] < 1 || buf[2] > STORE_TUBE_MAX || !decode_len_ok(buf, ml, len))
+    /* whole: the meta alone, or an inline body after it (not for GONE) */
+    size_t at_body;
+    if (buf[2] < 1 || buf[2] > STORE_TUBE_MAX ||
+        (len != ml &&
+         (buf[1] == STORE_GONE || !store_meta_inline(buf, len, &at_body))))
         return -1;
     memset(job, 0, sizeof *job);
     size_t at = (size_t)META_FIXED + buf[2];

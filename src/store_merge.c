@@ -8,15 +8,6 @@
 #include "store_enc.h"
 #include "store_types.h"
 
-/* Whether value v (vlen bytes, may be NULL) holds an inline body, of
- * vlen - *ml bytes (maybe none: an empty body). */
-static int
-has_inline_body(const unsigned char *v, size_t vlen, size_t *ml)
-{
-    *ml = v ? store_meta_len(v, vlen) : 0;
-    return *ml && (v[3] & STORE_F_INLINE);
-}
-
 /* The merged value: operand op (a JobMeta) with the body of existing
  * (elen bytes, may be NULL) appended when op keeps it. malloc'd. */
 static char *
@@ -24,7 +15,7 @@ merge_value(const unsigned char *existing, size_t elen, const unsigned char *op,
             size_t oplen, size_t *outlen)
 {
     size_t eml, oml = store_meta_len(op, oplen);
-    int keep = has_inline_body(existing, elen, &eml) && oml == oplen &&
+    int keep = store_meta_inline(existing, elen, &eml) && oml == oplen &&
                (op[3] & STORE_F_INLINE) && op[1] != STORE_GONE;
     size_t body = keep ? elen - eml : 0, n = oplen + body;
     unsigned char *out = malloc(n ? n : 1);

@@ -240,10 +240,8 @@ value_body(int cf, const char *v, size_t vlen, const char **body, size_t *len)
         *len = vlen;
         return 1;
     }
-    const unsigned char *u = (const unsigned char *)v;
-    size_t ml = store_meta_len(u, vlen);
-    if (!ml || !(u[3] & STORE_F_INLINE) || vlen - ml != enc_get_u32le(u + 16))
-        return 0; /* u + 16: JobMeta's body size (store_enc.c) */
+    size_t ml;
+    if (!store_meta_inline((const unsigned char *)v, vlen, &ml)) return 0;
     *body = v + ml;
     *len = vlen - ml;
     return 1;

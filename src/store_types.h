@@ -193,6 +193,11 @@ int store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
  * of an unknown version. Checks nothing else (store_meta_decode does). */
 size_t store_meta_len(const unsigned char *buf, size_t len);
 
+/* Whether a value of len bytes is a JobMeta with STORE_F_INLINE followed by
+ * its inline body (exactly its body size bytes, maybe none); *ml is then
+ * the meta's length, so the body is buf[*ml..len). */
+int store_meta_inline(const unsigned char *buf, size_t len, size_t *ml);
+
 /* Which shard job id lives in, for nshards shards. */
 static inline int
 store_shard_of(uint64_t id, int nshards)
