@@ -144,7 +144,7 @@ mut_drain_pend(StoreMut *m, int force, uint64_t upto)
     uint64_t seq = 0, group = 0;
     PendGroup *g;
 
-    while ((g = pend_take(&m->pend, now, force, upto))) {
+    while ((g = pend_take(&m->pend, now, force, upto, group != 0))) {
         if (!ack_is_failed(m->ack)) mut_apply_chunks(m, g->chunks);
         seq = g->seq;
         group = g->group;

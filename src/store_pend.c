@@ -162,12 +162,14 @@ forget(Pend *p, const PendGroup *g)
 }
 
 PendGroup *
-pend_take(Pend *p, int64_t now_ns, int force, uint64_t upto)
+pend_take(Pend *p, int64_t now_ns, int force, uint64_t upto, int more)
 {
     PendGroup *g = p->head;
+    int64_t window = PEND_WINDOW_NS - (more ? PEND_BATCH_NS : 0);
+    size_t max = PEND_MAX_BYTES - (more ? PEND_BATCH_BYTES : 0);
 
-    if (!g || (!force && p->bytes <= PEND_MAX_BYTES && g->group > upto &&
-               now_ns - g->at_ns < PEND_WINDOW_NS))
+    if (!g || (!force && p->bytes <= max && g->group > upto &&
+               now_ns - g->at_ns < window))
         return NULL;
     p->head = g->next;
     if (!p->head) p->tail = &p->head;

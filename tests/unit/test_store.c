@@ -1527,9 +1527,9 @@ test_pend_cancels_whole_lives(void **state)
     assert_int_equal(ops[4], ENC_OP_UPDATE);
     assert_int_equal(p.cancelled, 3);
     /* not due before the window; the oldest first once due */
-    assert_null(pend_take(&p, PEND_WINDOW_NS - 1, 0, 0));
+    assert_null(pend_take(&p, PEND_WINDOW_NS - 1, 0, 0, 0));
     assert_int_equal(pend_deadline(&p), PEND_WINDOW_NS);
-    PendGroup *g = pend_take(&p, PEND_WINDOW_NS, 0, 0);
+    PendGroup *g = pend_take(&p, PEND_WINDOW_NS, 0, 0, 0);
     assert_non_null(g);
     assert_int_equal(g->group, 1);
     assert_ptr_equal(g->chunks, g1);
@@ -1544,10 +1544,44 @@ test_pend_cancels_whole_lives(void **state)
     assert_int_equal(ops[1], 0);
     handoff_recycle(&h, g->chunks);
     free(g);
-    assert_non_null(g = pend_take(&p, 0, 1, 0)); /* force */
+    assert_non_null(g = pend_take(&p, 0, 1, 0, 0)); /* force */
     assert_int_equal(g->group, 2);
     handoff_recycle(&h, g->chunks);
     free(g);
+    pend_destroy(&p, &h);
+    handoff_destroy(&h);
+}
+
+/* A drain under way (more) also takes the groups that fall due within
+ * PEND_BATCH_NS, and no further; without one, only what is due. */
+static void
+test_pend_batches_drains(void **state)
+{
+    (void)state;
+    Handoff h = {0};
+    Pend p;
+
+    handoff_init(&h, 0, NULL);
+    pend_init(&p);
+    const int64_t at[3] = {10, 10 + PEND_BATCH_NS / 2, 10 + 2 * PEND_BATCH_NS};
+    for (int i = 0; i < 3; i++) {
+        Chunk *c = pend_chunk((int[]){ENC_OP_PUT}, (uint64_t[]){1 + i}, 1);
+        pend_add(&p, c, 1 + (uint64_t)i, 100 + (uint64_t)i, c->len, at[i]);
+    }
+    int64_t now = 10 + PEND_WINDOW_NS;
+    assert_null(pend_take(&p, now - 1, 0, 0, 0));
+    PendGroup *g = pend_take(&p, now, 0, 0, 0);
+    assert_non_null(g);
+    assert_int_equal(g->group, 1);
+    handoff_recycle(&h, g->chunks);
+    free(g);
+    assert_null(pend_take(&p, now, 0, 0, 0)); /* 2 is not due on its own */
+    assert_non_null(g = pend_take(&p, now, 0, 0, 1));
+    assert_int_equal(g->group, 2);
+    handoff_recycle(&h, g->chunks);
+    free(g);
+    assert_null(pend_take(&p, now, 0, 0, 1)); /* 3 falls due too late */
+    assert_int_equal(pend_deadline(&p), at[2] + PEND_WINDOW_NS);
     pend_destroy(&p, &h);
     handoff_destroy(&h);
 }
@@ -1598,7 +1632,7 @@ test_pend_table_churn(void **state)
         pend_ops(del, ops);
         for (int i = 0; i < (N + 1) / 2; i++)
             assert_int_equal(ops[i], 0);
-        for (PendGroup *g; (g = pend_take(&p, 0, 1, 0));) {
+        for (PendGroup *g; (g = pend_take(&p, 0, 1, 0, 0));) {
             handoff_recycle(&h, g->chunks);
             free(g);
         }
@@ -1772,6 +1806,7 @@ main(void)
         cmocka_unit_test(test_handoff_cut_large_chunk),
         cmocka_unit_test(test_pend_cancels_whole_lives),
         cmocka_unit_test(test_pend_table_churn),
+        cmocka_unit_test(test_pend_batches_drains),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
