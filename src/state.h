@@ -68,6 +68,11 @@ typedef struct Server {
     int64_t tick_at;         /* monotonic ns tick_w is armed for, or
                                 INT64_MAX when it is stopped */
     ev_async store_w;        /* the store's "acked sequence moved" wake-up */
+    ev_idle ack_spin_w;      /* keeps the loop polling (not sleeping) while
+                                a lone client's change is being committed
+                                (server.c, ack_spin) */
+    int64_t ack_spin_since;  /* monotonic ns the current spin began, 0: none
+                                since the store last caught up */
     ev_signal sigterm_w, sigint_w, sigusr1_w;
     ev_timer stop_w;         /* bounds the shutdown's wait for replies */
     int stopping;            /* 1: SIGTERM/SIGINT taken, no new commands;
@@ -110,6 +115,7 @@ typedef struct Server {
      * the store, which spins for input only when few are active). */
     uint32_t active_window; /* the window's number, from 1 */
     uint32_t active_now;    /* connections read in it so far */
+    uint32_t active_last;   /* ...and in the window before it */
     ev_tstamp active_since; /* when it began (ev_now) */
     size_t jobs_peak;       /* job count high-water since the last trim */
     ev_timer second_w;      /* each second: malloc_trim when idle, expired
