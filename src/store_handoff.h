@@ -29,6 +29,21 @@ typedef struct Chunk {
     int view;         /* p points into a queued chunk's buffer (borrowed) */
 } Chunk;
 
+/* Whether group splitting pays, found by trying (STORE_SYNC_ALWAYS,
+ * mutation thread; why in store_handoff.c, split_update): epochs of
+ * SPLIT_EPOCH_NS ns with splitting on, off, off, on, then the faster way
+ * (acknowledged records per second) for SPLIT_EXPLOIT epochs, then again.
+ * A tie keeps splitting off. */
+#define SPLIT_EPOCH_NS 100000000
+#define SPLIT_EXPLOIT 16
+typedef struct SplitTrial {
+    int64_t epoch_at; /* CLOCK_MONOTONIC ns the current epoch began */
+    uint64_t seq_at;  /* the durable sequence then */
+    int phase;        /* 0-3: probing (split_probe[phase]); then exploiting */
+    double rate[2];   /* records per second: [0] off, [1] on, summed */
+    int on;           /* the faster way at the latest trial (starts 1) */
+} SplitTrial;
+
 /* The hand-off state; lives in the Store. Each field group names the
  * thread(s) that may touch it. */
 typedef struct Handoff {
@@ -55,6 +70,7 @@ typedef struct Handoff {
     int stop;
     int kicked;     /* handoff_kick: the waiting mutation thread must look up */
     uint64_t crowd; /* mutation thread: estimated records per round */
+    SplitTrial trial; /* mutation thread: whether splitting pays */
 
     /* group splitting: records per group, written by the mutation thread,
      * read by the loop (UINT64_MAX: no splitting) */
@@ -99,6 +115,14 @@ void handoff_direct(Handoff *h, void (*fn)(void *arg, Chunk *c, uint64_t seq),
  * millisecond. The mutation thread spins for input only when few did
  * (store_handoff.c, spin_for_input). */
 void handoff_note_active(Handoff *h, unsigned n);
+
+/* Mutation thread, at each group while splitting is considered: one step
+ * of t's trial at now_ns (CLOCK_MONOTONIC) with the durable sequence seq
+ * (records acknowledged so far). eligible: the crowd may be split at all
+ * (else the trial starts over, as it does after an epoch over three times
+ * SPLIT_EPOCH_NS long: the load paused). Returns 1 to split now, 0 not.
+ * t starts zeroed with on = 1. */
+int split_trial_step(SplitTrial *t, int eligible, int64_t now_ns, uint64_t seq);
 
 /* Initialises h (zeroed). always: the sync mode is STORE_SYNC_ALWAYS.
  * durable_seq: the published durable sequence (read relaxed). */

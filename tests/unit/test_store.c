@@ -1464,6 +1464,62 @@ test_merge_keeps_inline_body(void **state)
     shard_opts_destroy(&o);
 }
 
+/* ---- group splitting's trial (store_handoff.h, SplitTrial) ---- */
+
+/* Runs a trial over epochs epochs in which splitting acknowledges
+ * on_rate records an epoch and not splitting off_rate; returns how many
+ * epochs after the probes split. */
+static int
+trial_run(SplitTrial *t, int epochs, uint64_t on_rate, uint64_t off_rate)
+{
+    int64_t now = t->epoch_at;
+    uint64_t seq = t->seq_at;
+    int split = split_trial_step(t, 1, now, seq), exploit_on = 0;
+
+    for (int e = 0; e < epochs; e++) {
+        now += SPLIT_EPOCH_NS;
+        seq += split ? on_rate : off_rate;
+        split = split_trial_step(t, 1, now, seq);
+        if (e >= 3 && e < 3 + SPLIT_EXPLOIT) exploit_on += split;
+    }
+    return exploit_on;
+}
+
+static void
+test_split_trial(void **state)
+{
+    (void)state;
+    SplitTrial t = {.on = 1};
+
+    /* the probes go on, off, off, on; then the faster way is kept */
+    assert_int_equal(trial_run(&t, 3 + SPLIT_EXPLOIT, 100, 200), 0);
+    assert_int_equal(t.on, 0);
+    t = (SplitTrial){.on = 1};
+    assert_int_equal(trial_run(&t, 3 + SPLIT_EXPLOIT, 300, 200), SPLIT_EXPLOIT);
+    assert_int_equal(t.on, 1);
+    /* a tie keeps it off */
+    t = (SplitTrial){.on = 1};
+    trial_run(&t, 4, 200, 200);
+    assert_int_equal(t.on, 0);
+    /* after SPLIT_EXPLOIT epochs the trial runs again and follows a
+     * change of the load */
+    t = (SplitTrial){.on = 1};
+    trial_run(&t, 3 + SPLIT_EXPLOIT, 100, 200);
+    assert_int_equal(t.on, 0);
+    assert_int_equal(t.phase, 4 + SPLIT_EXPLOIT - 1);
+    trial_run(&t, 1 + 4, 300, 200);
+    assert_int_equal(t.on, 1);
+    /* not eligible: no split, and the trial starts over */
+    assert_int_equal(split_trial_step(&t, 0, t.epoch_at + 1, t.seq_at), 0);
+    assert_int_equal(t.phase, 0);
+    assert_int_equal(t.on, 1);
+    /* an epoch far longer than asked (the load paused) starts it over */
+    t.phase = 2;
+    assert_int_equal(
+        split_trial_step(&t, 1, t.epoch_at + 4 * SPLIT_EPOCH_NS, t.seq_at), 1);
+    assert_int_equal(t.phase, 0);
+}
+
 /* ---- the commit journal's write-behind window (store_pend.h) ---- */
 
 /* A chunk of records (op, id) with a small meta and body, as the loop
@@ -1807,6 +1863,7 @@ main(void)
         cmocka_unit_test(test_pend_cancels_whole_lives),
         cmocka_unit_test(test_pend_table_churn),
         cmocka_unit_test(test_pend_batches_drains),
+        cmocka_unit_test(test_split_trial),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
