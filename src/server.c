@@ -76,9 +76,10 @@ store_cb(struct ev_loop *loop, ev_async *w, int revents)
  * need both cores and groups are larger, so it never spins. Each round
  * yields the core (sched_yield) to a thread that shares it: the mutation
  * thread finishing its sync, or the client. Put c=1, default mode, 3 s
- * cells on the 2-core VM: 4.9-5.3k/s before, 5.2-7.5k/s after (the spread
- * is where the scheduler puts the client: with the client on the loop's
- * core, 7.6-8.0k/s; beanstalkd -f0 makes 4.4-7.5k/s by the same rule). */
+ * cells on the 2-core VM: 4.9-5.3k/s before, 5.2-7.5k/s after. The spread
+ * is where the scheduler puts the threads: with the client on the loop's
+ * core and the mutation thread on the other, 6.7-8.0k/s, else 4.2-5.2k/s;
+ * beanstalkd -f0 makes 4.4-7.5k/s by the same rule (BENCHMARKS.md). */
 #define ACK_SPIN_MAX_NS 400000
 #define ACK_SPIN_MAX_ACTIVE 1
 #define ACK_SPIN_MAX_INFLIGHT 2

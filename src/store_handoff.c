@@ -190,18 +190,19 @@ gather(Handoff *h, const HandoffWait *w)
 
 /* Whether to split a crowd that may be split (split_update), by trial
  * (store_handoff.h, SplitTrial). Splitting's gain depends on the machine
- * and the day: on this 2-core VM, in one run, always splitting made put
- * c=20 1.14x as fast as never splitting and put c=50 0.85x as fast (once
- * both cores are busy, a second fsync's kernel CPU is missed), while an
- * earlier day's faster cores gained at c=50 too. So the mutation thread
- * measures: an epoch of SPLIT_EPOCH_NS with splitting on, two with it off,
- * one on (the order cancels a steady drift of the load), then it keeps
- * the faster way for SPLIT_EXPLOIT epochs; a tie keeps it off (one fsync a
- * round, less CPU). An epoch that ran over three times as long as asked
- * (the load paused), or a crowd that may not be split, starts the trial
- * over. Put c=50, default mode, 3 x 4 s cells alternated: 74-76k/s with
- * the trial, 61-65k/s always splitting, 67-70k/s never; put c=20:
- * 51-54k/s, 49-53k/s and 51-54k/s. */
+ * and the day: on this 2-core VM on 2026-11-25, always splitting made put
+ * c=50 0.85x as fast as never splitting (once both cores are busy, a
+ * second fsync's kernel CPU is missed), and at c=20 and c=30 the two were
+ * within the noise, while an earlier day's faster cores gained at c=20 to
+ * c=50. So the mutation thread measures: an epoch of SPLIT_EPOCH_NS with
+ * splitting on, two with it off, one on (the order cancels a steady drift
+ * of the load), then it keeps the faster way for SPLIT_EXPLOIT epochs; a
+ * tie keeps it off (one fsync a round, less CPU). An epoch that ran over
+ * three times as long as asked (the load paused), or a crowd that may not
+ * be split, starts the trial over. Default mode, 5 x 3 s cells alternated,
+ * means: put c=50 74.2k/s by trial, 63.9k/s always splitting, 75.3k/s
+ * never; put c=30 54.8k, 53.9k, 55.4k; put c=20 45.5k, 48.8k, 44.9k (and
+ * 47.8k always, 47.4k never in 6 x 4 s cells: a tie). BENCHMARKS.md. */
 static const int split_probe[4] = {1, 0, 0, 1};
 int
 split_trial_step(SplitTrial *t, int eligible, int64_t now_ns, uint64_t seq)

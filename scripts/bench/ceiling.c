@@ -43,6 +43,14 @@
  * write(2) and keeps every job in RocksDB (rockstalkd -f MS's promise and
  * store) can reach at best; it parses nothing more than the put lines.
  *
+ * -k without -w (with -b, and -o to write the log in place): the RocksDB
+ * sync ceiling. The syncer writes and fdatasyncs each generation as the
+ * sync ceiling does, wakes the loop, and then keeps its jobs in RocksDB as
+ * -k does: what a server that acknowledges after one fdatasync of its own
+ * log and keeps every job in RocksDB (rockstalkd's default mode with the
+ * commit journal, at put c=50, where every job outlives its write-behind
+ * window) can reach at best.
+ *
  * -R ID -r CLUSTER (with -b): the Raft ceiling, node ID of the cluster
  * CLUSTER ("1@IP:PORT,2@IP:PORT,3@IP:PORT", Raft addresses). The syncer is
  * a libraft node (Debian's libraft 0.15, its uv log and TCP transport, the
@@ -55,7 +63,7 @@
  * clients (elsewhere a generation is never synced).
  *
  * usage: ceiling [-l ADDR] [-p PORT]
- *                [-b DIR [-n SYNCERS] [-o] [-w [-k]] [-R ID -r CL]]
+ *                [-b DIR [-n SYNCERS] [-o] [-w] [-k] [-R ID -r CL]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
 #include <errno.h>
@@ -766,15 +774,14 @@ main(int argc, char **argv)
         else
             return fprintf(stderr,
                            "usage: ceiling [-l ADDR] [-p PORT] "
-                           "[-b DIR [-n 1-16] [-o] [-w [-k]] [-R ID -r CL]]\n"),
+                           "[-b DIR [-n 1-16] [-o] [-w] [-k] [-R ID -r CL]]\n"),
                    2;
     }
     if (raft_id_opt && (!raft_spec || !dir))
         return fprintf(stderr, "ceiling: -R needs -r and -b\n"), 2;
     /* -k's ids and batch belong to one syncer thread */
-    if (keep_rocks && (!write_only || !dir || raft_id_opt || nsync != 1))
-        return fprintf(stderr, "ceiling: -k needs -w and -b, not -R or -n\n"),
-               2;
+    if (keep_rocks && (!dir || raft_id_opt || nsync != 1))
+        return fprintf(stderr, "ceiling: -k needs -b, not -R or -n\n"), 2;
     int lfd = listen_on(addr, port);
     ep = epoll_create1(0);
     lev.data.ptr = NULL;

@@ -31,6 +31,7 @@ BEGIN {
     srvname["ceiling-raft"] = "Raft ceiling"
     srvname["ceiling-write"] = "write ceiling"
     srvname["ceiling-rocks"] = "RocksDB write ceiling"
+    srvname["ceiling-orocks"] = "RocksDB sync ceiling"
 }
 
 # ceiling-syncN: the sync ceiling with N log files.
@@ -245,6 +246,10 @@ function targets_table() {
     # ... as does the RocksDB write ceiling (that, and every job's meta and
     # body put into a rockstalkd shard: the least -f 50 must do)
     target("put50", "ceiling-rocks", "bs-b", 1.3)
+    # ... and the RocksDB sync ceiling (the overwrite sync ceiling that also
+    # keeps every job in a rockstalkd shard: the least the default mode
+    # must do at put c=50) bounds the default mode's put target
+    target("put50", "ceiling-orocks", "bs-b", 0.9)
     # issue 15 (cluster mode): a 3-node cluster on one machine makes at
     # least half the single node's durable put rate, through the leader and
     # through a follower

@@ -29,7 +29,10 @@
 #                       ceiling: the write ceiling that also puts every
 #                       job's meta and body into one rockstalkd shard,
 #                       the least -f 50 must do as it keeps every job in
-#                       RocksDB) and rs-mem (rockstalkd --memory: the
+#                       RocksDB), ceiling-orocks (the RocksDB sync ceiling:
+#                       the overwrite sync ceiling that also keeps every
+#                       job in the shard as -k does, the least the default
+#                       mode must do at put c=50) and rs-mem (rockstalkd --memory: the
 #                       server's own work without any storage)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
@@ -111,6 +114,7 @@ server_cmd() {
     ceiling-over) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o) ;;
     ceiling-write) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w) ;;
     ceiling-rocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w -k) ;;
+    ceiling-orocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -k) ;;
     ceiling-sync[0-9]*)
         CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -n "${1#ceiling-sync}")
         ;;
