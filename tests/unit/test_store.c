@@ -1544,6 +1544,19 @@ pend_chunk(const int *ops, const uint64_t *ids, int n)
     return c;
 }
 
+/* Takes the oldest group of p (pend_take's arguments), which must be
+ * group number group, and drops it. */
+static void
+expect_take(Pend *p, Handoff *h, int64_t now, int force, int more,
+            uint64_t group)
+{
+    PendGroup *g = pend_take(p, now, force, 0, more);
+    assert_non_null(g);
+    assert_int_equal(g->group, group);
+    handoff_recycle(h, g->chunks);
+    free(g);
+}
+
 /* The ops of c's records, in order, into ops (0: cancelled). */
 static int
 pend_ops(const Chunk *c, int *ops)
@@ -1600,10 +1613,7 @@ test_pend_cancels_whole_lives(void **state)
     assert_int_equal(ops[1], 0);
     handoff_recycle(&h, g->chunks);
     free(g);
-    assert_non_null(g = pend_take(&p, 0, 1, 0, 0)); /* force */
-    assert_int_equal(g->group, 2);
-    handoff_recycle(&h, g->chunks);
-    free(g);
+    expect_take(&p, &h, 0, 1, 0, 2); /* force */
     pend_destroy(&p, &h);
     handoff_destroy(&h);
 }
@@ -1626,16 +1636,9 @@ test_pend_batches_drains(void **state)
     }
     int64_t now = 10 + PEND_WINDOW_NS;
     assert_null(pend_take(&p, now - 1, 0, 0, 0));
-    PendGroup *g = pend_take(&p, now, 0, 0, 0);
-    assert_non_null(g);
-    assert_int_equal(g->group, 1);
-    handoff_recycle(&h, g->chunks);
-    free(g);
+    expect_take(&p, &h, now, 0, 0, 1);
     assert_null(pend_take(&p, now, 0, 0, 0)); /* 2 is not due on its own */
-    assert_non_null(g = pend_take(&p, now, 0, 0, 1));
-    assert_int_equal(g->group, 2);
-    handoff_recycle(&h, g->chunks);
-    free(g);
+    expect_take(&p, &h, now, 0, 1, 2);
     assert_null(pend_take(&p, now, 0, 0, 1)); /* 3 falls due too late */
     assert_int_equal(pend_deadline(&p), at[2] + PEND_WINDOW_NS);
     pend_destroy(&p, &h);
