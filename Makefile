@@ -24,7 +24,11 @@ endif
 
 # The Raft node (issue 15, cluster mode) runs libraft on libuv.
 LDLIBS += $(shell pkg-config --libs raft libuv 2>/dev/null || echo -lraft -luv)
-LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
+# The daemon's sources live in one folder per layer (src/README); the
+# objects mirror that tree under $(BUILD). src/cli/ is the client's.
+DAEMON_DIRS := base net http store proto queue conn cluster server
+LIB_SRC := $(filter-out src/server/main.c,\
+             $(foreach d,$(DAEMON_DIRS),$(wildcard src/$(d)/*.c)))
 LIB_OBJ := $(LIB_SRC:src/%.c=$(BUILD)/%.o)
 # The client (src/cli/): protocol framing, REPL (libedit) and top
 # (ncurses); it shares only common.h with the daemon, none of its state.
@@ -55,10 +59,11 @@ $(BUILD)/cli/%.o: src/cli/%.c | $(BUILD)/cli
 $(BUILD)/cli:
 	mkdir -p $@
 
-$(BUILD)/rockstalkd: $(BUILD)/main.o $(LIB_OBJ)
+$(BUILD)/rockstalkd: $(BUILD)/server/main.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%.o: src/%.c | $(BUILD)
+$(BUILD)/%.o: src/%.c
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Isrc -c -o $@ $<
 
 $(BUILD)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(BUILD)
@@ -135,7 +140,7 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/share/man/man1/rockstalkd.1 \
 	      $(DESTDIR)$(PREFIX)/share/man/man1/rockstalk.1
 
-FMT_FILES = src/*.c src/*.h src/cli/*.c src/cli/*.h tests/unit/*.c \
+FMT_FILES = src/*/*.c src/*/*.h tests/unit/*.c \
             tests/fuzz/*.c scripts/bench/*.c
 fmt:
 	clang-format -i $(FMT_FILES)
@@ -150,7 +155,7 @@ bench: all
 clean:
 	rm -rf build build-asan rockstalkd rockstalk
 
--include $(wildcard $(BUILD)/*.d $(BUILD)/cli/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)
 
 # --- fuzzing ---
 # libFuzzer targets in tests/fuzz/ (the command-line parser and the on-disk
@@ -172,14 +177,15 @@ FUZZ_TARGETS := proto meta
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
-$(FUZZ_DIR)/fuzz_proto: tests/fuzz/fuzz_proto.c src/proto.c src/tube.c \
-                        src/heap.c src/ptrset.c src/job.c $(wildcard src/*.h)
+# The parser alone: proto.c needs nothing but base/common.h.
+$(FUZZ_DIR)/fuzz_proto: tests/fuzz/fuzz_proto.c src/proto/proto.c \
+                        $(wildcard src/*/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^)
 
-# The JobMeta codec alone: store_enc.c needs neither RocksDB nor libev.
-$(FUZZ_DIR)/fuzz_meta: tests/fuzz/fuzz_meta.c src/store_enc.c \
-                       $(wildcard src/*.h)
+# The JobMeta codec alone: store/enc.c needs neither RocksDB nor libev.
+$(FUZZ_DIR)/fuzz_meta: tests/fuzz/fuzz_meta.c src/store/enc.c \
+                       $(wildcard src/*/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^)
 

@@ -7,7 +7,7 @@ ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs \
 libedit-dev libncurses-dev python3-pexpect python3-pyte \
 libraft-dev libuv1-dev"
 # libraft-dev is Debian 12's own 0.15.0 (canonical raft), not 0.22.1 from
-# bookworm-backports (cowsql's maintained fork). src/raftnode.c builds
+# bookworm-backports (cowsql's maintained fork). src/cluster/raftnode.c builds
 # unchanged against both (the API subset they share: one entry per
 # raft_apply, as 0.22.1 takes no more), but tests/unit/test_raftnode.c
 # crashed inside 0.22.1 (a follower taking 200 pipelined entries) in 5 of 35

@@ -1,30 +1,65 @@
 #!/usr/bin/env python3
-"""Prints the module graph of a C source folder and fails on a cycle.
+"""Prints the layers of a C source tree and fails on a cycle or an upward
+include.
 
-A module is a .c/.h pair (or a lone .h or .c) named by its stem; an edge
-m -> x is an `#include "x.h"` in m.c or m.h. Modules are printed by layer:
-layer 0 includes nothing of ours, layer n only modules of lower layers.
+A module is a .c/.h pair (or a lone .h or .c) named by its folder and stem
+(`store/shard`); an edge m -> x is an `#include "x.h"` in m.c or m.h. An
+include with a folder (`"store/shard.h"`) names the module from the tree's
+root, one without (`"shard.h"`) a module in the includer's own folder, as
+the C preprocessor looks first beside the including file. Headers of the
+system (`<...>`) are not modules.
+
+Two checks:
+  1. no include cycle between modules;
+  2. if DIR/LAYERS exists (one folder a line, bottom up; `#` starts a
+     comment), no include from a folder into a folder above it, and no
+     folder that LAYERS does not name.
+Modules are printed folder by folder, bottom up, each with its layer in
+the module graph (layer 0 includes nothing of ours, layer n only modules of
+lower layers).
 
     scripts/include-graph.py [DIR]      (default: src)
 
-Exit status: 0 with no cycle, 1 (and the cycle printed) otherwise.
+Exit status: 0 when both checks pass, 1 (and what failed printed)
+otherwise.
 """
 import os
 import re
 import sys
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"/]+)\.h"', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)\.h"', re.M)
 
 
-def graph(folder):
+def modules(root):
+    """{module: path of each of its files}, module = 'folder/stem'."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        rel = os.path.relpath(folder, root)
+        for name in sorted(files):
+            stem, ext = os.path.splitext(name)
+            if ext not in (".c", ".h"):
+                continue
+            mod = stem if rel == "." else rel + "/" + stem
+            found.setdefault(mod, []).append(os.path.join(folder, name))
+    return found
+
+
+def folder_of(mod):
+    return mod.rsplit("/", 1)[0] if "/" in mod else "."
+
+
+def graph(root):
     edges = {}
-    for name in sorted(os.listdir(folder)):
-        stem, ext = os.path.splitext(name)
-        if ext not in (".c", ".h"):
-            continue
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
-            deps = set(INCLUDE.findall(f.read()))
-        edges.setdefault(stem, set()).update(d for d in deps if d != stem)
+    for mod, paths in modules(root).items():
+        deps = edges.setdefault(mod, set())
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                for inc in INCLUDE.findall(f.read()):
+                    if "/" not in inc and folder_of(mod) != ".":
+                        inc = folder_of(mod) + "/" + inc
+                    if inc != mod:
+                        deps.add(inc)
     for deps in list(edges.values()):
         for d in deps:
             edges.setdefault(d, set())
@@ -65,21 +100,63 @@ def layers(edges):
     return layer
 
 
+def read_layers(root):
+    """The folders of DIR/LAYERS, bottom up, or None without the file."""
+    path = os.path.join(root, "LAYERS")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return [ln.split("#", 1)[0].strip() for ln in f
+                if ln.split("#", 1)[0].strip()]
+
+
+def folder_faults(edges, order):
+    """Lines naming each module outside LAYERS and each upward include."""
+    rank = {f: i for i, f in enumerate(order)}
+    faults = []
+    for f in sorted({folder_of(m) for m in edges} - set(rank)):
+        faults.append("folder not in LAYERS: " + f)
+    for m in sorted(edges):
+        for d in sorted(edges[m]):
+            fm, fd = folder_of(m), folder_of(d)
+            if fm in rank and fd in rank and rank[fd] > rank[fm]:
+                faults.append("upward include: %s -> %s (%s is below %s)"
+                              % (m, d, fm, fd))
+    return faults
+
+
+def show(edges, order):
+    layer = layers(edges)
+    folders = order or sorted({folder_of(m) for m in edges})
+    for f in folders:
+        mods = sorted((m for m in edges if folder_of(m) == f),
+                      key=lambda m: (layer[m], m))
+        print("%s/ (%d modules)" % (f, len(mods)))
+        for m in mods:
+            deps = ", ".join(sorted(edges[m])) or "-"
+            print("  %2d %-18s -> %s" % (layer[m], m, deps))
+
+
 def main():
-    folder = sys.argv[1] if len(sys.argv) > 1 else "src"
-    edges = graph(folder)
+    root = sys.argv[1] if len(sys.argv) > 1 else "src"
+    edges = graph(root)
     cyc = find_cycle(edges)
     if cyc:
         print("include cycle: " + " -> ".join(cyc))
         return 1
-    layer = layers(edges)
-    for n in range(max(layer.values()) + 1):
-        mods = [m for m in sorted(layer) if layer[m] == n]
-        print("layer %d:" % n)
-        for m in mods:
-            deps = ", ".join(sorted(edges[m])) or "-"
-            print("  %-10s -> %s" % (m, deps))
-    print("no include cycle among %d modules" % len(edges))
+    order = read_layers(root)
+    faults = folder_faults(edges, order) if order is not None else []
+    if faults:
+        print("\n".join(faults))
+        return 1
+    show(edges, order)
+    nfold = len({folder_of(m) for m in edges})
+    if order is None:
+        print("no include cycle among %d modules (no LAYERS: folders "
+              "not checked)" % len(edges))
+    else:
+        print("no include cycle, no upward include among %d modules in %d "
+              "folders" % (len(edges), nfold))
     return 0
 
 

@@ -1,11 +1,14 @@
-"""The loop side is layered: no two modules of src/ include each other's
-headers in a cycle (scripts/include-graph.py prints the layers)."""
+"""src/ is layered: folders stack in the order src/LAYERS gives, no module
+includes a header of a folder above its own, and no two modules include
+each other's headers in a cycle (scripts/include-graph.py prints the
+folders and modules by layer)."""
 import os
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "include-graph.py")
+SRC = os.path.join(ROOT, "src")
 
 
 def run(folder):
@@ -13,17 +16,67 @@ def run(folder):
                           capture_output=True, text=True)
 
 
-def test_src_has_no_include_cycle():
-    r = run(os.path.join(ROOT, "src"))
+def plant(root, files):
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_src_has_no_include_cycle_and_no_upward_include():
+    r = run(SRC)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "no include cycle" in r.stdout
+    assert "no include cycle, no upward include" in r.stdout
+    with open(os.path.join(SRC, "LAYERS"), encoding="utf-8") as f:
+        order = [ln.split("#")[0].strip() for ln in f
+                 if ln.split("#")[0].strip()]
+    # every folder of src/ is in LAYERS, printed in its order
+    folders = sorted(d for d in os.listdir(SRC)
+                     if os.path.isdir(os.path.join(SRC, d)))
+    assert sorted(order) == folders
+    at = [("\n" + r.stdout).index("\n%s/ (" % f) for f in order]
+    assert at == sorted(at), r.stdout
 
 
 def test_a_cycle_is_found(tmp_path):
     """The check itself can fail: a.h includes b.h, b.c includes a.h."""
-    (tmp_path / "a.h").write_text('#include "b.h"\n')
-    (tmp_path / "b.h").write_text("\n")
-    (tmp_path / "b.c").write_text('#include "b.h"\n#include "a.h"\n')
+    plant(tmp_path, {"a.h": '#include "b.h"\n', "b.h": "\n",
+                     "b.c": '#include "b.h"\n#include "a.h"\n'})
     r = run(str(tmp_path))
     assert r.returncode == 1
     assert "include cycle: a -> b -> a" in r.stdout, r.stdout
+
+
+def test_a_cycle_across_folders_is_found(tmp_path):
+    """Paths from the root and paths beside the includer name one module."""
+    plant(tmp_path, {"LAYERS": "low\nhigh\n",
+                     "low/a.h": '#include "b.h"\n', "low/b.h": "\n",
+                     "low/b.c": '#include "low/a.h"\n'})
+    r = run(str(tmp_path))
+    assert r.returncode == 1
+    assert "include cycle: low/a -> low/b -> low/a" in r.stdout, r.stdout
+
+
+def test_an_upward_include_is_found(tmp_path):
+    """No cycle, but a lower folder includes a higher one's header."""
+    plant(tmp_path, {"LAYERS": "# bottom up\nlow\nhigh  # top\n",
+                     "low/a.h": "\n", "low/a.c": '#include "high/b.h"\n',
+                     "high/b.h": "\n"})
+    r = run(str(tmp_path))
+    assert r.returncode == 1
+    assert "upward include: low/a -> high/b (low is below high)" \
+        in r.stdout, r.stdout
+    # the same include downward passes
+    plant(tmp_path, {"low/a.c": "\n", "high/b.c": '#include "low/a.h"\n'})
+    r = run(str(tmp_path))
+    assert r.returncode == 0, r.stdout
+    assert "no include cycle, no upward include among 2 modules in 2 " \
+        "folders" in r.stdout
+
+
+def test_a_folder_outside_layers_is_found(tmp_path):
+    plant(tmp_path, {"LAYERS": "low\n", "low/a.h": "\n",
+                     "stray/c.c": '#include "low/a.h"\n'})
+    r = run(str(tmp_path))
+    assert r.returncode == 1
+    assert "folder not in LAYERS: stray" in r.stdout, r.stdout

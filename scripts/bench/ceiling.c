@@ -33,7 +33,7 @@
  * -k (with -w): the RocksDB write ceiling. As -w, and once the loop is
  * woken, the syncer also keeps every job of the generation in RocksDB as
  * rockstalkd's shards do: one shard (DIR/shard-00, opened with
- * rockstalkd's own options and column families, src/store_shard.c), the
+ * rockstalkd's own options and column families, src/store/shard.c), the
  * job's metadata (63 bytes, the size of rockstalkd's for tube "rsbench")
  * and its body under its 8-byte id: one value of the meta CF, the metadata
  * followed by the body, for a body of at most STORE_INLINE_MAX bytes, else
@@ -54,9 +54,9 @@
  * -R ID -r CLUSTER (with -b): the Raft ceiling, node ID of the cluster
  * CLUSTER ("1@IP:PORT,2@IP:PORT,3@IP:PORT", Raft addresses). The syncer is
  * a libraft node (Debian's libraft 0.15, its uv log and TCP transport, the
- * settings src/raftnode.c uses) on its own thread and uv loop: it proposes
- * each generation handed to it as one entry, and a generation counts as
- * synced once libraft applied its entry, that is once it is committed on a
+ * settings src/cluster/raftnode.c uses) on its own thread and uv loop: it
+ * proposes each generation handed to it as one entry, and a generation counts
+ * as synced once libraft applied its entry, that is once it is committed on a
  * majority. The FSM does nothing. What a durable, replicated server built
  * on libraft can reach at best with this disk and these cores, beside the
  * cluster rows; the leader creates DIR/LEADER, and only it may be given
@@ -87,8 +87,10 @@
 #include <raft/uv.h>
 #include <uv.h>
 
-#include "rafttune.h"    /* src/: the Raft node's own libraft workarounds */
-#include "store_shard.h" /* src/: rockstalkd's shard and its options (-k) */
+/* src/: the Raft node's own libraft workarounds, and rockstalkd's shard with
+ * its options (-k) */
+#include "cluster/rafttune.h"
+#include "store/shard.h"
 
 #define READ_CHUNK 65536
 #define OVER_SIZE ((off_t)64 << 20) /* -o: bytes of each log file */
@@ -331,7 +333,7 @@ gen_done(uint64_t g)
     atomic_store(&lg.durable, d);
 }
 
-/* -k: the job's 8-byte big-endian key, as rockstalkd's (store_enc.c). */
+/* -k: the job's 8-byte big-endian key, as rockstalkd's (store/enc.c). */
 static void
 key_put(char *k, uint64_t id)
 {

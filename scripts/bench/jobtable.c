@@ -4,7 +4,7 @@
  * count it ran at) and how many calls took 1 ms or more, in wall time and
  * in the thread's CPU time (which leaves out time the thread was not
  * running, e.g. preempted on a busy machine; page faults count). Built and
- * run by jobtable.sh against any revision's src/job.c; not part of make
+ * run by jobtable.sh against any revision's src/queue/job.c; not part of make
  * test.
  *
  *   jobtable [N]     (default 12600000: just past the 2^24-slot growth)
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "job.h"
+#include "queue/job.h"
 
 /* Call times of one clock: sum, maximum (and the job count then), calls
  * of 1 ms or more. */

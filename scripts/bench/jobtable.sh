@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench/jobtable.sh - the job-table benchmark (jobtable.c) against
-# the working tree's src/job.c, or against git revision $1's (for a before
-# and after); `make bench-jobtable [REV=...]` runs it.
+# the working tree's src/queue/job.c, or against git revision $1's (src/job.c
+# before the folders), for a before and after; `make bench-jobtable
+# [REV=...]` runs it.
 #
 # Knobs (environment): JT_JOBS jobs to insert and remove (default 12600000,
 # just past the growth to 2^25 slots), CC the compiler.
@@ -17,12 +18,16 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/rsjobtable.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
 if [ -n "$REV" ]; then
-    git -C "$REPO" show "$REV:src/job.c" >"$TMP/job.c"
-    git -C "$REPO" show "$REV:src/job.h" >"$TMP/job.h"
+    # revisions before the folders kept the module at src/job.{c,h}
+    at=src/queue
+    git -C "$REPO" cat-file -e "$REV:$at/job.c" 2>/dev/null || at=src
+    mkdir -p "$TMP/queue"
+    git -C "$REPO" show "$REV:$at/job.c" >"$TMP/queue/job.c"
+    git -C "$REPO" show "$REV:$at/job.h" >"$TMP/queue/job.h"
     SRC=$TMP
 fi
 ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$SRC" \
-    -o "$TMP/jobtable" "$HERE/jobtable.c" "$SRC/job.c"
-echo "job table: src/job.c of ${REV:-the working tree} at" \
+    -o "$TMP/jobtable" "$HERE/jobtable.c" "$SRC/queue/job.c"
+echo "job table: the job table of ${REV:-the working tree} at" \
     "$(git -C "$REPO" rev-parse --short "${REV:-HEAD}"), ${JT_JOBS:-12600000} jobs"
 "$TMP/jobtable" "${JT_JOBS:-12600000}"

@@ -84,10 +84,10 @@ build_tools() {
     bench_build rsbench || exit 1
     # the Raft ceiling (-R) runs libraft with the Raft node's workarounds,
     # the RocksDB write ceiling (-k) rockstalkd's shard with its options
-    bench_build ceiling -I"$REPO/src" "$REPO/src/rafttune.c" \
-        "$REPO/src/store_shard.c" "$REPO/src/store_enc.c" \
-        "$REPO/src/store_merge.c" \
-        "$REPO/src/store_util.c" -lraft -luv -lrocksdb -lpthread || exit 1
+    bench_build ceiling -I"$REPO/src" "$REPO/src/cluster/rafttune.c" \
+        "$REPO/src/store/shard.c" "$REPO/src/store/enc.c" \
+        "$REPO/src/store/merge.c" \
+        "$REPO/src/store/util.c" -lraft -luv -lrocksdb -lpthread || exit 1
 }
 
 ensure_rockstalkd() {

@@ -1,5 +1,5 @@
 /* heap.c - binary min-heap with index tracking. */
-#include "heap.h"
+#include "base/heap.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 /* ptrset.c - see ptrset.h. */
-#include "ptrset.h"
+#include "base/ptrset.h"
 
 #include <stdlib.h>
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common.h"
+#include "base/common.h"
 
 /* clang-format off */
 static const CmdSpec table[] = {

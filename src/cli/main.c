@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "base/common.h"
 #include "helpers.h"
 #include "repl.h"
 #include "session.h"

@@ -7,9 +7,9 @@
 
 #include <stddef.h>
 
+#include "base/common.h"
 #include "client.h"
 #include "commands.h"
-#include "common.h"
 
 /* Exit statuses (rockstalk(1), EXIT STATUS). */
 #define RC_OK 0    /* the server gave the success reply */

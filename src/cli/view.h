@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
+#include "base/common.h"
 #include "session.h"
 
 /* Table columns, in display order; VIEW_COL_PUTS and later are rates. */

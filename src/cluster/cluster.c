@@ -1,6 +1,6 @@
 /* cluster.c - cluster identity: flags and the CLUSTER file (see cluster.h).
  */
-#include "cluster.h"
+#include "cluster/cluster.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

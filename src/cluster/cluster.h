@@ -102,7 +102,7 @@ enum { CLUSTER_ID_MATCH = 0, CLUSTER_ID_WRITTEN = 1 };
  * both), an unreadable or malformed file, and a dir/raft log without a
  * CLUSTER file. Returns CLUSTER_ID_MATCH or CLUSTER_ID_WRITTEN, or -1 with
  * a message in err. Takes no lock: the caller holds the directory's lock
- * (store_dir.h) or knows no other process uses dir. */
+ * (store/dir.h) or knows no other process uses dir. */
 int cluster_identity_check(const char *dir, const ClusterConfig *c, char *err,
                            size_t errcap);
 

@@ -1,5 +1,5 @@
 /* node.c - cluster mode on the loop side (see node.h). */
-#include "node.h"
+#include "cluster/node.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,11 +13,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "proxy.h"
-#include "queue.h"
-#include "raftnode.h"
-#include "store.h"
+#include "base/log.h"
+#include "cluster/proxy.h"
+#include "cluster/raftnode.h"
+#include "queue/queue.h"
+#include "store/store.h"
 
 _Static_assert(STORE_RAFT_ENTRY_MAX <= RAFTNODE_ENTRY_MAX,
                "a store entry must fit in a Raft entry");

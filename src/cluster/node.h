@@ -30,7 +30,7 @@
  *   snapshots  Raft snapshots are small manifests; a node that fell behind
  *              the leader's log, or lost its directory, fetches the state
  *              out of band from a peer's client port (rockstalk-snapshot,
- *              store_ship.h), bounded in memory.
+ *              store/ship.h), bounded in memory.
  *
  * Threads: node_open and node_close on the main thread; node_accept,
  * node_step, node_stats and node_snapshot_serve on the loop thread; the
@@ -44,9 +44,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cluster.h"
-#include "conn.h"
-#include "state.h"
+#include "cluster/cluster.h"
+#include "conn/conn.h"
+#include "queue/state.h"
 
 typedef struct Node Node; /* in Server.node */
 
@@ -119,7 +119,7 @@ void node_stats(const Server *s, NodeStats *out);
 /* Loop thread, the rockstalk-snapshot command on a serving node: takes c's
  * socket out of the loop (c is closed) and streams every shard on it from a
  * thread of its own: "SNAPSHOT <applied>\r\n" and the stream of
- * store_ship.h. On a standalone server: UNKNOWN_COMMAND. */
+ * store/ship.h. On a standalone server: UNKNOWN_COMMAND. */
 void node_snapshot_serve(Conn *c);
 
 /* How long a leader that stops waits for another node to take the

@@ -1,5 +1,5 @@
 /* proxy.c - see proxy.h. */
-#include "proxy.h"
+#include "cluster/proxy.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,7 @@
 /* raftnode.c - one Raft node on its own thread and libuv loop (see
- * raftnode.h).
+ * raftnode.h): the thread, the loop's handles, libraft's start and close,
+ * the published status and the cross-thread calls. The entries themselves
+ * (proposals in flight, the state machine) are raftfsm.c's.
  *
  * libraft facts this file relies on, true of 0.15.0 (Debian 12) and of
  * 0.22.1 (cowsql's, bookworm-backports) alike:
@@ -18,43 +20,16 @@
  * and term of each entry this leader appended), not from raft_apply's
  * callback, which fires after the FSM's apply.
  */
-#include "raftnode.h"
+#include "cluster/raftnode.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include <raft.h>
-#include <raft/uv.h>
-#include <uv.h>
-
-#include "rafttune.h"
-
-/* The manifest's header: magic, version (u32 LE each), index (u64 LE). */
-#define SNAP_MAGIC 0x4e534b52u /* "RKSN" */
-#define SNAP_VERSION 1u
-#define SNAP_HDR 16
-#define ERR_MAX 256
-
-/* A proposal: queued by propose, then in flight once appended. */
-typedef struct Prop {
-    struct Prop *next;
-    uint64_t seq;
-    uint64_t index;         /* raft thread: its log index once appended */
-    struct raft_buffer buf; /* raft_malloc'd; raft's once appended */
-} Prop;
-
-/* One raft_apply call; freed by its callback. */
-typedef struct ApplyReq {
-    struct raft_apply req;
-    RaftNode *node;
-} ApplyReq;
+#include "cluster/raftnode_impl.h"
 
 /* The barrier a new leader appends (see publish); freed by its callback. */
 typedef struct BarrierReq {
@@ -62,145 +37,6 @@ typedef struct BarrierReq {
     RaftNode *node;
     uint64_t term;
 } BarrierReq;
-
-/* A list of proposals, oldest first. */
-typedef struct PropList {
-    Prop *head, **tail;
-} PropList;
-
-struct RaftNode {
-    /* set by raftnode_start, read-only after */
-    ClusterConfig cfg;
-    const char *self_addr; /* into cfg */
-    char *dir;
-    RaftNodeOptions opt;
-    RaftNodeCallbacks cb;
-    pthread_t thread;
-
-    /* any thread, under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* the start handshake */
-    int init_done, init_rc;
-    char init_err[ERR_MAX];
-    PropList queue; /* proposed, not yet taken by the raft thread */
-    size_t queued_bytes;
-    uint64_t next_seq;
-    int stopping;       /* raftnode_stop asked */
-    int wake_open;      /* the raft thread may be woken through wake */
-    int transfer_asked; /* raftnode_transfer asked, not yet started */
-
-    /* published: written by the raft thread, read by any */
-    _Atomic int role;
-    _Atomic uint64_t leader_id, term, commit_index, applied;
-    _Atomic int ready;
-    _Atomic int failed;
-    char fail_msg[ERR_MAX]; /* written once before failed is set */
-
-    /* raft thread only */
-    uv_loop_t loop;
-    uv_async_t wake;
-    uv_check_t check;
-    RaftTune tune; /* libraft 0.15 workarounds (rafttune.h) */
-    struct raft_uv_transport transport;
-    struct raft_io io;
-    struct raft_fsm fsm;
-    struct raft raft;
-    PropList inflight; /* appended by this leader, index order */
-    uint64_t inflight_term;
-    uint64_t last_index; /* latest index applied or restored */
-    int barrier_pending; /* a barrier is in the log, not yet applied */
-    uint64_t ready_term; /* the term whose barrier was applied here */
-    struct raft_transfer transfer; /* in use while transferring */
-    int transferring;
-    int closing;
-};
-
-static void
-list_init(PropList *l)
-{
-    l->head = NULL;
-    l->tail = &l->head;
-}
-
-static void
-list_push(PropList *l, Prop *p)
-{
-    p->next = NULL;
-    *l->tail = p;
-    l->tail = &p->next;
-}
-
-static Prop *
-list_pop(PropList *l)
-{
-    Prop *p = l->head;
-    if (p) {
-        l->head = p->next;
-        if (!l->head) l->tail = &l->head;
-    }
-    return p;
-}
-
-static void
-put_u32le(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void
-put_u64le(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t
-get_le(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* Raft thread: reports proposal p as lost (why) and frees it, with its
- * buffer if we still own it. */
-static void
-lose_one(RaftNode *n, Prop *p, int why)
-{
-    if (n->cb.lost) n->cb.lost(n->cb.arg, p->seq, why);
-    raft_free(p->buf.base);
-    free(p);
-}
-
-/* Raft thread: lose_one for every proposal of l, oldest first. */
-static void
-lose_all(RaftNode *n, PropList *l, int why)
-{
-    Prop *p;
-    while ((p = list_pop(l)))
-        lose_one(n, p, why);
-}
-
-/* Raft thread: marks the node failed with a message (first failure wins)
- * and publishes role NONE. */
-static void node_fail(RaftNode *n, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-node_fail(RaftNode *n, const char *fmt, ...)
-{
-    if (atomic_load(&n->failed)) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(n->fail_msg, sizeof n->fail_msg, fmt, ap);
-    va_end(ap);
-    atomic_store(&n->failed, 1);
-    atomic_store(&n->role, RAFTNODE_NONE);
-    atomic_store(&n->ready, 0);
-    if (n->cb.notify) n->cb.notify(n->cb.arg);
-}
 
 /* Raft thread: the role as published. */
 static int
@@ -217,16 +53,6 @@ current_role(RaftNode *n)
     default:
         return RAFTNODE_NONE;
     }
-}
-
-/* Raft thread: in-flight proposals can only complete while this node leads
- * in the term it appended them; otherwise their fate is unknown here. */
-static void
-check_inflight(RaftNode *n)
-{
-    if (n->inflight.head && (raft_state(&n->raft) != RAFT_LEADER ||
-                             n->raft.current_term != n->inflight_term))
-        lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
 }
 
 static void
@@ -287,149 +113,12 @@ publish(RaftNode *n)
     if (changed && n->cb.notify) n->cb.notify(n->cb.arg);
 }
 
-static int
-fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
-{
-    RaftNode *n = fsm->data;
-    uint64_t index = raft_last_applied(&n->raft) + 1, seq = 0;
-
-    *result = NULL;
-    if (atomic_load(&n->failed)) return RAFT_IOERR;
-    if (index <= n->last_index) {
-        node_fail(n, "raft: entry %llu applied after %llu",
-                  (unsigned long long)index, (unsigned long long)n->last_index);
-        return RAFT_IOERR;
-    }
-    check_inflight(n);
-    while (n->inflight.head && n->inflight.head->index < index)
-        lose_one(n, list_pop(&n->inflight), RAFTNODE_LOST_UNKNOWN);
-    if (n->inflight.head && n->inflight.head->index == index) {
-        Prop *p = list_pop(&n->inflight);
-        seq = p->seq;
-        free(p);
-    }
-    if (n->cb.apply(n->cb.arg, index, buf->base, buf->len, seq) != 0) {
-        node_fail(n, "raft: applying entry %llu failed",
-                  (unsigned long long)index);
-        return RAFT_IOERR;
-    }
-    n->last_index = index;
-    atomic_store(&n->applied, index);
-    rafttune_applied(&n->tune, buf->len);
-    return 0;
-}
-
-static int
-fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *nbufs)
-{
-    RaftNode *n = fsm->data;
-    uint64_t index = raft_last_applied(&n->raft);
-    void *man = NULL;
-    size_t len = 0;
-
-    if (n->cb.snapshot && n->cb.snapshot(n->cb.arg, index, &man, &len) != 0)
-        return RAFT_BUSY; /* libraft retries at the next threshold */
-    rafttune_snapshot_taken(&n->tune);
-    struct raft_buffer *b = raft_malloc(sizeof *b);
-    unsigned char *p = raft_malloc(SNAP_HDR + len);
-    if (!b || !p) {
-        raft_free(b);
-        raft_free(p);
-        free(man);
-        return RAFT_NOMEM;
-    }
-    put_u32le(p, SNAP_MAGIC);
-    put_u32le(p + 4, SNAP_VERSION);
-    put_u64le(p + 8, index);
-    if (len) memcpy(p + SNAP_HDR, man, len);
-    free(man);
-    b->base = p;
-    b->len = SNAP_HDR + len;
-    *bufs = b;
-    *nbufs = 1;
-    return 0;
-}
-
-static int
-fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
-{
-    RaftNode *n = fsm->data;
-    const unsigned char *p = buf->base;
-
-    if (buf->len < SNAP_HDR || get_le(p, 4) != SNAP_MAGIC ||
-        get_le(p + 4, 4) != SNAP_VERSION) {
-        node_fail(n, "raft: snapshot without a rockstalk manifest header");
-        return RAFT_MALFORMED;
-    }
-    uint64_t index = get_le(p + 8, 8);
-    size_t len = buf->len - SNAP_HDR;
-    int rc = n->cb.restore ? n->cb.restore(n->cb.arg, index, p + SNAP_HDR, len)
-                           : (len == 0 ? 0 : -1);
-    if (rc != 0) {
-        node_fail(n, "raft: restoring the snapshot at %llu failed",
-                  (unsigned long long)index);
-        return RAFT_IOERR;
-    }
-    lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
-    raft_free(buf->base); /* ours on success */
-    n->last_index = index;
-    atomic_store(&n->applied, index);
-    return 0;
-}
-
-static void
-on_applied(struct raft_apply *req, int status, void *result)
-{
-    ApplyReq *ar = (ApplyReq *)req;
-    RaftNode *n = ar->node;
-
-    (void)result;
-    free(ar);
-    if (status != 0) lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
-}
-
-/* Raft thread: hands l's proposals to raft_apply, one entry per call (the
- * API subset of both libraft versions: 0.22.1's raft_apply takes bufs[0]
- * alone, its assert(n == 1) compiled out in Debian's build). Calls in one
- * loop iteration still share a disk write: libraft's uv layer merges the
- * appends that arrive while one is being written. Those appended go in
- * flight; once one is refused, so are the rest. */
-static void
-submit(RaftNode *n, PropList *l)
-{
-    Prop *p;
-
-    while ((p = list_pop(l))) {
-        ApplyReq *ar = malloc(sizeof *ar);
-        int rv = RAFT_NOMEM;
-        if (ar) {
-            ar->node = n;
-            rv = raft_apply(&n->raft, &ar->req, &p->buf, 1, on_applied);
-        }
-        if (rv != 0) {
-            free(ar);
-            if (rv != RAFT_NOTLEADER && rv != RAFT_NOMEM)
-                /* libraft may have freed the buffer with an appended entry
-                 * it discarded: leak rather than free it twice. */
-                p->buf.base = NULL;
-            lose_one(n, p, RAFTNODE_LOST_REFUSED);
-            lose_all(n, l, RAFTNODE_LOST_REFUSED);
-            return;
-        }
-        check_inflight(n);
-        if (!n->inflight.head) n->inflight_term = n->raft.current_term;
-        p->index = ar->req.index;
-        p->buf.base = NULL; /* raft's now */
-        list_push(&n->inflight, p);
-    }
-}
-
 static void
 on_raft_closed(struct raft *r)
 {
     RaftNode *n = r->data;
 
-    lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
+    rn_lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
     raft_uv_close(&n->io);
     raft_uv_tcp_close(&n->transport);
 }
@@ -479,18 +168,18 @@ on_wake(uv_async_t *h)
     pthread_mutex_lock(&n->mu);
     l = n->queue;
     if (!l.head) l.tail = &l.head;
-    list_init(&n->queue);
+    rn_list_init(&n->queue);
     n->queued_bytes = 0;
     int stopping = n->stopping, transfer = n->transfer_asked;
     n->transfer_asked = 0;
     pthread_mutex_unlock(&n->mu);
 
     if (n->closing || stopping || atomic_load(&n->failed)) {
-        lose_all(n, &l, RAFTNODE_LOST_REFUSED);
+        rn_lose_all(n, &l, RAFTNODE_LOST_REFUSED);
         if (stopping && !n->closing) begin_close(n, 1);
         return;
     }
-    submit(n, &l);
+    rn_submit(n, &l);
     if (transfer) start_transfer(n);
 }
 
@@ -500,7 +189,7 @@ on_check(uv_check_t *h)
     RaftNode *n = h->data;
 
     if (n->closing) return;
-    check_inflight(n);
+    rn_check_inflight(n);
     publish(n);
 }
 
@@ -538,11 +227,7 @@ node_open(RaftNode *n, char *err, size_t errcap)
         raft_uv_tcp_close(&n->transport);
         goto fail_handles;
     }
-    n->fsm.version = 1;
-    n->fsm.data = n;
-    n->fsm.apply = fsm_apply;
-    n->fsm.snapshot = fsm_snapshot;
-    n->fsm.restore = fsm_restore;
+    rn_fsm_init(n);
     rv = raft_init(&n->raft, &n->io, &n->fsm, n->cfg.self_id, n->self_addr);
     if (rv != 0) {
         cluster_errf(err, errcap, "raft log in %s: %s", n->dir,
@@ -614,7 +299,7 @@ static void
 node_free(RaftNode *n)
 {
     Prop *p;
-    while ((p = list_pop(&n->queue))) {
+    while ((p = rn_list_pop(&n->queue))) {
         raft_free(p->buf.base);
         free(p);
     }
@@ -654,8 +339,8 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     if (!n->opt.snapshot_trailing) n->opt.snapshot_trailing = 2048;
     n->cb = *cb;
     n->next_seq = 1;
-    list_init(&n->queue);
-    list_init(&n->inflight);
+    rn_list_init(&n->queue);
+    rn_list_init(&n->inflight);
     pthread_mutex_init(&n->mu, NULL);
     pthread_cond_init(&n->cv, NULL);
     if (uv_loop_init(&n->loop) != 0) {
@@ -723,7 +408,7 @@ raftnode_propose(RaftNode *n, const void *data, size_t len, uint64_t *seq)
     if (rc == RAFTNODE_OK) {
         p->seq = *seq = n->next_seq++;
         int was_empty = n->queue.head == NULL;
-        list_push(&n->queue, p);
+        rn_list_push(&n->queue, p);
         n->queued_bytes += len;
         if (was_empty) uv_async_send(&n->wake);
     }

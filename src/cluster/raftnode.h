@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cluster.h"
+#include "cluster/cluster.h"
 
 /* Roles as published (RaftNodeStatus.role). NONE: not running (before
  * start, while stopping, or after a failed apply). */

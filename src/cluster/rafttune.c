@@ -1,5 +1,5 @@
 /* rafttune.c - libraft 0.15 workarounds (see rafttune.h). */
-#include "rafttune.h"
+#include "cluster/rafttune.h"
 
 static void
 nodelay_one(uv_handle_t *h, void *arg)

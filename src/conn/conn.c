@@ -1,5 +1,5 @@
 /* conn.c - see conn.h. */
-#include "conn.h"
+#include "conn/conn.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "base/common.h"
 
 /* Input buffer: starts small (many idle connections stay cheap) and
  * doubles up to IBUF_MAX while a client pipelines. */

@@ -12,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "proto.h"
-#include "session.h"
-#include "state.h"
+#include "base/common.h"
+#include "proto/proto.h"
+#include "queue/session.h"
+#include "queue/state.h"
 
 /* Input states. */
 enum {

@@ -1,5 +1,5 @@
 /* metrics.c - see metrics.h. */
-#include "metrics.h"
+#include "http/metrics.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

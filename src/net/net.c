@@ -1,5 +1,5 @@
 /* net.c - see net.h. */
-#include "net.h"
+#include "net/net.h"
 
 #include <errno.h>
 #include <fcntl.h>

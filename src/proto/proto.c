@@ -1,10 +1,27 @@
 /* proto.c - see proto.h. */
-#include "proto.h"
+#include "proto/proto.h"
 
 #include <string.h>
 
-#include "common.h"
-#include "tube.h"
+#include "base/common.h"
+
+#define NAME_CHARS                                                             \
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
+
+int
+proto_name_char(char ch)
+{
+    return ch != '\0' && strchr(NAME_CHARS, ch) != NULL;
+}
+
+int
+proto_name_valid(const char *name, size_t len)
+{
+    if (len == 0 || len > TUBE_NAME_MAX || name[0] == '-') return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!proto_name_char(name[i])) return 0;
+    return 1;
+}
 
 typedef struct Verb {
     const char *word; /* matched as a prefix, trailing space included */
@@ -205,7 +222,7 @@ static ParseStatus
 parse_name(Cmd *cmd, Cur c)
 {
     size_t n = (size_t)(c.end - c.p);
-    if (!tube_name_valid(c.p, n)) return PARSE_BAD_FORMAT;
+    if (!proto_name_valid(c.p, n)) return PARSE_BAD_FORMAT;
     cmd->name = c.p;
     cmd->name_len = n;
     return ok(cmd);
@@ -219,12 +236,12 @@ parse_pause(Cmd *cmd, Cur c)
     while (c.p < c.end && *c.p == ' ')
         c.p++;
     const char *name = c.p;
-    while (c.p < c.end && tube_name_char(*c.p))
+    while (c.p < c.end && proto_name_char(*c.p))
         c.p++;
     size_t n = (size_t)(c.p - name);
     if (n == 0 || read_u32(&c, 1, &cmd->delay) < 0) return PARSE_BAD_FORMAT;
     cmd->counted = 1;
-    if (!tube_name_valid(name, n)) return PARSE_BAD_FORMAT;
+    if (!proto_name_valid(name, n)) return PARSE_BAD_FORMAT;
     cmd->name = name;
     cmd->name_len = n;
     return PARSE_OK;
@@ -271,7 +288,7 @@ read_name(Cur *c, Cmd *cmd)
     const char *name = c->p, *p = c->p;
     while (p < c->end && *p != ' ')
         p++;
-    if (!tube_name_valid(name, (size_t)(p - name))) return -1;
+    if (!proto_name_valid(name, (size_t)(p - name))) return -1;
     cmd->name = name;
     cmd->name_len = (size_t)(p - name);
     c->p = p;

@@ -89,4 +89,13 @@ ParseStatus proto_parse(const char *line, size_t len, Cmd *cmd);
 /* The verb as it appears in the protocol, for logs ("put", ...). */
 const char *proto_op_name(Op op);
 
+/* Nonzero if ch may appear in a name (protocol.txt, "Name format"). */
+int proto_name_char(char ch);
+
+/* Nonzero if name (len bytes) is a valid tube name (protocol.txt, "Name
+ * format"): 1..TUBE_NAME_MAX (200) bytes from A-Z a-z 0-9 - + / ; . $ _ ( )
+ * and not starting with '-'. The parser checks every name it takes, so the
+ * queue never sees an invalid one. */
+int proto_name_valid(const char *name, size_t len);
+
 #endif

@@ -1,5 +1,5 @@
 /* bodycache.c - see bodycache.h. */
-#include "bodycache.h"
+#include "queue/bodycache.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -12,9 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "job.h"
-#include "prefetch.h"
-#include "tube.h"
+#include "queue/job.h"
+#include "queue/tube.h"
+#include "store/prefetch.h"
 
 typedef struct BodyCache {
     size_t max;   /* -m: budget, bytes (CRLF included) */

@@ -1,5 +1,5 @@
 /* dedup.c - see dedup.h. */
-#include "dedup.h"
+#include "queue/dedup.h"
 
 #include <stdint.h>
 #include <stdlib.h>

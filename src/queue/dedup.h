@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "heap.h"
+#include "base/heap.h"
 
 /* Longest key, bytes (the characters of a tube name). */
 #define DEDUP_KEY_MAX 200

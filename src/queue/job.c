@@ -1,5 +1,5 @@
 /* job.c - job table and job orderings. */
-#include "job.h"
+#include "queue/job.h"
 
 #include <stdint.h>
 #include <stdlib.h>

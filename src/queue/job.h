@@ -31,7 +31,7 @@ enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
 /* Job.flags: put-unique made it: a deduplication key names it (dedup.h). */
 #define JOB_F_UNIQUE 0x40
 /* Job.flags: the store keeps the body inline with the meta
- * (STORE_F_INLINE, store_types.h): updates keep it by a Merge, and the
+ * (STORE_F_INLINE, store/types.h): updates keep it by a Merge, and the
  * delete has no body key to delete. */
 #define JOB_F_INLINE 0x80
 

@@ -1,12 +1,12 @@
 /* queue.c - see queue.h. */
-#include "queue.h"
+#include "queue/queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "log.h"
+#include "base/common.h"
+#include "base/log.h"
 
 static int
 tube_delay_less(const void *a, const void *b)

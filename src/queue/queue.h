@@ -10,10 +10,10 @@
 
 #include <stdint.h>
 
-#include "job.h"
-#include "session.h"
-#include "state.h"
-#include "tube.h"
+#include "queue/job.h"
+#include "queue/session.h"
+#include "queue/state.h"
+#include "queue/tube.h"
 
 /* What the state machine tells the layer above (cmd.c implements it; the
  * table is Server.events). Each is called synchronously from inside the

@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "heap.h"
-#include "ptrset.h"
-#include "tube.h"
+#include "base/heap.h"
+#include "base/ptrset.h"
+#include "queue/tube.h"
 
 typedef struct Session {
     Tube *use;        /* holds a using reference */

@@ -12,16 +12,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bodycache.h"
-#include "cluster.h"
-#include "dedup.h"
-#include "heap.h"
-#include "job.h"
-#include "proto.h"
-#include "ptrset.h"
-#include "store.h"
-#include "tube.h"
+#include "base/heap.h"
+#include "base/ptrset.h"
+#include "proto/proto.h"
+#include "queue/bodycache.h"
+#include "queue/dedup.h"
+#include "queue/job.h"
+#include "queue/tube.h"
+#include "store/store.h"
 
+struct ClusterConfig; /* cluster/cluster.h: the queue knows only its name */
 struct Conn;
 struct ConnHandler;
 struct QueueEvents;
@@ -50,9 +50,10 @@ typedef struct ServerConfig {
     int verbose;              /* -V count */
     const char *cluster_arg;  /* --cluster as given */
     const char *node_id_arg;  /* --node-id as given */
-    const ClusterConfig *cluster; /* both parsed; NULL: standalone */
-    char *const *argv;            /* main's, for a cluster node that steps
-                                     down (node.h) */
+    const struct ClusterConfig *cluster; /* both parsed; NULL:
+                                             standalone */
+    char *const *argv; /* main's, for a cluster node that steps
+                          down (node.h) */
 } ServerConfig;
 
 typedef struct Server {

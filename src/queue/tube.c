@@ -1,27 +1,9 @@
 /* tube.c - see tube.h. */
-#include "tube.h"
+#include "queue/tube.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NAME_CHARS                                                             \
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
-
-int
-tube_name_char(char ch)
-{
-    return ch != '\0' && strchr(NAME_CHARS, ch) != NULL;
-}
-
-int
-tube_name_valid(const char *name, size_t len)
-{
-    if (len == 0 || len > TUBE_NAME_MAX || name[0] == '-') return 0;
-    for (size_t i = 0; i < len; i++)
-        if (!tube_name_char(name[i])) return 0;
-    return 1;
-}
 
 static size_t
 name_hash(const char *name, size_t len)

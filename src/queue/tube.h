@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "heap.h"
-#include "job.h"
-#include "ptrset.h"
+#include "base/common.h"
+#include "base/heap.h"
+#include "base/ptrset.h"
+#include "queue/job.h"
 
 typedef struct Tube {
     struct Tube *hnext; /* registry chain */
@@ -62,12 +62,5 @@ void tubes_unref(TubeRegistry *r, Tube *t);
 
 /* Frees every tube and the registry itself. */
 void tubes_free(TubeRegistry *r);
-
-/* Nonzero if ch may appear in a tube name. */
-int tube_name_char(char ch);
-
-/* Nonzero if name (len bytes) is a valid tube name: 1..200 bytes from
- * A-Z a-z 0-9 - + / ; . $ _ ( ) and not starting with '-'. */
-int tube_name_valid(const char *name, size_t len);
 
 #endif

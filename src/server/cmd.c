@@ -1,17 +1,17 @@
 /* cmd.c - see cmd.h. One handler per command, in protocol order. */
-#include "cmd.h"
+#include "server/cmd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "proto.h"
-#include "ext.h"
-#include "jobreply.h"
-#include "node.h"
-#include "queue.h"
-#include "stats.h"
+#include "base/common.h"
+#include "cluster/node.h"
+#include "proto/proto.h"
+#include "queue/queue.h"
+#include "server/ext.h"
+#include "server/jobreply.h"
+#include "server/stats.h"
 
 static void
 set_producer(Conn *c)

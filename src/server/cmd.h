@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "conn.h"
-#include "queue.h"
+#include "conn/conn.h"
+#include "queue/queue.h"
 
 /* What the server plugs into Server.handler and Server.events. */
 extern const ConnHandler cmd_handler;

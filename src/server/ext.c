@@ -1,11 +1,11 @@
 /* ext.c - see ext.h. */
-#include "ext.h"
+#include "server/ext.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "queue.h"
+#include "queue/queue.h"
 
 static void
 idle_cb(struct ev_loop *loop, ev_idle *w, int revents)

@@ -6,8 +6,8 @@
 #ifndef ROCKSTALK_EXT_H
 #define ROCKSTALK_EXT_H
 
-#include "conn.h"
-#include "proto.h"
+#include "conn/conn.h"
+#include "proto/proto.h"
 
 /* Jobs clear-tube deletes per connection and loop pass: bounds the time
  * one pass spends, so other clients are served between passes. */

@@ -1,10 +1,10 @@
 /* jobreply.c - see jobreply.h. */
-#include "jobreply.h"
+#include "server/jobreply.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "queue.h"
+#include "queue/queue.h"
 
 /* Appends the reply of the jobs still there (all bodies in memory). */
 static void

@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "conn.h"
-#include "job.h"
+#include "conn/conn.h"
+#include "queue/job.h"
 
 /* Kinds of job reply. */
 enum {

@@ -15,9 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "log.h"
-#include "server.h"
+#include "base/common.h"
+#include "base/log.h"
+#include "cluster/cluster.h"
+#include "server/server.h"
 
 #define DEFAULT_DIR "/var/lib/rockstalkd"
 

@@ -1,6 +1,6 @@
 /* server.c - see server.h. Owns start-up (store recovery, then listen), the
  * per-iteration work (ev_prepare), the single timer, accept and signals. */
-#include "server.h"
+#include "server/server.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -15,17 +15,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cmd.h"
-#include "ext.h"
-#include "jobreply.h"
-#include "conn.h"
-#include "log.h"
-#include "metrics.h"
-#include "net.h"
-#include "node.h"
-#include "prefetch.h"
-#include "queue.h"
-#include "stats.h"
+#include "base/log.h"
+#include "cluster/node.h"
+#include "conn/conn.h"
+#include "http/metrics.h"
+#include "net/net.h"
+#include "queue/queue.h"
+#include "server/cmd.h"
+#include "server/ext.h"
+#include "server/jobreply.h"
+#include "server/stats.h"
+#include "store/prefetch.h"
 
 /* Backpressure: stop reading from producers while this many bytes of
  * mutations wait for the mutation thread; resume below the low mark. */

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "state.h"
+#include "queue/state.h"
 
 /* Initialises s for cfg: opens the listening socket first (a taken port
  * fails at once), then opens and recovers the store; watchers are created

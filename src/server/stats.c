@@ -1,5 +1,5 @@
 /* stats.c - see stats.h. */
-#include "stats.h"
+#include "server/stats.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -9,8 +9,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "node.h"
+#include "base/common.h"
+#include "cluster/node.h"
 
 static void __attribute__((format(printf, 2, 3)))
 put(StatsBuf *b, const char *fmt, ...)

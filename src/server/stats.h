@@ -6,10 +6,10 @@
 
 #include <stddef.h>
 
-#include "job.h"
-#include "ptrset.h"
-#include "state.h"
-#include "tube.h"
+#include "base/ptrset.h"
+#include "queue/job.h"
+#include "queue/state.h"
+#include "queue/tube.h"
 
 /* A growable text buffer; the caller frees it with stats_buf_free. */
 typedef struct StatsBuf {

@@ -1,6 +1,6 @@
-/* store_ack.c - published sequences, fail-stop and counters (see
- * store_ack.h). */
-#include "store_ack.h"
+/* store/ack.c - published sequences, fail-stop and counters (see
+ * store/ack.h). */
+#include "store/ack.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* store_ack.h - what the store publishes to other threads: the written and
+/* store/ack.h - what the store publishes to other threads: the written and
  * durable sequences the loop acknowledges by, the fail-stop flag with its
  * message, the stats counters, and the notify callback.
  *
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store_types.h"
+#include "store/types.h"
 
 /* Ordering (issue 12, item 8): a failure and a publication are each made
  * under mu, and a publication checks failed under it, so the two are

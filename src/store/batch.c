@@ -1,9 +1,9 @@
-/* store_batch.c - per-shard WriteBatches (see store_batch.h). */
-#include "store_batch.h"
+/* store/batch.c - per-shard WriteBatches (see store/batch.h). */
+#include "store/batch.h"
 
 #include <string.h>
 
-#include "store_enc.h"
+#include "store/enc.h"
 
 void
 sbatch_init(ShardBatches *b, StoreShard *shard, int nshards)
@@ -42,7 +42,7 @@ sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
               (p[ENC_REC_HDR + 3] & STORE_F_INLINE);
     switch (r.op) {
     case ENC_OP_PUT:
-        if (inl) { /* one entry: the meta, then the body (store_enc.c) */
+        if (inl) { /* one entry: the meta, then the body (store/enc.c) */
             rocksdb_writebatch_put_cf(wb, meta, key, 8, v,
                                       (size_t)r.meta_len + r.body_len);
         } else {
@@ -56,7 +56,7 @@ sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
         }
         break;
     case ENC_OP_UPDATE:
-        if (inl) { /* keeps the inline body, or drops it (store_merge.h) */
+        if (inl) { /* keeps the inline body, or drops it (store/merge.h) */
             rocksdb_writebatch_merge_cf(wb, meta, key, 8, v, r.meta_len);
             break;
         }

@@ -1,13 +1,13 @@
-/* store_batch.h - one RocksDB WriteBatch per shard and the rule that turns
- * a mutation record (store_enc.h) into RocksDB operations: a put writes
+/* store/batch.h - one RocksDB WriteBatch per shard and the rule that turns
+ * a mutation record (store/enc.h) into RocksDB operations: a put writes
  * the meta and body keys (one key, the meta followed by the body, when the
  * meta has STORE_F_INLINE) and may raise the shard's next_id high-water
  * mark, an update rewrites the meta (a Merge for an inline body, which
- * keeps it, store_merge.h; and drops the body of a STORE_GONE record), a
+ * keeps it, store/merge.h; and drops the body of a STORE_GONE record), a
  * delete removes both (SingleDelete where the key was Put once; the loop
  * says STORE_DEL_NO_BODY for an inline body).
  * The mutation thread commits groups through one ShardBatches, the raft
- * thread (cluster mode, store_raft.h) Raft entries through another.
+ * thread (cluster mode, store/raft.h) Raft entries through another.
  *
  * Threads: a ShardBatches belongs to one thread; it writes to the shards'
  * StoreShard.hwm, so only one thread's batches may add puts at a time (the
@@ -22,8 +22,8 @@
 
 #include <rocksdb/c.h>
 
-#include "store_shard.h"
-#include "store_types.h"
+#include "store/shard.h"
+#include "store/types.h"
 
 /* The batches of every shard and which of them hold records. */
 typedef struct ShardBatches {

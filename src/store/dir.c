@@ -1,5 +1,5 @@
-/* store_dir.c - the data directory: lock and FORMAT (see store_dir.h). */
-#include "store_dir.h"
+/* store/dir.c - the data directory: lock and FORMAT (see store/dir.h). */
+#include "store/dir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store_types.h"
-#include "store_util.h"
+#include "store/types.h"
+#include "store/util.h"
 
 int
 dir_path(const StoreDir *d, const char *name, char *buf, size_t cap, char *err,

@@ -1,10 +1,10 @@
-/* store_dir.h - the data directory: its lock and its FORMAT file.
+/* store/dir.h - the data directory: its lock and its FORMAT file.
  *
  *   <dir>/lock       flock(LOCK_EX|LOCK_NB) held for the store's life; holds
  *                    the owner's pid (informational, for the error message)
  *   <dir>/FORMAT     "rockstalk-format V\nshards N\n", written once,
  *                    atomically (temp file, fsync, rename, fsync of dir)
- *   <dir>/shard-NN/  one RocksDB instance per shard (store_shard.h)
+ *   <dir>/shard-NN/  one RocksDB instance per shard (store/shard.h)
  *
  * Threads: the main thread (store_open, store_close). Calls: store_util.
  */

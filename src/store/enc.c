@@ -1,4 +1,4 @@
-/* store_enc.c - the store's byte encodings (see store_enc.h): integers,
+/* store/enc.c - the store's byte encodings (see store/enc.h): integers,
  * keys and JobMeta v1.
  *
  * JobMeta v1, the value of a job's key in the meta column family, all
@@ -11,11 +11,11 @@
  * followed by the job's body when its flags byte has STORE_F_INLINE
  * (format 3).
  */
-#include "store_enc.h"
+#include "store/enc.h"
 
 #include <string.h>
 
-#include "store_types.h"
+#include "store/types.h"
 
 #define META_VERSION 1
 #define META_VERSION_KEY 2

@@ -1,4 +1,4 @@
-/* store_enc.h - the store's byte encodings: little-endian integers of the
+/* store/enc.h - the store's byte encodings: little-endian integers of the
  * on-disk values, the big-endian 8-byte job keys, JobMeta v1 (whose codec,
  * store_meta_encode/decode, is declared in store.h) and the in-process
  * mutation record that carries a change from the loop to the mutation

@@ -1,4 +1,4 @@
-/* store_fault.c - fault injection for the store (see store_fault.h).
+/* store/fault.c - fault injection for the store (see store/fault.h).
  *
  * Read once by store_open when cfg->io is NULL (unset or empty variables
  * disable it):
@@ -13,7 +13,7 @@
  *       test can hold a sync back and see that the acknowledgement waits.
  *   ROCKSTALKD_FAULT_JOURNAL_WRITE_FAIL_AFTER=N, ..._JOURNAL_SYNC_FAIL_AFTER=N
  *       likewise, counting only the commit journal's writes or syncs
- *       (store_journal.h); the two above count them too, and
+ *       (store/journal.h); the two above count them too, and
  *       ROCKSTALKD_FAULT_SYNC_HOLD holds them.
  *   ROCKSTALKD_FAULT_DEFER_UNSYNCED=1     RocksDB writes without sync are
  *       held in memory until the next sync of their shard, and only then
@@ -27,7 +27,7 @@
  *       test can see what a client gets when a body on disk cannot be read.
  *       Read even when cfg->io is set.
  */
-#include "store_fault.h"
+#include "store/fault.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -38,7 +38,7 @@
 
 #include <rocksdb/c.h>
 
-#include "store_util.h"
+#include "store/util.h"
 
 static int
 fault_inject(char **errmsg, const char *what)

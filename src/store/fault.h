@@ -1,7 +1,7 @@
-/* store_fault.h - the store's fault-injection seam: wraps the StoreIO of
+/* store/fault.h - the store's fault-injection seam: wraps the StoreIO of
  * RocksDB (store.h) in injected write and sync failures, a sync hold and
  * failed body reads, as the ROCKSTALKD_FAULT_* variables ask (see
- * store_fault.c for the list).
+ * store/fault.c for the list).
  *
  * Threads: fault_setup on the main thread (store_open); the wrapped write
  * and sync on the mutation and syncer threads (counters are atomic);
@@ -15,7 +15,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "store_types.h"
+#include "store/types.h"
 
 /* The fault-injection settings and counters; lives in the Store, whose
  * StoreIO may point at wrap. */

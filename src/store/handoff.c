@@ -1,5 +1,5 @@
-/* store_handoff.c - the hand-off queue (see store_handoff.h). */
-#include "store_handoff.h"
+/* store/handoff.c - the hand-off queue (see store/handoff.h). */
+#include "store/handoff.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -7,12 +7,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "store_util.h"
+#include "store/util.h"
 
 /* Emptied hand-off chunks are recycled, up to CHUNK_SPARE_MAX of them and
  * CHUNK_SPARE_BYTES in all, unless a burst grew them beyond CHUNK_KEEP_MAX
  * (then they are freed, so one burst does not pin memory for ever). The
- * commit journal's write-behind window (store_pend.h) gives chunks back
+ * commit journal's write-behind window (store/pend.h) gives chunks back
  * in bulk, up to its 8 MiB: keeping them saves the loop a malloc and fresh
  * pages per chunk. */
 #define CHUNK_MIN 4096
@@ -189,7 +189,7 @@ gather(Handoff *h, const HandoffWait *w)
 }
 
 /* Whether to split a crowd that may be split (split_update), by trial
- * (store_handoff.h, SplitTrial). Splitting's gain depends on the machine
+ * (store/handoff.h, SplitTrial). Splitting's gain depends on the machine
  * and the day: on this 2-core VM on 2026-11-25, always splitting made put
  * c=50 0.85x as fast as never splitting (once both cores are busy, a
  * second fsync's kernel CPU is missed), and at c=20 and c=30 the two were

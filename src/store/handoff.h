@@ -1,5 +1,5 @@
-/* store_handoff.h - the hand-off queue between the loop and the mutation
- * thread: the loop appends mutation records (store_enc.h) to a chunk and
+/* store/handoff.h - the hand-off queue between the loop and the mutation
+ * thread: the loop appends mutation records (store/enc.h) to a chunk and
  * links it onto the queue once per loop iteration; the mutation thread
  * takes queued chunks as one group (gathering a group first, and taking at
  * most a half-crowd when it splits groups, under STORE_SYNC_ALWAYS).
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store_enc.h"
+#include "store/enc.h"
 
 /* A run of mutation records: p[start..len). */
 typedef struct Chunk {
@@ -30,7 +30,7 @@ typedef struct Chunk {
 } Chunk;
 
 /* Whether group splitting pays, found by trying (STORE_SYNC_ALWAYS,
- * mutation thread; why in store_handoff.c, split_update): epochs of
+ * mutation thread; why in store/handoff.c, split_update): epochs of
  * SPLIT_EPOCH_NS ns with splitting on, off, off, on, then the faster way
  * (acknowledged records per second) for SPLIT_EXPLOIT epochs, then again.
  * A tie keeps splitting off. */
@@ -113,7 +113,7 @@ void handoff_direct(Handoff *h, void (*fn)(void *arg, Chunk *c, uint64_t seq),
 
 /* Loop thread: n connections sent input in the latest window of about a
  * millisecond. The mutation thread spins for input only when few did
- * (store_handoff.c, spin_for_input). */
+ * (store/handoff.c, spin_for_input). */
 void handoff_note_active(Handoff *h, unsigned n);
 
 /* Mutation thread, at each group while splitting is considered: one step

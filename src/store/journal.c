@@ -1,5 +1,5 @@
-/* store_journal.c - the commit journal (see store_journal.h). */
-#include "store_journal.h"
+/* store/journal.c - the commit journal (see store/journal.h). */
+#include "store/journal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,11 +10,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "store_enc.h"
-#include "store_util.h"
+#include "store/enc.h"
+#include "store/util.h"
 
 /* The payload is the loop's mutation records, whose headers are in native
- * byte order (store_enc.h); on disk they are documented little-endian. */
+ * byte order (store/enc.h); on disk they are documented little-endian. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "the journal's payload format assumes a little-endian host");
 
@@ -224,7 +224,7 @@ first_gen(Journal *j, int i)
     return jh.gen;
 }
 
-/* Replays file i's valid records (store_journal.h) through fn. */
+/* Replays file i's valid records (store/journal.h) through fn. */
 static int
 replay_file(Journal *j, int i, JournalReplayFn fn, void *ctx,
             unsigned char **buf, size_t *cap, char *err, size_t errcap)
@@ -424,7 +424,7 @@ journal_append(Journal *j, uint64_t group, uint32_t nrec, struct iovec *iov,
     if (j->io->jwrite(j->io->ctx, fd, iov, iovcnt, j->off, errmsg) < 0)
         return -1;
     *sync_ns = 0;
-    if (sync) { /* -f 0; under -f MS the interval syncs (store_sync.h) */
+    if (sync) { /* -f 0; under -f MS the interval syncs (store/sync.h) */
         int64_t t0 = util_now_ns();
         int rc = j->io->jsync(j->io->ctx, fd, errmsg);
         *sync_ns = (uint64_t)(util_now_ns() - t0);

@@ -1,10 +1,10 @@
-/* store_journal.h - the commit journal of the default sync mode
+/* store/journal.h - the commit journal of the default sync mode
  * (STORE_SYNC_ALWAYS): what makes a group durable at the cost of one data
  * write and one fdatasync (issue 14; the format is protocol/PROTOCOL.md,
  * section 11.5). Under -f MS (STORE_SYNC_INTERVAL) the same journal makes
  * a group safe from a crash of the process at the cost of one write(2):
  * records are appended unsynced, and a syncer fdatasyncs the files every
- * MS ms (store_sync.h, sync_use_journal).
+ * MS ms (store/sync.h, sync_use_journal).
  *
  * JOURNAL_FILES files of one size under <dir>/journal/ (journal-0,
  * journal-1), zero-filled once when created and then overwritten in place,
@@ -14,9 +14,9 @@
  * thread writes each group as one record, syncs it and only then publishes
  * the group as durable; RocksDB takes the same batch with its WAL written
  * but not synced. Before a file is written again, a WAL sync of every
- * shard covers what it held (store_mut.c posts one each time a file is
+ * shard covers what it held (store/mut.c posts one each time a file is
  * started), and recovery replays the records newer than what each shard
- * holds (its "jgroup" mark, store_shard.h).
+ * holds (its "jgroup" mark, store/shard.h).
  *
  * A record (little-endian; JOURNAL_HDR bytes of header, then the payload):
  *     0  u32 magic    JOURNAL_MAGIC
@@ -28,7 +28,7 @@
  *    24  u64 group    the group's number (increasing per data directory)
  *    32  u32 crc      zlib crc32 of the header (this field 0), then payload
  *    36  u32          0
- * The payload is the group's mutation records (store_enc.h), exactly as the
+ * The payload is the group's mutation records (store/enc.h), exactly as the
  * loop encoded them. A file's records start at offset 0, each right after
  * the previous; the valid ones are those up to the first that has a bad
  * magic, version, length or crc, another gen than the file's first record,
@@ -38,7 +38,7 @@
  *
  * Threads: open, replay, reset and close on the main thread; append and
  * roll on the mutation thread. Calls: store_enc, store_util, zlib; writes
- * and syncs go through the StoreIO seam (store_types.h).
+ * and syncs go through the StoreIO seam (store/types.h).
  */
 #ifndef ROCKSTALK_STORE_JOURNAL_H
 #define ROCKSTALK_STORE_JOURNAL_H
@@ -47,7 +47,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "store_types.h"
+#include "store/types.h"
 
 #define JOURNAL_FILES 2
 #define JOURNAL_HDR 40

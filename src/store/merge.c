@@ -1,12 +1,12 @@
-/* store_merge.c - the meta column family's merge operator (see
- * store_merge.h). */
-#include "store_merge.h"
+/* store/merge.c - the meta column family's merge operator (see
+ * store/merge.h). */
+#include "store/merge.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_enc.h"
-#include "store_types.h"
+#include "store/enc.h"
+#include "store/types.h"
 
 /* The merged value: operand op (a JobMeta) with the body of existing
  * (elen bytes, may be NULL) appended when op keeps it. malloc'd. */

@@ -1,7 +1,7 @@
-/* store_merge.h - the meta column family's merge operator (RocksDB
+/* store/merge.h - the meta column family's merge operator (RocksDB
  * MergeOperator, rocksdb/merge_operator.h; the C API's
  * rocksdb_mergeoperator_create). A job whose body is inline (STORE_F_INLINE,
- * store_types.h) has one value, its meta followed by its body; an update
+ * store/types.h) has one value, its meta followed by its body; an update
  * rewrites only the meta, as a Merge whose operand is the new JobMeta. The
  * merge keeps the body: the result is the latest operand followed by the
  * body of the existing value, or the latest operand alone when the

@@ -1,13 +1,13 @@
-/* store_mut.c - the mutation thread and group commit (see store_mut.h). */
-#include "store_mut.h"
+/* store/mut.c - the mutation thread and group commit (see store/mut.h). */
+#include "store/mut.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "store_enc.h"
-#include "store_raft.h"
-#include "store_util.h"
+#include "store/enc.h"
+#include "store/raft.h"
+#include "store/util.h"
 
 void
 mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
@@ -113,7 +113,7 @@ mut_iov(StoreMut *m, const Chunk *chunks)
     return n;
 }
 
-/* Adds the records of chunks whose op is not 0 (cancelled, store_pend.h)
+/* Adds the records of chunks whose op is not 0 (cancelled, store/pend.h)
  * to their shards' batches. */
 static void
 mut_apply_chunks(StoreMut *m, const Chunk *chunks)
@@ -208,7 +208,7 @@ mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
  * is synced (starting the next file first if it does not fit in this one:
  * the window emptied, then mut_cover), is published (as durable in
  * STORE_SYNC_ALWAYS; under -f MS the interval syncs the journal), and
- * then waits in the write-behind window (store_pend.h). Returns 1 if the
+ * then waits in the write-behind window (store/pend.h). Returns 1 if the
  * window took the chunks, 0 if the caller recycles them. */
 static int
 mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,

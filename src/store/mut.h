@@ -1,4 +1,4 @@
-/* store_mut.h - the mutation thread: the only writer of RocksDB. It takes
+/* store/mut.h - the mutation thread: the only writer of RocksDB. It takes
  * each group from the hand-off queue, applies its records to one
  * WriteBatch per shard, writes the batches of the shards the group touched
  * (group commit), has them synced as the sync mode says and publishes the
@@ -6,11 +6,11 @@
  * STORE_SYNC_INTERVAL without the sync), a
  * group is first written to the journal and synced, published, and then,
  * after a short wait in the write-behind window that cancels jobs put and
- * deleted within it (store_pend.h), written to RocksDB with the WAL
- * unsynced (store_journal.h). In cluster mode the loop thread proposes
+ * deleted within it (store/pend.h), written to RocksDB with the WAL
+ * unsynced (store/journal.h). In cluster mode the loop thread proposes
  * each chunk it flushes as Raft entries itself (mut_propose_direct, the
  * hand-off's direct hook: no thread wake-up on a reply's path), and the
- * raft thread writes the shards (store_raft.h); this thread then has
+ * raft thread writes the shards (store/raft.h); this thread then has
  * nothing to do.
  *
  * Threads: mut_init, mut_start, mut_join and mut_destroy on the main
@@ -29,14 +29,14 @@
 
 #include <rocksdb/c.h>
 
-#include "store_types.h"
-#include "store_ack.h"
-#include "store_batch.h"
-#include "store_handoff.h"
-#include "store_journal.h"
-#include "store_pend.h"
-#include "store_shard.h"
-#include "store_sync.h"
+#include "store/ack.h"
+#include "store/batch.h"
+#include "store/handoff.h"
+#include "store/journal.h"
+#include "store/pend.h"
+#include "store/shard.h"
+#include "store/sync.h"
+#include "store/types.h"
 
 /* The mutation thread's state; lives in the Store. */
 typedef struct StoreMut {
@@ -52,7 +52,7 @@ typedef struct StoreMut {
     uint64_t prev_records; /* records in the previous group */
     uint64_t prev_puts;    /* ...of which puts */
     Journal *journal;      /* borrowed; NULL: no commit journal */
-    uint64_t group;        /* number of the latest group (store_journal.h) */
+    uint64_t group;        /* number of the latest group (store/journal.h) */
     Pend pend;             /* the journal's write-behind window */
     uint64_t appended;     /* the latest group in the journal */
     uint64_t drained;      /* the latest group written to the shards */
@@ -62,7 +62,7 @@ typedef struct StoreMut {
                               every group up to this */
     struct iovec *iov;     /* journal_append's pieces: [0] header, chunks */
     int iov_cap;
-    /* cluster mode (store_raft.h): each chunk is proposed as Raft entries
+    /* cluster mode (store/raft.h): each chunk is proposed as Raft entries
      * by the loop thread instead of written; NULL: standalone. Only the
      * loop thread touches these then. */
     StoreProposeFn propose;

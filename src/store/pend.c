@@ -1,12 +1,12 @@
-/* store_pend.c - the commit journal's write-behind window (see
- * store_pend.h). */
-#include "store_pend.h"
+/* store/pend.c - the commit journal's write-behind window (see
+ * store/pend.h). */
+#include "store/pend.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_enc.h"
-#include "store_util.h"
+#include "store/enc.h"
+#include "store/util.h"
 
 void
 pend_init(Pend *p)

@@ -1,4 +1,4 @@
-/* store_pend.h - the write-behind window of the commit journal (issue 14,
+/* store/pend.h - the write-behind window of the commit journal (issue 14,
  * item 5): groups that the journal made durable and that were published,
  * but that are not yet written to the shards. A group stays in the window
  * for PEND_WINDOW_NS (or until the window holds PEND_MAX_BYTES, or the
@@ -14,7 +14,7 @@
  * group's journal sync. Until the window's groups are written, recovery
  * replays them from the journal (each shard's jgroup says what it holds);
  * a journal file is reused only once its groups left the window and were
- * synced in the shards (store_mut.c, mut_cover), and at stop the window
+ * synced in the shards (store/mut.c, mut_cover), and at stop the window
  * is emptied.
  *
  * While a group waits here its records keep their place in their chunks
@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store_handoff.h"
+#include "store/handoff.h"
 
 /* How long a published group waits before it is written (ns), and the
  * most bytes of records the window holds. Measured on the 2-core VM
@@ -54,7 +54,7 @@
 typedef struct PendGroup {
     struct PendGroup *next;
     Chunk *chunks;  /* the group's records; owned until recycled */
-    uint64_t group; /* its number (store_journal.h) */
+    uint64_t group; /* its number (store/journal.h) */
     uint64_t seq;   /* its last sequence */
     int64_t at_ns;  /* CLOCK_MONOTONIC when it was published */
     size_t bytes;   /* of records */

@@ -1,5 +1,5 @@
 /* prefetch.c - the body reader thread (see prefetch.h). */
-#include "prefetch.h"
+#include "store/prefetch.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "store/store.h"
 
 /* Most requests waiting or in flight at once; prefetch_request refuses
  * more (the caller simply does not prefetch that body). */

@@ -1,12 +1,12 @@
-/* store_raft.c - Raft entries and their applier (see store_raft.h). */
-#include "store_raft.h"
+/* store/raft.c - Raft entries and their applier (see store/raft.h). */
+#include "store/raft.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_enc.h"
-#include "store_util.h"
+#include "store/enc.h"
+#include "store/util.h"
 
 void
 sraft_init(StoreRaft *r, StoreShard *shard, int nshards, const StoreIO *io,

@@ -1,4 +1,4 @@
-/* store_raft.h - the store in cluster mode (issue 15; PROTOCOL.md 15): the
+/* store/raft.h - the store in cluster mode (issue 15; PROTOCOL.md 15): the
  * Raft entry that carries a group of mutation records, and the raft
  * thread's applier, which writes every committed entry to the shards.
  *
@@ -18,7 +18,7 @@
  * entry with up to 7 zero bytes), u64 publish seq (the proposer's loop
  * sequence that is acknowledged once the entry is applied: every record of
  * that sequence or below is in this or an earlier entry), then the records
- * in store_enc.h's format (its native byte order; cluster mode runs on
+ * in store/enc.h's format (its native byte order; cluster mode runs on
  * little-endian hosts only, where that is little-endian).
  *
  * Threads: sraft_entry_* on the mutation thread; sraft_apply and
@@ -32,9 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store_ack.h"
-#include "store_batch.h"
-#include "store_types.h"
+#include "store/ack.h"
+#include "store/batch.h"
+#include "store/types.h"
 
 #define SRAFT_MAGIC 0x31455352u /* "RSE1" little-endian */
 #define SRAFT_VERSION 1
@@ -79,7 +79,7 @@ int sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
 int sraft_mark(StoreRaft *r, uint64_t index);
 
 /* The manifest of a snapshot (all a Raft snapshot carries; the state moves
- * out of band, store_ship.h), little-endian: u32 magic "RSM1", u32 version
+ * out of band, store/ship.h), little-endian: u32 magic "RSM1", u32 version
  * 1, u64 the index, u32 the shard count, u32 the node that took it. */
 #define SRAFT_MANIFEST_MAGIC 0x314d5352u
 #define SRAFT_MANIFEST_LEN 24

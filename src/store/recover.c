@@ -1,13 +1,13 @@
-/* store_recover.c - the recovery scan (see store_recover.h). */
-#include "store_recover.h"
+/* store/recover.c - the recovery scan (see store/recover.h). */
+#include "store/recover.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 
 #include <rocksdb/c.h>
 
-#include "store_enc.h"
-#include "store_util.h"
+#include "store/enc.h"
+#include "store/util.h"
 
 /* Recovery scan readahead: the scan reads the meta column family once,
  * front to back (ReadOptions.readahead_size, rocksdb/options.h). */

@@ -1,4 +1,4 @@
-/* store_recover.h - the recovery scan: every shard's job metadata, once, at
+/* store/recover.h - the recovery scan: every shard's job metadata, once, at
  * start-up.
  *
  * Threads: the main thread, before the mutation thread starts (store_recover
@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store_types.h"
-#include "store_shard.h"
+#include "store/shard.h"
+#include "store/types.h"
 
 /* Scans the meta column family of shards[0..nshards) (bodies are not read)
  * and calls cb(ctx, job) for each job, in id order within a shard; cb

@@ -1,15 +1,15 @@
-/* store_shard.c - a shard's RocksDB instance, options and reads (see
- * store_shard.h). */
-#include "store_shard.h"
+/* store/shard.c - a shard's RocksDB instance, options and reads (see
+ * store/shard.h). */
+#include "store/shard.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_enc.h"
-#include "store_merge.h"
-#include "store_util.h"
+#include "store/enc.h"
+#include "store/merge.h"
+#include "store/util.h"
 
 static const char *const cf_names[SHARD_CF_COUNT] = {"default", "meta", "body"};
 

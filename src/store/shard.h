@@ -1,9 +1,9 @@
-/* store_shard.h - one shard: a RocksDB instance in <dir>/shard-NN with the
+/* store/shard.h - one shard: a RocksDB instance in <dir>/shard-NN with the
  * column families default (header: "format" u32, "shard" u32 index + u32
  * count, "next_id" u64 highest id ever put here, "jgroup" u64 the latest
  * group written here; in cluster mode "raft_applied" u64 the latest Raft
  * entry written here and "restoring" while a snapshot is received into
- * it, store_ship.h), meta (job key ->
+ * it, store/ship.h), meta (job key ->
  * JobMeta v1) and body (job key -> raw body bytes); the RocksDB options
  * every shard shares; the StoreIO of RocksDB itself; body reads.
  *
@@ -20,7 +20,7 @@
 
 #include <rocksdb/c.h>
 
-#include "store_types.h"
+#include "store/types.h"
 
 enum { SHARD_CF_DEFAULT, SHARD_CF_META, SHARD_CF_BODY, SHARD_CF_COUNT };
 
@@ -52,7 +52,7 @@ typedef struct StoreShard {
                               set by shard_open, then by the raft thread */
 } StoreShard;
 
-/* Creates the shared options into o (sizes in store_shard.c). Aborts only
+/* Creates the shared options into o (sizes in store/shard.c). Aborts only
  * if RocksDB does. Free with shard_opts_destroy. */
 void shard_opts_create(ShardOpts *o);
 void shard_opts_destroy(ShardOpts *o);

@@ -1,5 +1,5 @@
-/* store_ship.c - the snapshot stream of cluster mode (see store_ship.h). */
-#include "store_ship.h"
+/* store/ship.c - the snapshot stream of cluster mode (see store/ship.h). */
+#include "store/ship.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,8 +12,8 @@
 #include <rocksdb/c.h>
 #include <zlib.h>
 
-#include "store_enc.h"
-#include "store_util.h"
+#include "store/enc.h"
+#include "store/util.h"
 
 const char SHIP_KEY_END[SHIP_KEY_END_LEN] = {
     '\xff', '\xff', '\xff', '\xff', '\xff', '\xff', '\xff', '\xff',
@@ -26,7 +26,7 @@ const char SHIP_KEY_END[SHIP_KEY_END_LEN] = {
 #define END_FRAME 13
 
 /* Scan readahead of the sender (ReadOptions.readahead_size), as the
- * recovery scan (store_recover.c). */
+ * recovery scan (store/recover.c). */
 #define SHIP_READAHEAD ((size_t)2 << 20)
 
 /* The default CF's keys a receiver keeps through a restore, in key order

@@ -1,4 +1,4 @@
-/* store_ship.h - the snapshot stream of cluster mode: every key and value of
+/* store/ship.h - the snapshot stream of cluster mode: every key and value of
  * every shard, read through one RocksDB snapshot per shard, written to a
  * blocking socket; and its receiver, which replaces a node's shards with
  * the stream in bounded write batches (PROTOCOL.md 11.6).
@@ -31,14 +31,14 @@
 
 #include <stddef.h>
 
-#include "store_shard.h"
+#include "store/shard.h"
 
 #define SHIP_MAGIC "RSSHIP01"
 #define SHIP_MAGIC_LEN 8
 #define SHIP_VERSION 1
 #define SHIP_END_FRAME 0xFF
 
-/* Longest key, bytes: job keys are 8 bytes and header names (store_shard.h)
+/* Longest key, bytes: job keys are 8 bytes and header names (store/shard.h)
  * a dozen; 1 KiB refuses garbage lengths long before they cost memory. */
 #define SHIP_KEY_MAX 1024
 /* Longest value, bytes. In cluster mode a put reaches the shards in one

@@ -2,40 +2,40 @@
  * each calling only those below it (no include cycles):
  *
  *   store.c                       this facade (store.h)
- *   store_mut.c                   the mutation thread, group commit
- *   store_sync.c  store_handoff.c  store_recover.c  store_ship.c
- *   store_journal.c
+ *   store/mut.c                   the mutation thread, group commit
+ *   store/sync.c  store/handoff.c  store/recover.c  store/ship.c
+ *   store/journal.c
  *                                 syncs and syncers; the loop's hand-off
  *                                 queue; the recovery scan; the snapshot
  *                                 stream of cluster mode; the commit
  *                                 journal
- *   store_ack.c  store_shard.c  store_dir.c  store_fault.c
+ *   store/ack.c  store/shard.c  store/dir.c  store/fault.c
  *                                 publication and fail-stop; a RocksDB
  *                                 shard; the data directory; fault injection
- *   store_enc.c  store_util.c     encodings; helpers
+ *   store/enc.c  store/util.c     encodings; helpers
  *
  * Each header says which thread runs its functions. The durability
  * contract the loop builds on is protocol/PROTOCOL.md, section 11.
  */
-#include "store.h"
+#include "store/store.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_ack.h"
-#include "store_dir.h"
-#include "store_enc.h"
-#include "store_fault.h"
-#include "store_handoff.h"
-#include "store_journal.h"
-#include "store_mut.h"
-#include "store_raft.h"
-#include "store_recover.h"
-#include "store_shard.h"
-#include "store_ship.h"
-#include "store_sync.h"
-#include "store_util.h"
+#include "store/ack.h"
+#include "store/dir.h"
+#include "store/enc.h"
+#include "store/fault.h"
+#include "store/handoff.h"
+#include "store/journal.h"
+#include "store/mut.h"
+#include "store/raft.h"
+#include "store/recover.h"
+#include "store/shard.h"
+#include "store/ship.h"
+#include "store/sync.h"
+#include "store/util.h"
 
 _Static_assert(STORE_SHARDS_MAX <= 64, "store_get_bodies: 64-bit shard mask");
 
@@ -53,11 +53,11 @@ struct Store {
     StoreShard shard[STORE_SHARDS_MAX];
     int started;
 
-    StoreAck ack;   /* any thread (store_ack.h) */
-    Handoff ho;     /* loop and mutation thread (store_handoff.h) */
-    StoreSync sync; /* mutation and syncer threads (store_sync.h) */
-    StoreMut mut;   /* mutation thread (store_mut.h) */
-    StoreRaft raft; /* raft thread, cluster mode (store_raft.h) */
+    StoreAck ack;   /* any thread (store/ack.h) */
+    Handoff ho;     /* loop and mutation thread (store/handoff.h) */
+    StoreSync sync; /* mutation and syncer threads (store/sync.h) */
+    StoreMut mut;   /* mutation thread (store/mut.h) */
+    StoreRaft raft; /* raft thread, cluster mode (store/raft.h) */
 };
 
 /* ---- loop side ---- */
@@ -251,7 +251,7 @@ io_complete(Store *s, const StoreIO *io)
 }
 
 /* Opens the commit journal, replays what the shards lack, syncs them and
- * sets the journal up for this run's mode (store_journal.h): kept in
+ * sets the journal up for this run's mode (store/journal.h): kept in
  * STORE_SYNC_ALWAYS and STORE_SYNC_INTERVAL with a journal size, else its
  * files are removed once replayed. */
 static int

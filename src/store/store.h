@@ -6,11 +6,11 @@
  * store_acked_seq, store_backlog_bytes, store_failed and store_stats run on
  * the loop thread; store_get_body and store_get_bodies on any thread (the
  * loop, the body reader of prefetch.h). Everything else runs on the mutation
- * thread (store_mut.h), the only writer of RocksDB, and on its syncer
- * threads (store_sync.h). The loop thread's only contact with them is the
- * hand-off queue (store_handoff.h: mutex + condvar), the published
- * sequences and failure (store_ack.h) and the notify callback. This is the
- * only store header the loop side includes; store_*.h are the store's own
+ * thread (store/mut.h), the only writer of RocksDB, and on its syncer
+ * threads (store/sync.h). The loop thread's only contact with them is the
+ * hand-off queue (store/handoff.h: mutex + condvar), the published
+ * sequences and failure (store/ack.h) and the notify callback. This is the
+ * only store header the loop side includes; store/*.h are the store's own
  * modules (store.c lists their layers).
  *
  * The durability contract built on this is protocol/PROTOCOL.md, section 11
@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store_types.h"
+#include "store/types.h"
 
 typedef struct Store Store;
 
@@ -80,7 +80,7 @@ void store_flush(Store *s);
 
 /* Loop thread: n client connections sent input in the latest window of
  * about a millisecond (server.c). The mutation thread spins briefly for
- * the next input only when few did (store_handoff.h). */
+ * the next input only when few did (store/handoff.h). */
 void store_note_active(Store *s, unsigned n);
 
 /* Loop thread: the highest seq whose change is acknowledged under the sync
@@ -115,7 +115,7 @@ int store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
 int store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
                      size_t *lens, char *err, size_t errcap);
 
-/* ---- cluster mode (store_raft.h; PROTOCOL.md 15) ----
+/* ---- cluster mode (store/raft.h; PROTOCOL.md 15) ----
  * The store of a Raft node: store_flush proposes what the loop added since
  * the last flush as Raft entries through propose (on the loop thread)
  * instead of handing it to the mutation thread; the raft thread
@@ -142,7 +142,7 @@ int store_raft_apply(Store *s, uint64_t index, const void *data, size_t len,
 
 /* Raft thread: every shard holds (synced) every entry up to index, as a
  * snapshot at index needs; *manifest (malloc'd, the caller frees; *len
- * bytes) describes it (store_raft.h: index, shard count, this node).
+ * bytes) describes it (store/raft.h: index, shard count, this node).
  * Returns 0, or -1 (failed, or out of memory). */
 int store_raft_snapshot(Store *s, uint64_t index, void **manifest, size_t *len);
 
@@ -155,13 +155,13 @@ int store_raft_manifest_ok(const Store *s, const void *manifest, size_t len);
 uint64_t store_raft_applied(const Store *s);
 
 /* Any thread: writes every shard's state to fd (a blocking socket) as the
- * snapshot stream of store_ship.h (PROTOCOL.md 11.6), each shard read
+ * snapshot stream of store/ship.h (PROTOCOL.md 11.6), each shard read
  * through one RocksDB snapshot, in bounded memory. Returns 0, or -1 with a
  * message in err. */
 int store_ship_send(Store *s, int fd, char *err, size_t errcap);
 
 /* Raft thread (restore; nothing else writes the shards then): replaces
- * every shard's state with the stream read from fd (store_ship.h).
+ * every shard's state with the stream read from fd (store/ship.h).
  * Returns 0, or -1 with a message in err (a shard cut short keeps its
  * "restoring" mark: store_raft_applied then says 0). */
 int store_ship_recv(Store *s, int fd, char *err, size_t errcap);

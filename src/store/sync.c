@@ -1,11 +1,11 @@
-/* store_sync.c - WAL syncs and syncer threads (see store_sync.h). */
-#include "store_sync.h"
+/* store/sync.c - WAL syncs and syncer threads (see store/sync.h). */
+#include "store/sync.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_util.h"
+#include "store/util.h"
 
 /* ---- SyncThread: what SyncJoin and SyncPost share ---- */
 

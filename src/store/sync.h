@@ -1,4 +1,4 @@
-/* store_sync.h - WAL syncs under the three sync modes (store.h
+/* store/sync.h - WAL syncs under the three sync modes (store.h
  * StoreSyncMode): which shards are dirty (written since their last sync),
  * the per-shard syncer threads that let the fsyncs of several shards
  * overlap, the interval syncs of STORE_SYNC_INTERVAL and the final sync at
@@ -6,7 +6,7 @@
  *
  * Threads: sync_start and sync_stop on the main thread; everything else on
  * the mutation thread, which owns the dirty flags; a syncer thread per
- * shard runs syncer_main (store_sync.c) and talks to the mutation thread
+ * shard runs syncer_main (store/sync.c) and talks to the mutation thread
  * under its own mutex only. Calls: store_ack (fail-stop, counters),
  * store_shard (the RocksDB handles), store_util; syncs go through the
  * StoreIO seam (store.h).
@@ -17,9 +17,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "store_types.h"
-#include "store_ack.h"
-#include "store_shard.h"
+#include "store/ack.h"
+#include "store/shard.h"
+#include "store/types.h"
 
 struct StoreSync;
 
@@ -108,7 +108,7 @@ void sync_init(StoreSync *y, StoreSyncMode mode, int interval_ms,
 void sync_attach(StoreSync *y, StoreShard *shard, int nshards,
                  const StoreIO *io);
 
-/* The groups go to the commit journal (store_journal.h), whose files are
+/* The groups go to the commit journal (store/journal.h), whose files are
  * fd[0..nfd) (borrowed; nfd <= 8); it needs the SyncPost helpers
  * (sync_cover). In STORE_SYNC_ALWAYS each group's record is synced as it
  * is written; in STORE_SYNC_INTERVAL the records are written unsynced and

@@ -1,8 +1,8 @@
-/* store_types.h - the values the store and its users share: sync modes,
+/* store/types.h - the values the store and its users share: sync modes,
  * the persisted job (StoreJob, JobMeta on disk), the fault-injection IO
  * seam, the store's configuration and counters, and the JobMeta codec
- * (implemented in store_enc.c). Header only, no state: store.h (the loop's
- * door to the store) and every store_*.h module include it, so that the
+ * (implemented in store/enc.c). Header only, no state: store.h (the loop's
+ * door to the store) and every store/*.h module include it, so that the
  * store's own modules never include store.h, which sits above them.
  * Threads: any. */
 #ifndef ROCKSTALK_STORE_TYPES_H
@@ -55,7 +55,7 @@ enum { STORE_READY = 1, STORE_DELAYED = 2, STORE_BURIED = 3, STORE_GONE = 4 };
  * same value of the meta column family, instead of in the body column
  * family: one RocksDB entry per put instead of two (issue 14). Set by the
  * loop for bodies of at most STORE_INLINE_MAX bytes; an update of such a
- * job is a Merge that keeps the body (store_merge.h), and a STORE_GONE
+ * job is a Merge that keeps the body (store/merge.h), and a STORE_GONE
  * record drops it. */
 #define STORE_F_INLINE 0x02
 /* Largest body kept inline, bytes. Larger bodies stay in the body column
@@ -65,7 +65,7 @@ enum { STORE_READY = 1, STORE_DELAYED = 2, STORE_BURIED = 3, STORE_GONE = 4 };
 #define STORE_INLINE_MAX 256
 
 /* The persisted metadata of one job (JobMeta v1 on disk, or v2 for a job
- * with a put-unique key; encoded explicitly little-endian by store_enc.c,
+ * with a put-unique key; encoded explicitly little-endian by store/enc.c,
  * never dumped raw). Times are wall-clock nanoseconds since the Unix
  * epoch; durations are seconds. */
 typedef struct StoreJob {
@@ -88,7 +88,7 @@ typedef struct StoreJob {
 
 /* Fault-injection seam: every RocksDB write and WAL sync of the mutation
  * thread goes through write and sync, every commit journal write and sync
- * (store_journal.h) through jwrite and jsync. db is a rocksdb_t*, batch a
+ * (store/journal.h) through jwrite and jsync. db is a rocksdb_t*, batch a
  * rocksdb_writebatch_t*, fd a journal file, off a byte offset in it; each
  * returns 0 or -1 with a malloc'd message in *errmsg (freed by the store
  * with free()). jwrite and jsync may be NULL in a StoreConfig.io: the
@@ -132,7 +132,7 @@ typedef struct StoreConfig {
     int sync_interval_ms;      /* STORE_SYNC_INTERVAL only: > 0 */
     uint64_t journal_bytes;    /* STORE_SYNC_ALWAYS and STORE_SYNC_INTERVAL:
                                   bytes of each commit journal file
-                                  (store_journal.h), >=
+                                  (store/journal.h), >=
                                   STORE_JOURNAL_SIZE_MIN; 0: no journal (each
                                   group is written, and synced as the mode
                                   says, in RocksDB's WAL).
@@ -140,7 +140,7 @@ typedef struct StoreConfig {
     const StoreIO *io;         /* NULL: RocksDB itself, possibly wrapped by the
                                   fault injection the ROCKSTALKD_FAULT_*
                                   variables ask for (see
-                                  store_fault.c) */
+                                  store/fault.c) */
     void (*notify)(void *arg); /* called on the mutation thread after the acked
                                   sequence advanced or a fatal error (on a
                                   syncer thread for a failed -f MS fsync);
@@ -152,7 +152,7 @@ typedef struct StoreConfig {
 #define STORE_DEFAULT_SHARDS 1
 
 /* Smallest and default size of one commit journal file, bytes
- * (StoreConfig.journal_bytes, store_journal.h). */
+ * (StoreConfig.journal_bytes, store/journal.h). */
 #define STORE_JOURNAL_SIZE_MIN ((uint64_t)1 << 20)
 #define STORE_JOURNAL_SIZE_DEFAULT ((uint64_t)16 << 20)
 

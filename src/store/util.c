@@ -1,5 +1,5 @@
-/* store_util.c - helpers of the store modules (see store_util.h). */
-#include "store_util.h"
+/* store/util.c - helpers of the store modules (see store/util.h). */
+#include "store/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>

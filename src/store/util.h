@@ -1,8 +1,8 @@
-/* store_util.h - small helpers shared by the store modules (store_*.c):
+/* store/util.h - small helpers shared by the store modules (store/*.c):
  * error formatting, the monotonic clock, allocation that aborts.
  *
  * Threads: any; no state. Calls: libc only. Internal to the store: only
- * store_*.c include it (the loop side includes store.h alone).
+ * store/*.c include it (the loop side includes store.h alone).
  */
 #ifndef ROCKSTALK_STORE_UTIL_H
 #define ROCKSTALK_STORE_UTIL_H

@@ -1,4 +1,4 @@
-/* fuzz_meta.c - libFuzzer target for the JobMeta v1 codec (src/store_enc.c).
+/* fuzz_meta.c - libFuzzer target for the JobMeta v1 codec (src/store/enc.c).
  *
  * 1. store_meta_decode on the input as a stored value (from an exactly-sized
  *    heap copy, so a read past it is caught). When it succeeds the job must
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "store/store.h"
 
 #define CHECK(cond)                                                            \
     do {                                                                       \

@@ -1,4 +1,4 @@
-/* fuzz_proto.c - libFuzzer target for proto_parse (src/proto.c).
+/* fuzz_proto.c - libFuzzer target for proto_parse (src/proto/proto.c).
  *
  * Feeds every input, as one command line without its CRLF, to proto_parse
  * from an exactly-sized heap copy (AddressSanitizer then catches any read
@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
-#include "tube.h"
+#include "base/common.h"
+#include "proto/proto.h"
 
 #define CHECK(cond)                                                            \
     do {                                                                       \
@@ -125,7 +125,7 @@ check_cmd(const char *line, size_t len, ParseStatus st, const Cmd *c)
         CHECK(c->name >= line && c->name_len <= len &&
               c->name + c->name_len <= line + len);
         CHECK(c->name_len >= 1 && c->name_len <= TUBE_NAME_MAX);
-        CHECK(tube_name_valid(c->name, c->name_len));
+        CHECK(proto_name_valid(c->name, c->name_len));
     } else {
         CHECK(c->name_len == 0);
     }

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "cluster.h"
+#include "cluster/cluster.h"
 
 #define THREE "1@127.0.0.1:7001,2@127.0.0.1:7002,3@127.0.0.1:7003"
 

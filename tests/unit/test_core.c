@@ -11,11 +11,11 @@
 
 #include <cmocka.h>
 
-#include "conn.h"
-#include "heap.h"
-#include "job.h"
-#include "ptrset.h"
-#include "tube.h"
+#include "base/heap.h"
+#include "base/ptrset.h"
+#include "conn/conn.h"
+#include "queue/job.h"
+#include "queue/tube.h"
 
 static void
 test_heap_order_and_remove(void **state)
@@ -324,15 +324,15 @@ test_tube_names(void **state)
     (void)state;
     char name[202];
     memset(name, 'a', sizeof name);
-    assert_true(tube_name_valid("default", 7));
-    assert_true(tube_name_valid("A-z0+/;.$_()", 12));
-    assert_true(tube_name_valid(name, 200));
-    assert_false(tube_name_valid(name, 201));
-    assert_false(tube_name_valid("", 0));
-    assert_false(tube_name_valid("-a", 2));
-    assert_false(tube_name_valid("a b", 3));
-    assert_false(tube_name_valid("a\0b", 3));
-    assert_false(tube_name_valid("a*", 2));
+    assert_true(proto_name_valid("default", 7));
+    assert_true(proto_name_valid("A-z0+/;.$_()", 12));
+    assert_true(proto_name_valid(name, 200));
+    assert_false(proto_name_valid(name, 201));
+    assert_false(proto_name_valid("", 0));
+    assert_false(proto_name_valid("-a", 2));
+    assert_false(proto_name_valid("a b", 3));
+    assert_false(proto_name_valid("a\0b", 3));
+    assert_false(proto_name_valid("a*", 2));
 }
 
 static void

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 static ParseStatus
 parse(const char *line, Cmd *c)

@@ -22,7 +22,7 @@
 #include <cmocka.h>
 #include <ev.h>
 
-#include "proxy.h"
+#include "cluster/proxy.h"
 
 #define MIB (1024 * 1024)
 

@@ -26,8 +26,8 @@
 
 #include <cmocka.h>
 
-#include "cluster.h"
-#include "raftnode.h"
+#include "cluster/cluster.h"
+#include "cluster/raftnode.h"
 
 #define NODES 3
 #define PAYLOAD 40 /* bytes per test entry: an 8-byte value and filler */

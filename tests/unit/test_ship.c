@@ -1,4 +1,4 @@
-/* test_ship.c - unit tests of the snapshot stream (src/store_ship.c): a
+/* test_ship.c - unit tests of the snapshot stream (src/store/ship.c): a
  * source's shards are shipped over a socketpair into a destination's, whose
  * own keys must go; streams cut short, corrupted or malformed must fail and
  * leave the shard being received marked "restoring". Each test works in a
@@ -25,8 +25,8 @@
 
 #include <rocksdb/c.h>
 
-#include "store_enc.h"
-#include "store_ship.h"
+#include "store/enc.h"
+#include "store/ship.h"
 
 #define NSHARDS 2
 #define NJOBS 3000

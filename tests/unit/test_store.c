@@ -1,7 +1,7 @@
-/* test_store.c - unit tests of the durable store (src/store.c): JobMeta
+/* test_store.c - unit tests of the durable store (src/store/store.c): JobMeta
  * encoding, shard routing, put/update/delete/recover round trips, the data
  * directory guards, acknowledgement per sync mode, fault injection and the
- * body reader thread that reads bodies ahead (src/prefetch.c). Each
+ * body reader thread that reads bodies ahead (src/store/prefetch.c). Each
  * test works in a fresh mkdtemp directory that it removes. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,13 +22,13 @@
 
 #include <rocksdb/c.h>
 
-#include "prefetch.h"
-#include "store.h"
-#include "store_handoff.h" /* internal: the hand-off queue, for chunk cuts */
-#include "store_pend.h"    /* internal: the journal's write-behind window */
-#include "store_raft.h"    /* internal: the Raft entry */
-#include "store_enc.h"
-#include "store_shard.h" /* internal: a shard, for the merge operator */
+#include "store/enc.h"
+#include "store/handoff.h" /* internal: the hand-off queue, for chunk cuts */
+#include "store/pend.h"    /* internal: the journal's write-behind window */
+#include "store/prefetch.h"
+#include "store/raft.h"  /* internal: the Raft entry */
+#include "store/shard.h" /* internal: a shard, for the merge operator */
+#include "store/store.h"
 
 #define NJOBS 300
 
@@ -1095,7 +1095,7 @@ test_interval_sync_off_the_write_path(void **state)
  * deterministic: the fsync waits until the second write has begun, and that
  * write returns only once the failure is visible. (The window inside
  * ack_publish itself, between its check and its store, has no seam; the
- * ordering under StoreAck.mu closes it, see store_ack.h.) */
+ * ordering under StoreAck.mu closes it, see store/ack.h.) */
 typedef struct RaceIO {
     TestIO tio; /* writes go on through tio_write */
     Store *_Atomic s;
@@ -1295,7 +1295,7 @@ test_prefetch_reads(void **state)
     close_store(s);
 }
 
-/* ---- hand-off queue (store_handoff.h, internal) ---- */
+/* ---- hand-off queue (store/handoff.h, internal) ---- */
 
 /* A chunk far larger than a half-crowd (50000 records, 6 MB, as built by
  * one loop iteration before splitting switched on) is taken in pieces of 20
@@ -1352,7 +1352,7 @@ test_handoff_cut_large_chunk(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
-/* ---- inline bodies and the meta merge operator (store_merge.h) ---- */
+/* ---- inline bodies and the meta merge operator (store/merge.h) ---- */
 
 /* Job id's meta with pri and state, STORE_F_INLINE, in buf; its length. */
 static size_t
@@ -1464,7 +1464,7 @@ test_merge_keeps_inline_body(void **state)
     shard_opts_destroy(&o);
 }
 
-/* ---- group splitting's trial (store_handoff.h, SplitTrial) ---- */
+/* ---- group splitting's trial (store/handoff.h, SplitTrial) ---- */
 
 /* Runs a trial over epochs epochs in which splitting acknowledges
  * on_rate records an epoch and not splitting off_rate; returns how many
@@ -1520,7 +1520,7 @@ test_split_trial(void **state)
     assert_int_equal(t.phase, 0);
 }
 
-/* ---- the commit journal's write-behind window (store_pend.h) ---- */
+/* ---- the commit journal's write-behind window (store/pend.h) ---- */
 
 /* A chunk of records (op, id) with a small meta and body, as the loop
  * writes them. */
@@ -1701,7 +1701,7 @@ test_pend_table_churn(void **state)
     handoff_destroy(&h);
 }
 
-/* ---- cluster mode (store_raft.h) ---- */
+/* ---- cluster mode (store/raft.h) ---- */
 
 /* The entries the mutation thread proposed, copied. */
 typedef struct Proposed {

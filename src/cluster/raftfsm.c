@@ -1,0 +1,266 @@
+/* raftfsm.c - the Raft node's entries (see raftnode_impl.h): the
+ * proposals this leader has in flight, matched to the entries libraft
+ * applies by their index and term, and the state machine libraft calls
+ * back (apply, snapshot, restore) with its snapshot manifest. Raft thread
+ * only; the libraft facts it relies on are listed in raftnode.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/raftnode_impl.h"
+
+/* The manifest's header: magic, version (u32 LE each), index (u64 LE). */
+#define SNAP_MAGIC 0x4e534b52u /* "RKSN" */
+#define SNAP_VERSION 1u
+#define SNAP_HDR 16
+
+/* One raft_apply call; freed by its callback. */
+typedef struct ApplyReq {
+    struct raft_apply req;
+    RaftNode *node;
+} ApplyReq;
+
+void
+rn_list_init(PropList *l)
+{
+    l->head = NULL;
+    l->tail = &l->head;
+}
+
+void
+rn_list_push(PropList *l, Prop *p)
+{
+    p->next = NULL;
+    *l->tail = p;
+    l->tail = &p->next;
+}
+
+Prop *
+rn_list_pop(PropList *l)
+{
+    Prop *p = l->head;
+    if (p) {
+        l->head = p->next;
+        if (!l->head) l->tail = &l->head;
+    }
+    return p;
+}
+
+static void
+put_u32le(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void
+put_u64le(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t
+get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Raft thread: reports proposal p as lost (why) and frees it, with its
+ * buffer if we still own it. */
+static void
+lose_one(RaftNode *n, Prop *p, int why)
+{
+    if (n->cb.lost) n->cb.lost(n->cb.arg, p->seq, why);
+    raft_free(p->buf.base);
+    free(p);
+}
+
+/* Raft thread: lose_one for every proposal of l, oldest first. */
+void
+rn_lose_all(RaftNode *n, PropList *l, int why)
+{
+    Prop *p;
+    while ((p = rn_list_pop(l)))
+        lose_one(n, p, why);
+}
+
+/* Raft thread: marks the node failed with a message (first failure wins)
+ * and publishes role NONE. */
+static void node_fail(RaftNode *n, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+node_fail(RaftNode *n, const char *fmt, ...)
+{
+    if (atomic_load(&n->failed)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n->fail_msg, sizeof n->fail_msg, fmt, ap);
+    va_end(ap);
+    atomic_store(&n->failed, 1);
+    atomic_store(&n->role, RAFTNODE_NONE);
+    atomic_store(&n->ready, 0);
+    if (n->cb.notify) n->cb.notify(n->cb.arg);
+}
+
+/* Raft thread: in-flight proposals can only complete while this node leads
+ * in the term it appended them; otherwise their fate is unknown here. */
+void
+rn_check_inflight(RaftNode *n)
+{
+    if (n->inflight.head && (raft_state(&n->raft) != RAFT_LEADER ||
+                             n->raft.current_term != n->inflight_term))
+        rn_lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
+}
+
+static int
+fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+    RaftNode *n = fsm->data;
+    uint64_t index = raft_last_applied(&n->raft) + 1, seq = 0;
+
+    *result = NULL;
+    if (atomic_load(&n->failed)) return RAFT_IOERR;
+    if (index <= n->last_index) {
+        node_fail(n, "raft: entry %llu applied after %llu",
+                  (unsigned long long)index, (unsigned long long)n->last_index);
+        return RAFT_IOERR;
+    }
+    rn_check_inflight(n);
+    while (n->inflight.head && n->inflight.head->index < index)
+        lose_one(n, rn_list_pop(&n->inflight), RAFTNODE_LOST_UNKNOWN);
+    if (n->inflight.head && n->inflight.head->index == index) {
+        Prop *p = rn_list_pop(&n->inflight);
+        seq = p->seq;
+        free(p);
+    }
+    if (n->cb.apply(n->cb.arg, index, buf->base, buf->len, seq) != 0) {
+        node_fail(n, "raft: applying entry %llu failed",
+                  (unsigned long long)index);
+        return RAFT_IOERR;
+    }
+    n->last_index = index;
+    atomic_store(&n->applied, index);
+    rafttune_applied(&n->tune, buf->len);
+    return 0;
+}
+
+static int
+fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *nbufs)
+{
+    RaftNode *n = fsm->data;
+    uint64_t index = raft_last_applied(&n->raft);
+    void *man = NULL;
+    size_t len = 0;
+
+    if (n->cb.snapshot && n->cb.snapshot(n->cb.arg, index, &man, &len) != 0)
+        return RAFT_BUSY; /* libraft retries at the next threshold */
+    rafttune_snapshot_taken(&n->tune);
+    struct raft_buffer *b = raft_malloc(sizeof *b);
+    unsigned char *p = raft_malloc(SNAP_HDR + len);
+    if (!b || !p) {
+        raft_free(b);
+        raft_free(p);
+        free(man);
+        return RAFT_NOMEM;
+    }
+    put_u32le(p, SNAP_MAGIC);
+    put_u32le(p + 4, SNAP_VERSION);
+    put_u64le(p + 8, index);
+    if (len) memcpy(p + SNAP_HDR, man, len);
+    free(man);
+    b->base = p;
+    b->len = SNAP_HDR + len;
+    *bufs = b;
+    *nbufs = 1;
+    return 0;
+}
+
+static int
+fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+    RaftNode *n = fsm->data;
+    const unsigned char *p = buf->base;
+
+    if (buf->len < SNAP_HDR || get_le(p, 4) != SNAP_MAGIC ||
+        get_le(p + 4, 4) != SNAP_VERSION) {
+        node_fail(n, "raft: snapshot without a rockstalk manifest header");
+        return RAFT_MALFORMED;
+    }
+    uint64_t index = get_le(p + 8, 8);
+    size_t len = buf->len - SNAP_HDR;
+    int rc = n->cb.restore ? n->cb.restore(n->cb.arg, index, p + SNAP_HDR, len)
+                           : (len == 0 ? 0 : -1);
+    if (rc != 0) {
+        node_fail(n, "raft: restoring the snapshot at %llu failed",
+                  (unsigned long long)index);
+        return RAFT_IOERR;
+    }
+    rn_lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
+    raft_free(buf->base); /* ours on success */
+    n->last_index = index;
+    atomic_store(&n->applied, index);
+    return 0;
+}
+
+static void
+on_applied(struct raft_apply *req, int status, void *result)
+{
+    ApplyReq *ar = (ApplyReq *)req;
+    RaftNode *n = ar->node;
+
+    (void)result;
+    free(ar);
+    if (status != 0) rn_lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
+}
+
+/* Raft thread: hands l's proposals to raft_apply, one entry per call (the
+ * API subset of both libraft versions: 0.22.1's raft_apply takes bufs[0]
+ * alone, its assert(n == 1) compiled out in Debian's build). Calls in one
+ * loop iteration still share a disk write: libraft's uv layer merges the
+ * appends that arrive while one is being written. Those appended go in
+ * flight; once one is refused, so are the rest. */
+void
+rn_submit(RaftNode *n, PropList *l)
+{
+    Prop *p;
+
+    while ((p = rn_list_pop(l))) {
+        ApplyReq *ar = malloc(sizeof *ar);
+        int rv = RAFT_NOMEM;
+        if (ar) {
+            ar->node = n;
+            rv = raft_apply(&n->raft, &ar->req, &p->buf, 1, on_applied);
+        }
+        if (rv != 0) {
+            free(ar);
+            if (rv != RAFT_NOTLEADER && rv != RAFT_NOMEM)
+                /* libraft may have freed the buffer with an appended entry
+                 * it discarded: leak rather than free it twice. */
+                p->buf.base = NULL;
+            lose_one(n, p, RAFTNODE_LOST_REFUSED);
+            rn_lose_all(n, l, RAFTNODE_LOST_REFUSED);
+            return;
+        }
+        rn_check_inflight(n);
+        if (!n->inflight.head) n->inflight_term = n->raft.current_term;
+        p->index = ar->req.index;
+        p->buf.base = NULL; /* raft's now */
+        rn_list_push(&n->inflight, p);
+    }
+}
+
+void
+rn_fsm_init(RaftNode *n)
+{
+    n->fsm.version = 1;
+    n->fsm.data = n;
+    n->fsm.apply = fsm_apply;
+    n->fsm.snapshot = fsm_snapshot;
+    n->fsm.restore = fsm_restore;
+}

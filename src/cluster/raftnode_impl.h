@@ -1,0 +1,105 @@
+/* raftnode_impl.h - the Raft node's insides, shared by raftnode.c (its
+ * thread, loop and cross-thread API) and raftfsm.c (the entries: proposals
+ * in flight and the state machine libraft calls back). Private to those two
+ * files: everyone else sees raftnode.h. */
+#ifndef ROCKSTALK_RAFTNODE_IMPL_H
+#define ROCKSTALK_RAFTNODE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <uv.h>
+
+#include "cluster/raftnode.h"
+#include "cluster/rafttune.h"
+
+#define ERR_MAX 256 /* bytes of an error message, NUL included */
+
+/* A proposal: queued by propose, then in flight once appended. */
+typedef struct Prop {
+    struct Prop *next;
+    uint64_t seq;
+    uint64_t index;         /* raft thread: its log index once appended */
+    struct raft_buffer buf; /* raft_malloc'd; raft's once appended */
+} Prop;
+
+/* A list of proposals, oldest first. */
+typedef struct PropList {
+    Prop *head, **tail;
+} PropList;
+
+struct RaftNode {
+    /* set by raftnode_start, read-only after */
+    ClusterConfig cfg;
+    const char *self_addr; /* into cfg */
+    char *dir;
+    RaftNodeOptions opt;
+    RaftNodeCallbacks cb;
+    pthread_t thread;
+
+    /* any thread, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* the start handshake */
+    int init_done, init_rc;
+    char init_err[ERR_MAX];
+    PropList queue; /* proposed, not yet taken by the raft thread */
+    size_t queued_bytes;
+    uint64_t next_seq;
+    int stopping;       /* raftnode_stop asked */
+    int wake_open;      /* the raft thread may be woken through wake */
+    int transfer_asked; /* raftnode_transfer asked, not yet started */
+
+    /* published: written by the raft thread, read by any */
+    _Atomic int role;
+    _Atomic uint64_t leader_id, term, commit_index, applied;
+    _Atomic int ready;
+    _Atomic int failed;
+    char fail_msg[ERR_MAX]; /* written once before failed is set */
+
+    /* raft thread only */
+    uv_loop_t loop;
+    uv_async_t wake;
+    uv_check_t check;
+    RaftTune tune; /* libraft 0.15 workarounds (rafttune.h) */
+    struct raft_uv_transport transport;
+    struct raft_io io;
+    struct raft_fsm fsm;
+    struct raft raft;
+    PropList inflight; /* appended by this leader, index order */
+    uint64_t inflight_term;
+    uint64_t last_index; /* latest index applied or restored */
+    int barrier_pending; /* a barrier is in the log, not yet applied */
+    uint64_t ready_term; /* the term whose barrier was applied here */
+    struct raft_transfer transfer; /* in use while transferring */
+    int transferring;
+    int closing;
+};
+
+/* Proposal lists (raftfsm.c): rn_list_init empties l, rn_list_push appends
+ * p, rn_list_pop takes the oldest (NULL when l is empty). The caller
+ * serialises access (mu, or the raft thread alone). */
+void rn_list_init(PropList *l);
+void rn_list_push(PropList *l, Prop *p);
+Prop *rn_list_pop(PropList *l);
+
+/* Raft thread: reports every proposal of l lost (why: RAFTNODE_LOST_*),
+ * oldest first, and frees each, with its buffer if still ours. */
+void rn_lose_all(RaftNode *n, PropList *l, int why);
+
+/* Raft thread: the in-flight proposals are lost (UNKNOWN) once this node no
+ * longer leads in the term that appended them. */
+void rn_check_inflight(RaftNode *n);
+
+/* Raft thread: hands l's proposals to raft_apply, one entry per call; those
+ * appended go in flight; once one is refused, so are the rest. Empties l. */
+void rn_submit(RaftNode *n, PropList *l);
+
+/* Raft thread: fills n->fsm with the state machine (apply, snapshot,
+ * restore), its data pointing at n. */
+void rn_fsm_init(RaftNode *n);
+
+#endif
