@@ -24,6 +24,9 @@ endif
 
 # The Raft node (issue 15, cluster mode) runs libraft on libuv.
 LDLIBS += $(shell pkg-config --libs raft libuv 2>/dev/null || echo -lraft -luv)
+# Node-to-node (and client) TLS, src/net/tls.c: OpenSSL 3.
+TLS_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
+LDLIBS += $(TLS_LIBS)
 # The daemon's sources live in one folder per layer (src/README); the
 # objects mirror that tree under $(BUILD). src/cli/ is the client's.
 DAEMON_DIRS := base net http store proto queue conn cluster server

@@ -1,0 +1,657 @@
+/* tls.c - see tls.h. */
+#include "net/tls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+/* Plaintext per record written (the TLS maximum, RFC 8446 5.1). */
+#define TLS_RECORD 16384
+/* A private key file larger than this is not a key (bytes). */
+#define KEY_FILE_MAX (64 * 1024)
+
+struct TlsCreds {
+    atomic_uint refs;
+    SSL_CTX *ctx;
+    uint64_t self_id;
+    int key_exposed;
+};
+
+struct TlsSource {
+    pthread_mutex_t mu; /* guards cur */
+    TlsCreds *cur;
+    char *cert, *key, *ca;
+};
+
+struct TlsConn {
+    TlsCreds *creds;
+    SSL *ssl;
+    BIO *rbio, *wbio; /* owned by ssl */
+    int done;         /* handshake completed */
+    int failed;       /* a fatal error: every call fails from now on */
+    int closed;       /* the peer's close_notify was read */
+    int sent_close;   /* ours was queued */
+    char err[160];
+};
+
+static void seterr(char *err, size_t errcap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+seterr(char *err, size_t errcap, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err || errcap == 0) return;
+    va_start(ap, fmt);
+    vsnprintf(err, errcap, fmt, ap);
+    va_end(ap);
+}
+
+/* OpenSSL's reason for the earliest error in this thread's queue (the
+ * cause; later entries are the callers' "PEM lib", "system lib"), copied
+ * into buf. Reason strings hold no key material. */
+static const char *
+ossl_reason(char *buf, size_t cap)
+{
+    unsigned long e = ERR_peek_error();
+    const char *r = NULL;
+    if (e == 0) {
+        r = "no reason given";
+    } else if (ERR_SYSTEM_ERROR(e)) {
+        char tmp[96];
+        r = strerror_r(ERR_GET_REASON(e), tmp, sizeof tmp);
+        snprintf(buf, cap, "%s", r);
+        return buf;
+    } else {
+        r = ERR_reason_error_string(e);
+    }
+    snprintf(buf, cap, "%s", r ? r : "unknown reason");
+    return buf;
+}
+
+/* ---- node ids ---- */
+
+/* The id that s (n bytes, not NUL-terminated) names as
+ * "rockstalk-node-<id>", or 0 if it is not exactly of that form. */
+static uint64_t
+node_name_id(const unsigned char *s, size_t n)
+{
+    static const char pfx[] = "rockstalk-node-";
+    const size_t p = sizeof pfx - 1;
+    if (n <= p || n > p + 5 || memcmp(s, pfx, p) != 0 || s[p] == '0') return 0;
+    uint64_t v = 0;
+    for (size_t i = p; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    return v <= 65535 ? v : 0;
+}
+
+/* Adds the id a name gives (0: none) to *found; -1 if it differs from one
+ * found before. */
+static int
+add_id(uint64_t *found, const ASN1_STRING *s)
+{
+    uint64_t v =
+        node_name_id(ASN1_STRING_get0_data(s), (size_t)ASN1_STRING_length(s));
+    if (v == 0) return 0;
+    if (*found != 0 && *found != v) return -1;
+    *found = v;
+    return 0;
+}
+
+/* Adds the ids x's SAN DNS entries name to *found: 0, or -1 on two
+ * different ids or a repeated or undecodable SAN extension. */
+static int
+san_ids(X509 *x, uint64_t *found)
+{
+    int crit = -1, bad = 0;
+    GENERAL_NAMES *gens =
+        X509_get_ext_d2i(x, NID_subject_alt_name, &crit, NULL);
+    if (!gens) return crit == -1 ? 0 : -1; /* -1: absent; -2: repeated */
+    for (int i = 0; i < sk_GENERAL_NAME_num(gens); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+        if (g->type == GEN_DNS) bad |= add_id(found, g->d.dNSName);
+    }
+    GENERAL_NAMES_free(gens);
+    return bad;
+}
+
+/* The same for the subject's CN entries. */
+static int
+cn_ids(X509 *x, uint64_t *found)
+{
+    const X509_NAME *nm = X509_get_subject_name(x);
+    int bad = 0;
+    for (int i = X509_NAME_get_index_by_NID(nm, NID_commonName, -1); i >= 0;
+         i = X509_NAME_get_index_by_NID(nm, NID_commonName, i))
+        bad |=
+            add_id(found, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(nm, i)));
+    return bad;
+}
+
+/* The node id x names (tls.h): its SAN DNS entries, or its CNs when none
+ * of those names one. 0 with *id, or -1 (none, or two different ones). */
+static int
+cert_node_id(X509 *x, uint64_t *id)
+{
+    uint64_t found = 0;
+    if (san_ids(x, &found) < 0) return -1;
+    if (!found && cn_ids(x, &found) < 0) return -1;
+    if (!found) return -1;
+    *id = found;
+    return 0;
+}
+
+int
+tls_peer_node_id(SSL *ssl, uint64_t *id)
+{
+    int r = -1;
+    X509 *peer;
+    if (!ssl || !SSL_is_init_finished(ssl)) return -1;
+    peer = SSL_get0_peer_certificate(ssl);
+    if (peer && SSL_get_verify_result(ssl) == X509_V_OK)
+        r = cert_node_id(peer, id);
+    ERR_clear_error();
+    return r;
+}
+
+/* ---- credentials ---- */
+
+/* A context with the settings of tls.h and nothing loaded yet. */
+static SSL_CTX *
+ctx_new(void)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+    if (!ctx) return NULL;
+    if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION)) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    /* No tickets (stateless or stateful) nor cached sessions: every
+     * connection is a full handshake with both certificates checked. */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_COMPRESSION |
+                                 SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_num_tickets(ctx, 0);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                       NULL);
+    return ctx;
+}
+
+/* The key file's bytes, read whole into a buffer the caller cleanses and
+ * frees; *exposed from the same descriptor's mode. NULL with err set. */
+static char *
+read_key_file(const char *path, size_t *len, int *exposed, char *err,
+              size_t errcap)
+{
+    struct stat st = {0};
+    char *buf = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0) goto fail;
+    if (!S_ISREG(st.st_mode) || st.st_size > KEY_FILE_MAX) {
+        seterr(err, errcap, "private key %s: not a key file", path);
+        close(fd);
+        return NULL;
+    }
+    *exposed = (st.st_mode & 077) != 0;
+    buf = malloc((size_t)st.st_size + 1);
+    size_t n = 0;
+    ssize_t r = 1;
+    while (buf && n <= (size_t)st.st_size && r > 0)
+        if ((r = read(fd, buf + n, (size_t)st.st_size + 1 - n)) > 0)
+            n += (size_t)r;
+    if (!buf || r < 0) goto fail;
+    close(fd);
+    *len = n;
+    return buf;
+fail:
+    seterr(err, errcap, "private key %s: %s", path, strerror(errno));
+    if (buf) OPENSSL_cleanse(buf, (size_t)st.st_size + 1);
+    free(buf);
+    if (fd >= 0) close(fd);
+    return NULL;
+}
+
+/* A password callback that gives none: an encrypted key is refused rather
+ * than prompted for on the terminal (pem_password_cb(3)). */
+static int
+no_password(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf, (void)size, (void)rwflag, (void)u;
+    return -1;
+}
+
+/* Why a key file that OpenSSL could not read is not a key, when its text
+ * says (OpenSSL 3.0's decoders say "unsupported" for any of these); NULL
+ * otherwise. Looks at PEM labels only. */
+static const char *
+key_problem(const char *pem, size_t len)
+{
+    if (memmem(pem, len, "ENCRYPTED", 9))
+        return "an encrypted key (not supported: store it decrypted, mode "
+               "0600)";
+    if (!memmem(pem, len, "PRIVATE KEY-----", 16))
+        return "no PEM private key in it";
+    return NULL;
+}
+
+/* Loads the private key into ctx and checks it against the certificate
+ * already there. */
+static int
+load_key(SSL_CTX *ctx, const char *key, const char *cert, int *exposed,
+         char *err, size_t errcap)
+{
+    char why[96];
+    size_t len = 0;
+    char *pem = read_key_file(key, &len, exposed, err, errcap);
+    if (!pem) return -1;
+    BIO *b = BIO_new_mem_buf(pem, (int)len);
+    EVP_PKEY *pk =
+        b ? PEM_read_bio_PrivateKey(b, NULL, no_password, NULL) : NULL;
+    const char *problem = pk ? NULL : key_problem(pem, len);
+    BIO_free(b);
+    OPENSSL_cleanse(pem, len);
+    free(pem);
+    if (!pk) {
+        if (problem)
+            seterr(err, errcap, "private key %s: %s", key, problem);
+        else
+            seterr(err, errcap, "private key %s: cannot read it: %s", key,
+                   ossl_reason(why, sizeof why));
+        return -1;
+    }
+    int ok = SSL_CTX_use_PrivateKey(ctx, pk) == 1 &&
+             SSL_CTX_check_private_key(ctx) == 1;
+    EVP_PKEY_free(pk);
+    if (!ok)
+        seterr(err, errcap,
+               "private key %s does not match the certificate in %s: %s", key,
+               cert, ossl_reason(why, sizeof why));
+    return ok ? 0 : -1;
+}
+
+/* Checks that our certificate (with its chain) verifies against the trust
+ * store for both roles, as a peer will check it (X509_verify_cert(3)). */
+static int
+verify_own(SSL_CTX *ctx, const char *cert, const char *ca, char *err,
+           size_t errcap)
+{
+    static const struct {
+        int purpose;
+        const char *role;
+    } uses[] = {{X509_PURPOSE_SSL_SERVER, "server"},
+                {X509_PURPOSE_SSL_CLIENT, "client"}};
+    STACK_OF(X509) *chain = NULL;
+    X509_STORE_CTX *v = X509_STORE_CTX_new();
+    int rc = 0;
+    SSL_CTX_get0_chain_certs(ctx, &chain);
+    for (size_t i = 0; rc == 0 && i < sizeof uses / sizeof uses[0]; i++) {
+        if (!v || !X509_STORE_CTX_init(v, SSL_CTX_get_cert_store(ctx),
+                                       SSL_CTX_get0_certificate(ctx), chain)) {
+            seterr(err, errcap, "certificate %s: out of memory", cert);
+            rc = -1;
+            break;
+        }
+        X509_STORE_CTX_set_purpose(v, uses[i].purpose);
+        if (X509_verify_cert(v) != 1) {
+            seterr(err, errcap,
+                   "certificate %s does not verify against the CA in %s "
+                   "as a TLS %s: %s",
+                   cert, ca, uses[i].role,
+                   X509_verify_cert_error_string(X509_STORE_CTX_get_error(v)));
+            rc = -1;
+        }
+        X509_STORE_CTX_cleanup(v);
+    }
+    X509_STORE_CTX_free(v);
+    return rc;
+}
+
+/* Fills ctx from the three files (tls_creds_load). */
+static int
+load_files(SSL_CTX *ctx, const char *cert, const char *key, const char *ca,
+           int *exposed, char *err, size_t errcap)
+{
+    char why[96];
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+        seterr(err, errcap, "certificate %s: %s", cert,
+               ossl_reason(why, sizeof why));
+        return -1;
+    }
+    if (load_key(ctx, key, cert, exposed, err, errcap) < 0) return -1;
+    if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
+        seterr(err, errcap, "CA certificates %s: %s", ca,
+               ossl_reason(why, sizeof why));
+        return -1;
+    }
+    return verify_own(ctx, cert, ca, err, errcap);
+}
+
+int
+tls_creds_load(const char *cert_pem, const char *key_pem, const char *ca_pem,
+               TlsCreds **out, char *err, size_t errcap)
+{
+    TlsCreds *c = calloc(1, sizeof *c);
+    ERR_clear_error();
+    if (!c || !(c->ctx = ctx_new())) {
+        seterr(err, errcap, "TLS context: out of memory");
+        free(c);
+        ERR_clear_error();
+        return -1;
+    }
+    if (load_files(c->ctx, cert_pem, key_pem, ca_pem, &c->key_exposed, err,
+                   errcap) < 0) {
+        SSL_CTX_free(c->ctx);
+        free(c);
+        ERR_clear_error();
+        return -1;
+    }
+    if (cert_node_id(SSL_CTX_get0_certificate(c->ctx), &c->self_id) < 0)
+        c->self_id = 0;
+    atomic_init(&c->refs, 1);
+    ERR_clear_error();
+    *out = c;
+    return 0;
+}
+
+void
+tls_creds_ref(TlsCreds *c)
+{
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+}
+
+void
+tls_creds_unref(TlsCreds *c)
+{
+    if (!c) return;
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    SSL_CTX_free(c->ctx);
+    free(c);
+}
+
+uint64_t
+tls_creds_self_id(const TlsCreds *c)
+{
+    return c->self_id;
+}
+
+int
+tls_creds_key_exposed(const TlsCreds *c)
+{
+    return c->key_exposed;
+}
+
+/* ---- reloadable credentials ---- */
+
+int
+tls_source_open(const char *cert, const char *key, const char *ca,
+                TlsSource **out, char *err, size_t errcap)
+{
+    TlsSource *s = calloc(1, sizeof *s);
+    if (!s || !(s->cert = strdup(cert)) || !(s->key = strdup(key)) ||
+        !(s->ca = strdup(ca))) {
+        seterr(err, errcap, "TLS credentials: out of memory");
+        goto fail;
+    }
+    if (tls_creds_load(cert, key, ca, &s->cur, err, errcap) < 0) goto fail;
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        seterr(err, errcap, "TLS credentials: cannot make a mutex");
+        tls_creds_unref(s->cur);
+        goto fail;
+    }
+    *out = s;
+    return 0;
+fail:
+    if (s) {
+        free(s->cert);
+        free(s->key);
+        free(s->ca);
+    }
+    free(s);
+    return -1;
+}
+
+int
+tls_source_reload(TlsSource *s, char *err, size_t errcap)
+{
+    TlsCreds *c, *old;
+    if (tls_creds_load(s->cert, s->key, s->ca, &c, err, errcap) < 0) return -1;
+    pthread_mutex_lock(&s->mu);
+    old = s->cur;
+    s->cur = c;
+    pthread_mutex_unlock(&s->mu);
+    tls_creds_unref(old);
+    return 0;
+}
+
+TlsCreds *
+tls_source_get(TlsSource *s)
+{
+    pthread_mutex_lock(&s->mu);
+    TlsCreds *c = s->cur;
+    tls_creds_ref(c);
+    pthread_mutex_unlock(&s->mu);
+    return c;
+}
+
+void
+tls_source_close(TlsSource *s)
+{
+    if (!s) return;
+    tls_creds_unref(s->cur);
+    pthread_mutex_destroy(&s->mu);
+    free(s->cert);
+    free(s->key);
+    free(s->ca);
+    free(s);
+}
+
+/* ---- a session over memory BIOs ---- */
+
+TlsConn *
+tls_conn_new(TlsCreds *c, int is_server)
+{
+    TlsConn *t = calloc(1, sizeof *t);
+    BIO *r = NULL, *w = NULL;
+    ERR_clear_error();
+    if (!t || !(t->ssl = SSL_new(c->ctx)) || !(r = BIO_new(BIO_s_mem())) ||
+        !(w = BIO_new(BIO_s_mem()))) {
+        BIO_free(r);
+        if (t) SSL_free(t->ssl);
+        free(t);
+        ERR_clear_error();
+        return NULL;
+    }
+    /* empty: "retry later", not end of stream (BIO_s_mem(3)) */
+    BIO_set_mem_eof_return(r, -1);
+    BIO_set_mem_eof_return(w, -1);
+    SSL_set_bio(t->ssl, r, w);
+    t->rbio = r;
+    t->wbio = w;
+    if (is_server)
+        SSL_set_accept_state(t->ssl);
+    else
+        SSL_set_connect_state(t->ssl);
+    tls_creds_ref(c);
+    t->creds = c;
+    return t;
+}
+
+void
+tls_conn_free(TlsConn *t)
+{
+    if (!t) return;
+    SSL_free(t->ssl); /* frees both BIOs */
+    tls_creds_unref(t->creds);
+    free(t);
+}
+
+/* Marks t failed with what failed, OpenSSL's reason and the verification
+ * result, and empties this thread's error queue. */
+static void
+conn_fail(TlsConn *t, const char *what)
+{
+    char why[96];
+    long v = SSL_get_verify_result(t->ssl);
+    t->failed = 1;
+    ossl_reason(why, sizeof why);
+    if (v != X509_V_OK)
+        snprintf(t->err, sizeof t->err, "%s: %s (%s)", what, why,
+                 X509_verify_cert_error_string(v));
+    else
+        snprintf(t->err, sizeof t->err, "%s: %s", what, why);
+    ERR_clear_error();
+}
+
+size_t
+tls_conn_feed_room(TlsConn *t)
+{
+    size_t held = BIO_ctrl_pending(t->rbio);
+    return held < TLS_BUF_MAX ? TLS_BUF_MAX - held : 0;
+}
+
+int
+tls_conn_feed(TlsConn *t, const void *cipher, size_t n)
+{
+    if (t->failed) return -1;
+    if (n > tls_conn_feed_room(t)) {
+        snprintf(t->err, sizeof t->err,
+                 "feed: more than %d bytes of ciphertext unread", TLS_BUF_MAX);
+        return -1;
+    }
+    if (n == 0) return 0;
+    ERR_clear_error();
+    if (BIO_write(t->rbio, cipher, (int)n) != (int)n) {
+        conn_fail(t, "feed");
+        return -1;
+    }
+    return 0;
+}
+
+int
+tls_conn_handshake(TlsConn *t)
+{
+    if (t->failed) return -1;
+    if (t->done) return 1;
+    ERR_clear_error();
+    int r = SSL_do_handshake(t->ssl);
+    if (r == 1) {
+        t->done = 1;
+        return 1;
+    }
+    int e = SSL_get_error(t->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        ERR_clear_error();
+        return 0;
+    }
+    conn_fail(t, "handshake");
+    return -1;
+}
+
+SSL *
+tls_conn_ssl(TlsConn *t)
+{
+    return t->ssl;
+}
+
+/* -1 (and t failed) unless the handshake completed and t has not failed. */
+static int
+conn_ready(TlsConn *t, const char *what)
+{
+    if (t->failed) return -1;
+    if (t->done) return 0;
+    t->failed = 1;
+    snprintf(t->err, sizeof t->err, "%s: handshake not completed", what);
+    return -1;
+}
+
+ssize_t
+tls_conn_read(TlsConn *t, void *buf, size_t cap)
+{
+    size_t n = 0;
+    if (t->closed) return TLS_CLOSED;
+    if (conn_ready(t, "read") < 0) return -1;
+    if (cap == 0) return 0;
+    ERR_clear_error();
+    if (SSL_read_ex(t->ssl, buf, cap, &n) == 1) return (ssize_t)n;
+    switch (SSL_get_error(t->ssl, 0)) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        ERR_clear_error();
+        return 0;
+    case SSL_ERROR_ZERO_RETURN:
+        t->closed = 1;
+        ERR_clear_error();
+        return TLS_CLOSED;
+    default:
+        conn_fail(t, "read");
+        return -1;
+    }
+}
+
+ssize_t
+tls_conn_write(TlsConn *t, const void *buf, size_t n)
+{
+    size_t taken = 0;
+    if (conn_ready(t, "write") < 0) return -1;
+    if (t->sent_close) {
+        snprintf(t->err, sizeof t->err, "write: after close_notify");
+        return -1;
+    }
+    ERR_clear_error();
+    while (taken < n && BIO_ctrl_pending(t->wbio) < TLS_BUF_MAX) {
+        size_t chunk = n - taken < TLS_RECORD ? n - taken : TLS_RECORD;
+        size_t w = 0;
+        if (SSL_write_ex(t->ssl, (const char *)buf + taken, chunk, &w) != 1) {
+            conn_fail(t, "write");
+            return -1;
+        }
+        taken += w;
+    }
+    return (ssize_t)taken;
+}
+
+size_t
+tls_conn_pending_out(TlsConn *t)
+{
+    return BIO_ctrl_pending(t->wbio);
+}
+
+size_t
+tls_conn_take_out(TlsConn *t, void *buf, size_t cap)
+{
+    int n = BIO_read(t->wbio, buf, cap > INT_MAX ? INT_MAX : (int)cap);
+    return n > 0 ? (size_t)n : 0;
+}
+
+void
+tls_conn_close_notify(TlsConn *t)
+{
+    if (!t->done || t->failed || t->sent_close) return;
+    ERR_clear_error();
+    SSL_shutdown(t->ssl);
+    t->sent_close = 1;
+    ERR_clear_error();
+}
+
+const char *
+tls_conn_error(TlsConn *t)
+{
+    return t->err;
+}

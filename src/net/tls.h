@@ -1,0 +1,196 @@
+/* tls.h - mutual TLS 1.3 on OpenSSL 3, with no sockets inside: the
+ * credentials of a node (TlsCreds, reloadable through a TlsSource), the node
+ * id a peer's certificate names, and a memory-BIO session (TlsConn) that an
+ * event loop (libuv for the Raft transport, libev for clients) drives with
+ * the bytes it reads and writes.
+ *
+ * Trust: the CA file given is the only trust anchor (the system's store is
+ * never loaded); both roles send their certificate and refuse a peer that
+ * sends none or one that does not verify (SSL_VERIFY_PEER |
+ * SSL_VERIFY_FAIL_IF_NO_PEER_CERT, SSL_CTX_set_verify(3)); TLS 1.3 only, so
+ * no renegotiation; no session tickets or resumption, no compression.
+ *
+ * Node identity: a node's certificate names its id in a subjectAltName DNS
+ * entry "rockstalk-node-<id>" (decimal 1..65535, no leading zero, nothing
+ * else in that entry, lower case); the subject CN "rockstalk-node-<id>" is
+ * taken only when no SAN DNS entry of that form exists.
+ *
+ * Threads: a TlsCreds is immutable and may be shared by any number of
+ * threads and connections; a TlsConn belongs to one thread at a time.
+ * OpenSSL's error queue is per thread; every function here clears it
+ * before its OpenSSL calls and leaves nothing in it. Nothing here prints,
+ * logs or copies key material: error texts name files and OpenSSL's
+ * reasons only. */
+#ifndef ROCKSTALK_TLS_H
+#define ROCKSTALK_TLS_H
+
+#include <openssl/types.h> /* SSL */
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Ciphertext a TlsConn buffers unread at most (bytes): tls_conn_feed
+ * refuses more. Also the most ciphertext tls_conn_write lets pile up
+ * untaken before it takes no more plaintext. */
+#define TLS_BUF_MAX (256 * 1024)
+
+/* tls_conn_read's return when the peer closed cleanly (close_notify). */
+#define TLS_CLOSED (-2)
+
+/* ---- credentials ---- */
+
+/* One SSL_CTX with our certificate chain, private key and trust anchor;
+ * immutable once loaded, reference-counted. */
+typedef struct TlsCreds TlsCreds;
+
+/* Loads the credentials of a node from three PEM files: cert_pem (our
+ * certificate, then any intermediates, SSL_CTX_use_certificate_chain_file
+ * (3)), key_pem (its private key, unencrypted: an encrypted one is refused,
+ * never prompted for) and ca_pem (the CA certificates that are the only
+ * trust anchors, SSL_CTX_load_verify_locations(3)). Checks that the key
+ * matches the certificate (SSL_CTX_check_private_key(3)) and that the
+ * certificate verifies against the CA for both TLS server and client use
+ * (X509_verify_cert(3): an expired certificate or one from another CA is
+ * refused). On success *out holds one reference (tls_creds_unref) and 0 is
+ * returned; on failure -1 with a message in err (at most errcap bytes,
+ * NUL-terminated) naming the file and OpenSSL's reason, never key
+ * material. */
+int tls_creds_load(const char *cert_pem, const char *key_pem,
+                   const char *ca_pem, TlsCreds **out, char *err,
+                   size_t errcap);
+
+/* Takes one more reference (atomic; any thread). */
+void tls_creds_ref(TlsCreds *c);
+
+/* Drops one reference (atomic; any thread); the last one frees the
+ * credentials (the SSL_CTX lives on while a TlsConn made from it does, as
+ * each holds its own reference). NULL is ignored. */
+void tls_creds_unref(TlsCreds *c);
+
+/* The node id our own certificate names (the rule at the top), 0 if it
+ * names none or two different ones. */
+uint64_t tls_creds_self_id(const TlsCreds *c);
+
+/* 1 if the private key file had any permission bit for group or other when
+ * it was loaded (as ssh refuses for its keys: mode & 077), else 0. Not
+ * refused here; the caller logs a warning. */
+int tls_creds_key_exposed(const TlsCreds *c);
+
+/* ---- reloadable credentials (SIGHUP) ---- */
+
+/* The current credentials loaded from three file names, replaced as a
+ * whole by tls_source_reload. */
+typedef struct TlsSource TlsSource;
+
+/* Loads cert, key and ca as tls_creds_load and keeps the file names for
+ * reloads. 0 with *out set, or -1 with a message in err. */
+int tls_source_open(const char *cert, const char *key, const char *ca,
+                    TlsSource **out, char *err, size_t errcap);
+
+/* Reads the three files again. On success the new credentials replace the
+ * current ones for every later tls_source_get (connections made before
+ * keep theirs) and 0 is returned; on failure the current credentials stay
+ * and -1 is returned with a message in err. Any thread. */
+int tls_source_reload(TlsSource *s, char *err, size_t errcap);
+
+/* A new reference to the current credentials (the caller unrefs it); any
+ * thread (a mutex inside). Never NULL. */
+TlsCreds *tls_source_get(TlsSource *s);
+
+/* Drops the source's reference to its credentials and frees it; references
+ * taken with tls_source_get stay valid. NULL is ignored. */
+void tls_source_close(TlsSource *s);
+
+/* ---- the peer's node id ---- */
+
+/* After a completed handshake: 0 with *id set when the peer presented a
+ * certificate that verified (SSL_get_verify_result(3) == X509_V_OK) and
+ * that names exactly one node id (the same id named twice is one); -1
+ * otherwise (handshake not finished, no certificate, failed verification,
+ * no id, or two different ids), *id untouched. Uses
+ * SSL_get0_peer_certificate(3). */
+int tls_peer_node_id(SSL *ssl, uint64_t *id);
+
+/* ---- a session over memory BIOs ---- */
+
+/* One TLS session with no socket: ciphertext goes in with tls_conn_feed and
+ * comes out with tls_conn_take_out; plaintext goes in with tls_conn_write
+ * and comes out with tls_conn_read (BIO_s_mem(3), SSL_set_bio(3)).
+ *
+ * The caller's loop: feed what the network gave (no more than
+ * tls_conn_feed_room), call tls_conn_handshake until it returns 1 and then
+ * tls_conn_read until it returns 0, and after every call send what
+ * tls_conn_pending_out reports (a handshake flight, records, an alert, a
+ * key update, close_notify). A failed handshake leaves its alert there too:
+ * send it before closing the socket. An end of stream from the network
+ * before TLS_CLOSED is a truncation: treat it as an error.
+ *
+ * TLS 1.3 lets the client finish first: a client's tls_conn_handshake
+ * returns 1 once it has sent its Finished, before the server has checked
+ * the client's certificate. A server that refuses it answers with an alert
+ * that makes the client's next tls_conn_read return -1. */
+typedef struct TlsConn TlsConn;
+
+/* A new session with the credentials c (its own reference to them), as
+ * the server (is_server != 0, SSL_set_accept_state(3)) or the client
+ * (SSL_set_connect_state(3)). NULL on allocation failure. */
+TlsConn *tls_conn_new(TlsCreds *c, int is_server);
+
+/* Frees the session (no close_notify is sent: see tls_conn_close_notify)
+ * and drops its reference to the credentials. NULL is ignored. */
+void tls_conn_free(TlsConn *t);
+
+/* Bytes tls_conn_feed takes now: TLS_BUF_MAX less the ciphertext already
+ * buffered unread. */
+size_t tls_conn_feed_room(TlsConn *t);
+
+/* Hands over n bytes of ciphertext read from the network (copied). 0, or
+ * -1 with nothing taken if that would leave more than TLS_BUF_MAX bytes
+ * buffered unread (a peer cannot make us buffer without limit; the
+ * session stays usable: read, then feed the rest) or if the session has
+ * failed. */
+int tls_conn_feed(TlsConn *t, const void *cipher, size_t n);
+
+/* Advances the handshake with what was fed (SSL_do_handshake(3)): 1 done
+ * (and on every later call), 0 more network input needed (send the pending
+ * output first), -1 failed (tls_conn_error says why; final). Once it
+ * returns 1 the caller checks the peer: tls_peer_node_id(tls_conn_ssl(t),
+ * &id). */
+int tls_conn_handshake(TlsConn *t);
+
+/* The session's SSL object, owned by t (for tls_peer_node_id). */
+SSL *tls_conn_ssl(TlsConn *t);
+
+/* Plaintext received (SSL_read_ex(3)): up to cap bytes into buf. Returns
+ * the number of bytes (> 0), 0 when no whole record is buffered yet,
+ * TLS_CLOSED (-2) when the peer sent close_notify (clean end; returned
+ * again by later calls), or -1 on an error (a bad record, an alert from
+ * the peer, a handshake not completed with tls_conn_handshake; final). */
+ssize_t tls_conn_read(TlsConn *t, void *buf, size_t cap);
+
+/* Encrypts plaintext (SSL_write_ex(3)) into the pending output, in records
+ * of at most 16 KiB, while less than TLS_BUF_MAX bytes of ciphertext wait
+ * there untaken. Returns the bytes taken (0..n: fewer than n when the
+ * output is full, so send it and write the rest later), or -1 on an error
+ * (the handshake not completed, the session failed or closed). */
+ssize_t tls_conn_write(TlsConn *t, const void *buf, size_t n);
+
+/* Ciphertext waiting to be sent to the network (bytes). */
+size_t tls_conn_pending_out(TlsConn *t);
+
+/* Moves up to cap bytes of that ciphertext into buf; returns how many. */
+size_t tls_conn_take_out(TlsConn *t, void *buf, size_t cap);
+
+/* Queues close_notify in the pending output (SSL_shutdown(3), once; only
+ * after a completed handshake, otherwise nothing). No plaintext can be
+ * written after it. */
+void tls_conn_close_notify(TlsConn *t);
+
+/* Why the last -1 was returned: a short text for logs made of what failed,
+ * OpenSSL's reason and the certificate verification result (e.g.
+ * "handshake: certificate verify failed (unable to get local issuer
+ * certificate)"), never key material; "" while nothing failed. Owned by t,
+ * valid until the next call on t. */
+const char *tls_conn_error(TlsConn *t);
+
+#endif
