@@ -5,7 +5,8 @@
 #   DIR/ca.pem, DIR/ca.key        a CA (EC P-256, 10 years): the trust
 #                                 anchor every node is given
 #   DIR/node<i>.pem, node<i>.key  for i in 1..N: node i's certificate (EC
-#                                 P-256, 1 year, signed by the CA), naming
+#                                 P-256, 1 year or -d DAYS; signed by the
+#                                 CA, which then lives as long), naming
 #                                 the node as SAN DNS:rockstalk-node-<i> and
 #                                 CN rockstalk-node-<i>, extendedKeyUsage
 #                                 serverAuth,clientAuth (each node is
@@ -20,18 +21,22 @@ set -eu
 
 usage() {
     cat >&2 <<EOF
-usage: $0 [-f] DIR N
+usage: $0 [-f] [-d DAYS] DIR N
   makes DIR/ca.pem, DIR/ca.key and DIR/node1.pem, node1.key .. nodeN.pem,
   nodeN.key for a cluster of N nodes (ids 1..N, N at most 65535)
-  -f  overwrite the CA and certificates already in DIR
+  -f       overwrite the CA and certificates already in DIR
+  -d DAYS  node certificates valid for DAYS days (default 365); the CA for
+           3650 days or DAYS if longer
 EOF
     exit 2
 }
 
 force=0
-while getopts f opt; do
+days=365
+while getopts fd: opt; do
     case $opt in
     f) force=1 ;;
+    d) days=$OPTARG ;;
     *) usage ;;
     esac
 done
@@ -43,6 +48,11 @@ case $n in
 '' | *[!0-9]* | 0*) usage ;;
 esac
 [ "$n" -le 65535 ] || usage
+case $days in
+'' | *[!0-9]* | 0*) usage ;;
+esac
+ca_days=3650
+[ "$days" -le "$ca_days" ] || ca_days=$days
 command -v openssl >/dev/null || {
     echo "$0: the openssl command is missing (Debian: openssl)" >&2
     exit 1
@@ -93,7 +103,7 @@ key() {
 
 key "$dir/ca.key"
 ossl req -config "$conf" -x509 -new -key "$dir/ca.key" -sha256 \
-    -days 3650 -extensions ca -set_serial "0x$(openssl rand -hex 16)" \
+    -days "$ca_days" -extensions ca -set_serial "0x$(openssl rand -hex 16)" \
     -out "$dir/ca.pem"
 chmod 644 "$dir/ca.pem"
 
@@ -106,7 +116,7 @@ while [ "$i" -le "$n" ]; do
     NODE_NAME=$name
     ossl x509 -req -in "$tmp/node.csr" -sha256 \
         -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
-        -set_serial "0x$(openssl rand -hex 16)" -days 365 \
+        -set_serial "0x$(openssl rand -hex 16)" -days "$days" \
         -extfile "$conf" -extensions node -out "$dir/node$i.pem"
     chmod 644 "$dir/node$i.pem"
     i=$((i + 1))
