@@ -161,8 +161,8 @@ clean:
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)
 
 # --- fuzzing ---
-# libFuzzer targets in tests/fuzz/ (the command-line parser and the on-disk
-# job record codec), built with clang under ASan+UBSan. `make fuzz` builds
+# libFuzzer targets in tests/fuzz/ (the command-line parser, the on-disk
+# job record codec and the TLS server's handshake), built with clang under ASan+UBSan. `make fuzz` builds
 # them and runs each for FUZZ_SECONDS (default 30) from its seed corpus in
 # tests/fuzz/corpus/<target>/ (read only; new inputs go to
 # $(BUILD)/fuzz/corpus-<target>/); any crash or failed check fails the run
@@ -175,7 +175,7 @@ FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra \
                -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined -Isrc
-FUZZ_TARGETS := proto meta
+FUZZ_TARGETS := proto meta tls
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
@@ -192,11 +192,20 @@ $(FUZZ_DIR)/fuzz_meta: tests/fuzz/fuzz_meta.c src/store/enc.c \
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^)
 
+# A TLS server session (net/tls.c) given arbitrary bytes as the client's
+# first flight; its credentials are test-only PEMs inside the target.
+$(FUZZ_DIR)/fuzz_tls: tests/fuzz/fuzz_tls.c src/net/tls.c \
+                      $(wildcard src/*/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(TLS_LIBS)
+
+# Inputs up to 512 bytes; 2048 for tls (OpenSSL's ClientHello is 517).
 fuzz: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	    rm -rf $(FUZZ_DIR)/corpus-$$t; mkdir -p $(FUZZ_DIR)/corpus-$$t; \
 	    echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
-	    $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=512 \
+	    len=512; [ $$t != tls ] || len=2048; \
+	    $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$$len \
 	        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 	        -artifact_prefix=$(FUZZ_DIR)/crash-$$t- \
 	        $(FUZZ_DIR)/corpus-$$t tests/fuzz/corpus/$$t; \

@@ -8,11 +8,16 @@
   meta/   JobMeta v1 values (store.c's on-disk job record): the three
           states, edge numbers, 1- and 200-byte tube names, and a few broken
           ones (bad version, bad state, wrong length).
+  tls/    a client's first flight (net/tls.c's server): ClientHellos made by
+          Python's ssl module (OpenSSL) for TLS 1.3 and for TLS 1.2 at most,
+          cut short, and a few non-TLS inputs. ClientHellos hold fresh
+          random bytes and key shares: each run makes new seeds.
 
     /usr/bin/python3 tests/fuzz/make_corpus.py
 """
 import hashlib
 import os
+import ssl
 import struct
 import sys
 
@@ -87,6 +92,37 @@ def meta_seeds():
     ]
 
 
+def client_hello(max_version=None, sni=None):
+    """The first bytes an OpenSSL client sends, taken from a memory BIO."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if max_version is not None:
+        ctx.maximum_version = max_version
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    conn = ctx.wrap_bio(incoming, outgoing, server_hostname=sni)
+    try:
+        conn.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+def tls_seeds():
+    hello = client_hello(sni="rockstalk-node-1")
+    return [
+        hello,
+        client_hello(),
+        client_hello(max_version=ssl.TLSVersion.TLSv1_2),
+        hello[:5],
+        hello[:len(hello) // 2],
+        hello + b"\x15\x03\x03\x00\x02\x02\x28",  # then an alert
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"\x16\x03\x01\xff\xff",
+        b"",
+    ]
+
+
 def write(dirname, seeds):
     d = os.path.join(HERE, "corpus", dirname)
     os.makedirs(d, exist_ok=True)
@@ -102,3 +138,4 @@ def write(dirname, seeds):
 if __name__ == "__main__":
     write("proto", proto_seeds())
     write("meta", meta_seeds())
+    write("tls", tls_seeds())
