@@ -1,4 +1,4 @@
-"""A 3-node rockstalkd cluster on loopback for the tests (issue 15).
+"""A 3-node rockstalkd cluster on loopback for the tests.
 
     c = Cluster(tmpdir, flags=[...], env={...})   # starts 3 nodes
     c.wait_leader()                # -> leader's node id, once it serves
@@ -8,7 +8,10 @@
 
 Each node's client port, Raft port and metrics port are free loopback
 ports, below the kernel's ephemeral range where it leaves room (node_port);
-its log is DIR.log beside its data directory. A node's own view of
+its log is DIR.log beside its data directory. The nodes talk mutual TLS
+(certificates from scripts/cluster-certs.sh in BASE/certs: node<i>.pem for
+each node, and two more, for ids no voter has) unless tls=False, which
+starts them in plaintext (loopback allows it). A node's own view of
 the cluster (role, leader, term, commit index) comes from its --metrics
 endpoint (stats through a follower are the leader's: commands are relayed).
 """
@@ -91,7 +94,7 @@ class Node:
                 "-b", self.dir, "--cluster", self.cluster.spec,
                 "--node-id", str(self.id),
                 "--metrics", "127.0.0.1:%d" % self.metrics_port
-                ] + self.cluster.flags
+                ] + self.cluster.tls_flags(self.id) + self.cluster.flags
 
     def start(self, wait=True):
         env = dict(os.environ)
@@ -137,7 +140,8 @@ class Node:
                 out["role"] = line.split('"')[1]
             for key, name in (("leader", "rockstalk_cluster_leader "),
                               ("term", "rockstalk_cluster_term "),
-                              ("commit", "rockstalk_cluster_commit_index ")):
+                              ("commit", "rockstalk_cluster_commit_index "),
+                              ("refused", "rockstalk_cluster_peer_refused ")):
                 if line.startswith(name):
                     out[key] = int(line.split()[1])
         return out if "role" in out else None
@@ -146,9 +150,11 @@ class Node:
 class Cluster:
     """Three (or five) rockstalkd nodes forming one Raft cluster."""
 
-    def __init__(self, base, flags=(), env=None, n=3, start=True):
+    def __init__(self, base, flags=(), env=None, n=3, start=True, tls=True):
         self.flags, self.env = list(flags), dict(env or {})
         self.nodes = []
+        self.certs = make_certs(os.path.join(str(base), "certs"), n + 2) \
+            if tls else None
         ports = [(node_port(), node_port(), node_port()) for _ in range(n)]
         self.spec = ",".join("%d@127.0.0.1:%d/%d" % (i + 1, rp, cp)
                              for i, (cp, rp, mp) in enumerate(ports))
@@ -163,6 +169,19 @@ class Cluster:
 
     def node(self, nid):
         return self.nodes[nid - 1]
+
+    def tls_flags(self, nid):
+        """Node nid's --cluster-cert/-key/-ca, or [] in plaintext."""
+        if not self.certs:
+            return []
+        return ["--cluster-cert", self.cert(nid), "--cluster-key",
+                self.cert(nid, "key"), "--cluster-ca", self.cert(0)]
+
+    def cert(self, nid, kind="pem"):
+        """Path of node nid's certificate (kind "pem") or key ("key"); nid
+        0: the CA's."""
+        name = "ca" if nid == 0 else "node%d" % nid
+        return os.path.join(self.certs, "%s.%s" % (name, kind))
 
     def views(self):
         return {nd.id: nd.view() for nd in self.nodes if nd.alive()}
@@ -215,6 +234,16 @@ class Cluster:
         for nd in self.nodes:
             nd.stop()
             nd.log.close()
+
+
+def make_certs(d, n):
+    """A CA and n node certificates in d (scripts/cluster-certs.sh), made
+    once per directory."""
+    if not os.path.exists(os.path.join(d, "ca.pem")):
+        subprocess.run([os.path.join(ROOT, "scripts", "cluster-certs.sh"), d,
+                        str(n)], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.STDOUT)
+    return d
 
 
 def serves(node, timeout=2.0):

@@ -22,6 +22,8 @@ BEGIN {
     srvname["rs-mem"] = "rockstalkd --memory"
     srvname["rs-cl"] = "cluster leader"
     srvname["rs-clf"] = "cluster follower"
+    srvname["rs-clt"] = "cluster tls leader"
+    srvname["rs-clft"] = "cluster tls follower"
     srvname["bs-f0"] = "beanstalkd -b -f0"
     srvname["bs-b"] = "beanstalkd -b"
     srvname["bs-mem"] = "beanstalkd mem"
@@ -183,6 +185,32 @@ function cluster_table(    r, row, any) {
             ratio_cell(row, "rs-cl", "ceiling-raft"), \
             ratio_cell(row, "rs-cl", "bs-b")
     }
+    tls_table()
+}
+
+# The cluster with mutual TLS between the nodes (rs-clt, rs-clft) over the
+# same without (rs-cl, rs-clf).
+function tls_table(    r, row, any) {
+    for (r = 1; r <= nrows; r++)
+        if ((rows[r], "rs-clt") in seen || (rows[r], "rs-clft") in seen)
+            any = 1
+    if (!any)
+        return
+    print ""
+    print "the same cluster with mutual TLS between the nodes (clt, clft)" \
+        " over plaintext (cl, clf) (ops/s medians)"
+    printf "%-18s %9s %9s %9s %9s %8s %9s\n", "row", "cl", "clt", "clf", \
+        "clft", "clt/cl", "clft/clf"
+    for (r = 1; r <= nrows; r++) {
+        row = rows[r]
+        if (!((row, "rs-clt") in seen) && !((row, "rs-clft") in seen))
+            continue
+        printf "%-18s %9s %9s %9s %9s %8s %9s\n", rowname[row], \
+            ops_cell(row, "rs-cl"), ops_cell(row, "rs-clt"), \
+            ops_cell(row, "rs-clf"), ops_cell(row, "rs-clft"), \
+            ratio_cell(row, "rs-clt", "rs-cl"), \
+            ratio_cell(row, "rs-clft", "rs-clf")
+    }
 }
 
 # The median ops/s of a cell for a table, "" if it did not run.
@@ -255,6 +283,10 @@ function targets_table() {
     # through a follower
     target("put50", "rs-cl", "rs", 0.5)
     target("put50", "rs-clf", "rs", 0.5)
+    # mutual TLS between the nodes costs at most 15% of the cluster's put
+    # rate, through the leader and through a follower
+    target("put50", "rs-clt", "rs-cl", 0.85)
+    target("put50", "rs-clft", "rs-clf", 0.85)
     # ... and the Raft ceiling, which does the same replication and nothing
     # else, bounds it: below 0.5x, the target is out of reach here
     target("put50", "ceiling-raft", "rs", 0.5)

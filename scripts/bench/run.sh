@@ -18,7 +18,10 @@
 #                       ceiling-sync ceiling-over (the sync ceiling writing
 #                       a preallocated, zero-filled log in place) rs-cl
 #                       rs-clf (a fresh 3-node cluster per cell, measured
-#                       through the leader / a follower), ceiling-raft
+#                       through the leader / a follower; the nodes talk
+#                       plaintext), rs-clt rs-clft (the same with mutual TLS
+#                       between the nodes, scripts/cluster-certs.sh),
+#                       ceiling-raft
 #                       (the Raft ceiling: 3 ceiling nodes on libraft,
 #                       measured through the leader), or also
 #                       (not in the default set) ceiling-syncN (the sync
@@ -60,7 +63,8 @@ else
 fi
 DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
 SERVERS="rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over"
-[ "${BENCH_CLUSTER:-1}" = 0 ] || SERVERS="$SERVERS rs-cl rs-clf ceiling-raft"
+[ "${BENCH_CLUSTER:-1}" = 0 ] ||
+    SERVERS="$SERVERS rs-cl rs-clf rs-clt rs-clft ceiling-raft"
 SERVERS=${BENCH_SERVERS:-$SERVERS}
 CLUSTER_ROWS=${BENCH_CLUSTER_ROWS:-put50 cycle50}
 BODY=${BENCH_BODY:-100}
@@ -127,7 +131,20 @@ pin_cmd() { if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi; }
 # Is configuration $1 a 3-node cluster (rs-cl: measured through the leader's
 # client port, rs-clf: through a follower's, which relays to the leader;
 # ceiling-raft: the Raft ceiling, through its leader)?
-is_cluster() { [ "$1" = rs-cl ] || [ "$1" = rs-clf ] || [ "$1" = ceiling-raft ]; }
+is_cluster() { case $1 in rs-cl | rs-clf | rs-clt | rs-clft | ceiling-raft) ;; *) return 1 ;; esac; }
+
+# Is cluster configuration $1 measured through a follower?
+via_follower() { [ "$1" = rs-clf ] || [ "$1" = rs-clft ]; }
+
+# The mutual-TLS flags of node $2 for configuration $1 (rs-clt, rs-clft),
+# certificates made once per run in $BUILD/certs.
+tls_flags() {
+    case $1 in rs-clt | rs-clft) ;; *) return ;; esac
+    [ -e "$BUILD/certs/ca.pem" ] ||
+        "$REPO/scripts/cluster-certs.sh" "$BUILD/certs" 3 >/dev/null 2>&1
+    echo "--cluster-cert $BUILD/certs/node$2.pem" \
+        "--cluster-key $BUILD/certs/node$2.key --cluster-ca $BUILD/certs/ca.pem"
+}
 
 # The Raft ceiling's leader: the node whose data dir $1/nodeN holds LEADER.
 ceiling_leader() {
@@ -258,8 +275,10 @@ start_cluster() {
         done
         SRV_PIDS=()
         for i in 0 1 2; do
+            # shellcheck disable=SC2046 # the flags are words
             CMD=("$ROCKSTALKD" -l 127.0.0.1 -p "${cp[i]}" -b "$2/node$((i + 1))"
-                --cluster "$spec" --node-id "$((i + 1))")
+                --cluster "$spec" --node-id "$((i + 1))"
+                $(tls_flags "$1" "$((i + 1))"))
             if [ "$1" = ceiling-raft ]; then
                 mkdir -p "$2/node$((i + 1))"
                 CMD=("$BUILD/ceiling" -l 127.0.0.1 -p "${cp[i]}"
@@ -279,7 +298,7 @@ start_cluster() {
             fi
             if [ -n "$lead" ]; then
                 SRV_PORT=${cp[lead - 1]}
-                [ "$1" = rs-clf ] && SRV_PORT=${cp[$((lead % 3))]}
+                via_follower "$1" && SRV_PORT=${cp[$((lead % 3))]}
                 echo "leader: node $lead; measured through port $SRV_PORT" \
                     >>"$3"
                 return 0
@@ -456,7 +475,7 @@ header() {
     echo "cells: $REPS x ${SECS}s, medians; bodies $BODY B;" \
         "drain preload $DRAIN_JOBS jobs;" \
         "pinning: $PIN; data dirs in $TMPBASE"
-    case " $SERVERS " in *" rs-cl "* | *" rs-clf "*)
+    case " $SERVERS " in *" rs-cl"*)
         echo "cluster: 3 rockstalkd nodes on this machine (Raft, default" \
             "durable mode), fresh per cell; rows: $CLUSTER_ROWS" ;;
     esac

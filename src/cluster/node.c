@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "cluster/peer.h"
 #include "cluster/proxy.h"
 #include "cluster/raftnode.h"
 #include "queue/queue.h"
@@ -28,6 +29,7 @@ _Static_assert(STORE_RAFT_ENTRY_MAX <= RAFTNODE_ENTRY_MAX,
 
 struct Node {
     ClusterConfig cfg;
+    TlsSource *tls; /* the nodes' mutual TLS; NULL: plaintext (peer.h) */
     RaftNode *raft;
     Store *store; /* borrowed: the Server's */
     struct ev_loop *loop;
@@ -291,6 +293,47 @@ node_standalone_dir(const char *dir, char *err, size_t errcap)
     return 0;
 }
 
+/* The nodes' credentials (--cluster-cert, -key, -ca) into n->tls, or the
+ * warning that they talk in plaintext (peer_policy_check allowed it). */
+static int
+open_security(const Server *s, Node *n, const ClusterConfig *cc, char *err,
+              size_t errcap)
+{
+    int exposed = 0;
+
+    if (!s->cfg.peer_cert) {
+        log_msg(0,
+                "cluster: WARNING: the nodes talk in plaintext, "
+                "unauthenticated (%s): whoever reaches a Raft port "
+                "controls the cluster",
+                s->cfg.peer_insecure ? "--cluster-insecure"
+                                     : "every voter on loopback");
+        return 0;
+    }
+    if (peer_open_creds(cc, s->cfg.peer_cert, s->cfg.peer_key, s->cfg.peer_ca,
+                        &n->tls, &exposed, err, errcap) < 0)
+        return -1;
+    if (exposed)
+        log_msg(0, "cluster: WARNING: %s is readable by group or others",
+                s->cfg.peer_key);
+    log_msg(0, "cluster: mutual TLS between the nodes (CA %s)", s->cfg.peer_ca);
+    return 0;
+}
+
+void
+node_reload_tls(Server *s)
+{
+    char err[512];
+    Node *n = s->node;
+
+    if (!n || !n->tls) return;
+    if (tls_source_reload(n->tls, err, sizeof err) < 0)
+        log_msg(0, "SIGHUP: cluster certificates kept: %s", err);
+    else
+        log_msg(0, "SIGHUP: cluster certificates re-read; new connections "
+                   "use them");
+}
+
 int
 node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
              size_t errcap)
@@ -313,6 +356,10 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     if (cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0) return -1;
     if (!(n = calloc(1, sizeof *n)))
         return cluster_errf(err, errcap, "out of memory");
+    if (open_security(s, n, cc, err, errcap) < 0) {
+        free(n);
+        return -1;
+    }
     n->cfg = *cc;
     n->loop = s->loop;
     n->argv = argv;
@@ -358,6 +405,7 @@ node_start(Server *s, char *err, size_t errcap)
     RaftNodeOptions opt = {
         .snapshot_threshold = env_uint("ROCKSTALKD_RAFT_THRESHOLD"),
         .snapshot_trailing = env_uint("ROCKSTALKD_RAFT_TRAILING"),
+        .tls = n->tls,
     };
     RaftNodeCallbacks cb = {.arg = n,
                             .apply = cb_apply,
@@ -452,6 +500,7 @@ node_free(Server *s)
     pthread_cond_destroy(&n->rcv);
     free(n->rbuf);
     free(n->rspare);
+    if (n->tls) tls_source_close(n->tls);
     free(n);
     s->node = NULL;
 }
@@ -622,8 +671,10 @@ node_stats(const Server *s, NodeStats *out)
 
     memset(out, 0, sizeof *out);
     out->role = "standalone";
+    if (n) out->security = n->tls ? "mtls" : "insecure";
     if (!n || !n->raft) return;
     raftnode_status(n->raft, &st);
+    out->peer_refused = st.peer_refused;
     out->role = st.role == RAFTNODE_LEADER      ? "leader"
                 : st.role == RAFTNODE_CANDIDATE ? "candidate"
                                                 : "follower";

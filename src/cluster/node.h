@@ -111,7 +111,15 @@ typedef struct NodeStats {
     const char *role;
     uint64_t leader; /* the leader's node id, 0 if none known */
     uint64_t term, commit_index;
+    /* "mtls" or "insecure" (the nodes' traffic, cluster/peer.h); NULL
+     * standalone */
+    const char *security;
+    uint64_t peer_refused; /* peer connections refused (mtls) */
 } NodeStats;
+
+/* Loop thread, on SIGHUP: re-reads the nodes' certificate files; new
+ * peer connections use them, a failure (logged) keeps the old ones. */
+void node_reload_tls(Server *s);
 
 /* Loop thread: s's cluster status (standalone when s has no node). */
 void node_stats(const Server *s, NodeStats *out);

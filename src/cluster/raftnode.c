@@ -108,9 +108,20 @@ publish(RaftNode *n)
     atomic_store(&n->term, term);
     atomic_store(&n->leader_id, leader);
     atomic_store(&n->commit_index, n->raft.commit_index);
+    if (n->opt.tls) atomic_store(&n->peer_refused, peer_refused(&n->transport));
     atomic_store(&n->ready, ready);
     atomic_store(&n->role, role);
     if (changed && n->cb.notify) n->cb.notify(n->cb.arg);
+}
+
+/* Frees the transport libraft has closed (or never used). */
+static void
+transport_free(RaftNode *n)
+{
+    if (n->opt.tls)
+        peer_free(&n->transport);
+    else
+        raft_uv_tcp_close(&n->transport);
 }
 
 static void
@@ -120,7 +131,7 @@ on_raft_closed(struct raft *r)
 
     rn_lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
     raft_uv_close(&n->io);
-    raft_uv_tcp_close(&n->transport);
+    transport_free(n);
 }
 
 /* Raft thread: closes libraft (if started) and our handles; the loop ends
@@ -216,15 +227,18 @@ node_open(RaftNode *n, char *err, size_t errcap)
      * the transport struct's version filled in by its user. */
     n->transport.version = 1;
 #endif
-    rv = raft_uv_tcp_init(&n->transport, &n->loop);
-    if (rv != 0) {
+    if (n->opt.tls) {
+        if (peer_init(&n->transport, &n->loop, &n->cfg, n->opt.tls, err,
+                      errcap) < 0)
+            goto fail_handles;
+    } else if ((rv = raft_uv_tcp_init(&n->transport, &n->loop)) != 0) {
         cluster_errf(err, errcap, "raft transport: %s", raft_strerror(rv));
         goto fail_handles;
     }
     rv = raft_uv_init(&n->io, &n->loop, n->dir, &n->transport);
     if (rv != 0) {
         cluster_errf(err, errcap, "raft log in %s: %s", n->dir, n->io.errmsg);
-        raft_uv_tcp_close(&n->transport);
+        transport_free(n);
         goto fail_handles;
     }
     rn_fsm_init(n);
@@ -233,7 +247,7 @@ node_open(RaftNode *n, char *err, size_t errcap)
         cluster_errf(err, errcap, "raft log in %s: %s", n->dir,
                      raft_errmsg(&n->raft));
         raft_uv_close(&n->io);
-        raft_uv_tcp_close(&n->transport);
+        transport_free(n);
         goto fail_handles;
     }
     n->raft.data = n;
@@ -430,6 +444,7 @@ raftnode_status(const RaftNode *n, RaftNodeStatus *st)
     st->applied = atomic_load(&n->applied);
     st->ready = atomic_load(&n->ready);
     st->failed = atomic_load(&n->failed);
+    st->peer_refused = atomic_load(&n->peer_refused);
 }
 
 const char *

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "cluster/cluster.h"
+#include "net/tls.h"
 
 /* Roles as published (RaftNodeStatus.role). NONE: not running (before
  * start, while stopping, or after a failed apply). */
@@ -116,6 +117,10 @@ typedef struct RaftNodeOptions {
                                     if they would hold more than
                                     RAFTNODE_LOG_BYTES) */
     int no_pre_vote; /* 1: no pre-vote round (default: pre-vote on) */
+    /* Credentials for mutual TLS between the voters (cluster/peer.h);
+     * NULL: libraft's own TCP transport, plaintext and unauthenticated.
+     * Borrowed: must outlive the node. */
+    TlsSource *tls;
 } RaftNodeOptions;
 
 /* A copy of the published status. */
@@ -128,6 +133,7 @@ typedef struct RaftNodeStatus {
     int ready;  /* leader, and everything committed before its term is
                    applied here (its barrier entry applied): it may serve */
     int failed; /* an apply or restore failed */
+    uint64_t peer_refused; /* connections the TLS transport refused */
 } RaftNodeStatus;
 
 typedef struct RaftNode RaftNode;

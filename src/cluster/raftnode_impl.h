@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "cluster/raftnode.h"
+#include "cluster/peer.h"
 #include "cluster/rafttune.h"
 
 #define ERR_MAX 256 /* bytes of an error message, NUL included */
@@ -58,7 +59,8 @@ struct RaftNode {
     _Atomic uint64_t leader_id, term, commit_index, applied;
     _Atomic int ready;
     _Atomic int failed;
-    char fail_msg[ERR_MAX]; /* written once before failed is set */
+    _Atomic uint64_t peer_refused; /* peer_refused(), as published */
+    char fail_msg[ERR_MAX];        /* written once before failed is set */
 
     /* raft thread only */
     uv_loop_t loop;

@@ -50,6 +50,10 @@ typedef struct ServerConfig {
     int verbose;              /* -V count */
     const char *cluster_arg;  /* --cluster as given */
     const char *node_id_arg;  /* --node-id as given */
+    const char *peer_cert;    /* --cluster-cert: this node's PEM chain */
+    const char *peer_key;     /* --cluster-key: its private key (PEM) */
+    const char *peer_ca;      /* --cluster-ca: the cluster's CA (PEM) */
+    int peer_insecure;        /* --cluster-insecure */
     const struct ClusterConfig *cluster; /* both parsed; NULL:
                                              standalone */
     char *const *argv; /* main's, for a cluster node that steps
@@ -74,7 +78,7 @@ typedef struct Server {
                                 (server.c, ack_spin) */
     int64_t ack_spin_since;  /* monotonic ns the current spin began, 0: none
                                 since the store last caught up */
-    ev_signal sigterm_w, sigint_w, sigusr1_w;
+    ev_signal sigterm_w, sigint_w, sigusr1_w, sighup_w;
     ev_timer stop_w;         /* bounds the shutdown's wait for replies */
     int stopping;            /* 1: SIGTERM/SIGINT taken, no new commands;
                                 2: every reply written, lingering until the

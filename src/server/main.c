@@ -18,6 +18,7 @@
 #include "base/common.h"
 #include "base/log.h"
 #include "cluster/cluster.h"
+#include "cluster/peer.h"
 #include "server/server.h"
 
 #define DEFAULT_DIR "/var/lib/rockstalkd"
@@ -69,6 +70,12 @@ usage(FILE *f)
             "                        cluster (Raft addresses; CLIENTPORT "
             "defaults to -p)\n"
             "     --node-id ID       this node's id among --cluster's\n"
+            "     --cluster-cert FILE, --cluster-key FILE, --cluster-ca FILE\n"
+            "                        this node's certificate, its key and the "
+            "cluster's CA\n"
+            "                        (PEM): mutual TLS between the nodes\n"
+            "     --cluster-insecure  let the nodes talk in plaintext, "
+            "unauthenticated\n"
             " -V, --verbose          more log output (repeatable)\n"
             " -v, --version          show version information\n"
             " -h, --help             show this help\n");
@@ -106,6 +113,10 @@ static const struct option longopts[] = {
     {"metrics", required_argument, NULL, 'P'},
     {"cluster", required_argument, NULL, 'K'},
     {"node-id", required_argument, NULL, 'N'},
+    {"cluster-cert", required_argument, NULL, 1001},
+    {"cluster-key", required_argument, NULL, 1002},
+    {"cluster-ca", required_argument, NULL, 1003},
+    {"cluster-insecure", no_argument, NULL, 1004},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -170,6 +181,18 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 'N':
         cfg->node_id_arg = arg;
+        break;
+    case 1001:
+        cfg->peer_cert = arg;
+        break;
+    case 1002:
+        cfg->peer_key = arg;
+        break;
+    case 1003:
+        cfg->peer_ca = arg;
+        break;
+    case 1004:
+        cfg->peer_insecure = 1;
         break;
     case 'm':
         cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);
@@ -264,7 +287,10 @@ check_cluster(const ServerConfig *cfg, ClusterConfig *cc, char *err,
                             "-z: at most %u bytes in cluster mode (a job "
                             "travels in one Raft entry)",
                             STORE_RAFT_ENTRY_MAX - (64u << 10));
-    return cluster_parse(cfg->cluster_arg, cfg->node_id_arg, cc, err, errcap);
+    if (cluster_parse(cfg->cluster_arg, cfg->node_id_arg, cc, err, errcap) < 0)
+        return -1;
+    return peer_policy_check(cc, cfg->peer_cert, cfg->peer_key, cfg->peer_ca,
+                             cfg->peer_insecure, err, errcap);
 }
 
 int
@@ -289,6 +315,12 @@ main(int argc, char **argv)
         return 1;
     }
     static ClusterConfig cc;
+    if (!cfg.cluster_arg && !cfg.node_id_arg &&
+        (cfg.peer_cert || cfg.peer_key || cfg.peer_ca || cfg.peer_insecure)) {
+        fprintf(stderr, "rockstalkd: --cluster-cert, --cluster-key, "
+                        "--cluster-ca and --cluster-insecure need --cluster\n");
+        return 1;
+    }
     if (cfg.cluster_arg || cfg.node_id_arg) {
         if (check_cluster(&cfg, &cc, err, sizeof err) < 0) {
             fprintf(stderr, "rockstalkd: %s\n", err);
@@ -312,6 +344,7 @@ main(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (!cfg.memory_only) log_msg(0, "data directory %s", cfg.dir);

@@ -328,6 +328,13 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
         log_msg(0, "SIGUSR1: drain mode, new jobs are refused");
         return;
     }
+    if (w->signum == SIGHUP) {
+        if (s->node)
+            node_reload_tls(s);
+        else
+            log_msg(0, "SIGHUP: nothing to re-read");
+        return;
+    }
     if (s->stopping) {
         log_msg(0, "signal %d again: stopping now", w->signum);
         ev_break(loop, EVBREAK_ALL);
@@ -434,17 +441,20 @@ init_watchers(Server *s)
     ev_signal_init(&s->sigterm_w, signal_cb, SIGTERM);
     ev_signal_init(&s->sigint_w, signal_cb, SIGINT);
     ev_signal_init(&s->sigusr1_w, signal_cb, SIGUSR1);
+    ev_signal_init(&s->sighup_w, signal_cb, SIGHUP);
     ev_timer_init(&s->stop_w, stop_cb, SHUTDOWN_GRACE_S, 0.);
     ev_timer_init(&s->second_w, second_cb, 1., 1.);
     s->accept_w.data = s->accept_pause_w.data = s->prepare_w.data = s;
     s->tick_w.data = s->store_w.data = s->stop_w.data = s->second_w.data = s;
     s->sigterm_w.data = s->sigint_w.data = s->sigusr1_w.data = s;
+    s->sighup_w.data = s;
     ev_prepare_start(s->loop, &s->prepare_w);
     ev_timer_start(s->loop, &s->second_w);
     ev_async_start(s->loop, &s->store_w);
     ev_signal_start(s->loop, &s->sigterm_w);
     ev_signal_start(s->loop, &s->sigint_w);
     ev_signal_start(s->loop, &s->sigusr1_w);
+    ev_signal_start(s->loop, &s->sighup_w);
 }
 
 int

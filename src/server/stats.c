@@ -150,6 +150,9 @@ stats_server(Server *s, StatsBuf *b)
     put(b, "rockstalk-cluster-leader: %" PRIu64 "\n", ns.leader);
     put(b, "rockstalk-cluster-term: %" PRIu64 "\n", ns.term);
     put(b, "rockstalk-cluster-commit-index: %" PRIu64 "\n", ns.commit_index);
+    put(b, "rockstalk-cluster-security: %s\n",
+        ns.security ? ns.security : "none");
+    put(b, "rockstalk-cluster-peer-refused: %" PRIu64 "\n", ns.peer_refused);
     put(b, "\r\n");
 }
 
@@ -242,8 +245,10 @@ prom_cluster(Server *s, StatsBuf *b)
         "# TYPE rockstalk_cluster_term gauge\n"
         "rockstalk_cluster_term %" PRIu64 "\n"
         "# TYPE rockstalk_cluster_commit_index gauge\n"
-        "rockstalk_cluster_commit_index %" PRIu64 "\n",
-        ns.role, ns.leader, ns.term, ns.commit_index);
+        "rockstalk_cluster_commit_index %" PRIu64 "\n"
+        "# TYPE rockstalk_cluster_peer_refused counter\n"
+        "rockstalk_cluster_peer_refused %" PRIu64 "\n",
+        ns.role, ns.leader, ns.term, ns.commit_index, ns.peer_refused);
 }
 
 static void
