@@ -22,6 +22,7 @@ test_plaintext_gives_the_port_away proves the messages are live: over the
 plaintext transport the first one kills a node.
 """
 import os
+import signal
 import socket
 import ssl
 import struct
@@ -299,3 +300,106 @@ def test_start_refuses_without_credentials_off_loopback(tmp_path):
                     "--cluster-key", os.path.join(certs, "node2.key"),
                     "--cluster-insecure"])
     assert r.returncode == 1 and "contradicts" in r.stderr, r.stderr
+
+
+def server_cert(node, cert, key):
+    """The DER certificate node presents on its Raft port to a client with
+    a valid certificate (cert, key)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.load_cert_chain(cert, key)
+    with socket.create_connection(("127.0.0.1", node.raft_port), 5) as raw:
+        with ctx.wrap_socket(raw) as s:
+            return s.getpeercert(binary_form=True)
+
+
+def der(path):
+    with open(path) as f:
+        return ssl.PEM_cert_to_DER_cert(f.read())
+
+
+def wait_log(node, text, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with open(node.dir + ".log", "rb") as f:
+            if text.encode() in f.read():
+                return
+        time.sleep(0.1)
+    raise AssertionError("no %r in %s.log" % (text, node.dir))
+
+
+def test_sighup_rereads_the_certificates(secure, tmp_path):
+    """Bad files on SIGHUP keep the old credentials (logged); good ones are
+    used by the next connection; a key readable by others is warned of."""
+    c = secure
+    lead, term = settled_views(c)
+    nd = c.node(lead % 3 + 1)
+    pem, key = c.cert(nd.id), c.cert(nd.id, "key")
+    assert server_cert(nd, c.cert(lead), c.cert(lead, "key")) == der(pem)
+    with open(pem, "rb") as f:
+        old_pem = f.read()
+    with open(pem, "wb") as f:
+        f.write(b"not a certificate\n")
+    nd.proc.send_signal(signal.SIGHUP)
+    wait_log(nd, "SIGHUP: cluster certificates kept")
+    # another node's certificate and key: refused, the old ones kept
+    with open(key, "rb") as f:
+        old_key = f.read()
+    other = lead
+    with open(c.cert(other), "rb") as f, open(pem, "wb") as g:
+        g.write(f.read())
+    with open(c.cert(other, "key"), "rb") as f, open(key, "wb") as g:
+        g.write(f.read())
+    nd.proc.send_signal(signal.SIGHUP)
+    wait_log(nd, "does not name node %d" % nd.id)
+    assert server_cert(nd, c.cert(lead), c.cert(lead, "key")) == \
+        ssl.PEM_cert_to_DER_cert(old_pem.decode())
+    with open(pem, "wb") as f:
+        f.write(old_pem)
+    with open(key, "wb") as f:
+        f.write(old_key)
+    # a new key and certificate for the same node from the same CA
+    new_pem, new_key = reissue(c, nd.id, str(tmp_path))
+    os.replace(new_pem, pem)
+    os.replace(new_key, key)
+    os.chmod(key, 0o644)
+    nd.proc.send_signal(signal.SIGHUP)
+    wait_log(nd, "SIGHUP: cluster certificates re-read")
+    wait_log(nd, "is readable by group or others")
+    assert server_cert(nd, c.cert(lead), c.cert(lead, "key")) == der(pem)
+    assert nd.alive()
+    check_unmoved(c, lead, term, {n.id: fd_count(n) + 4 for n in c.nodes})
+
+
+def reissue(c, nid, scratch):
+    """A new key and certificate for node nid signed by c's CA (openssl),
+    in scratch; returns their paths."""
+    key = os.path.join(scratch, "re%d.key" % nid)
+    csr = os.path.join(scratch, "re%d.csr" % nid)
+    pem = os.path.join(scratch, "re%d.pem" % nid)
+    ext = os.path.join(scratch, "re%d.ext" % nid)
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:rockstalk-node-%d\n"
+                "extendedKeyUsage=serverAuth,clientAuth\n" % nid)
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec",
+                    "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", csr,
+                    "-subj", "/CN=rockstalk-node-%d" % nid],
+                   check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", c.cert(0),
+                    "-CAkey", c.cert(0, "key"), "-CAcreateserial",
+                    "-days", "2", "-extfile", ext, "-out", pem],
+                   check=True, capture_output=True)
+    return pem, key
+
+
+def test_a_node_with_another_nodes_certificate_is_refused(tmp_path):
+    c = Cluster(tmp_path / "c", start=False)
+    nd = c.node(1)
+    argv = nd.argv()
+    i = argv.index("--cluster-cert")
+    argv[i + 1], argv[i + 3] = c.cert(2), c.cert(2, "key")
+    r = run(argv)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "names node 2" in r.stdout + r.stderr, r.stdout + r.stderr

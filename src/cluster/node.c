@@ -327,11 +327,27 @@ node_reload_tls(Server *s)
     Node *n = s->node;
 
     if (!n || !n->tls) return;
-    if (tls_source_reload(n->tls, err, sizeof err) < 0)
+    /* the files must name this node before they replace what it has */
+    TlsCreds *c = NULL;
+    if (tls_creds_load(s->cfg.peer_cert, s->cfg.peer_key, s->cfg.peer_ca, &c,
+                       err, sizeof err) == 0 &&
+        tls_creds_self_id(c) != n->cfg.self_id)
+        snprintf(err, sizeof err, "%s does not name node %llu",
+                 s->cfg.peer_cert, (unsigned long long)n->cfg.self_id);
+    else if (c && tls_source_reload(n->tls, err, sizeof err) == 0)
+        err[0] = '\0';
+    if (c) tls_creds_unref(c);
+    if (err[0]) {
         log_msg(0, "SIGHUP: cluster certificates kept: %s", err);
-    else
-        log_msg(0, "SIGHUP: cluster certificates re-read; new connections "
-                   "use them");
+        return;
+    }
+    log_msg(0, "SIGHUP: cluster certificates re-read; new connections use "
+               "them");
+    c = tls_source_get(n->tls);
+    if (c && tls_creds_key_exposed(c))
+        log_msg(0, "cluster: WARNING: %s is readable by group or others",
+                s->cfg.peer_key);
+    if (c) tls_creds_unref(c);
 }
 
 int
