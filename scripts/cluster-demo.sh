@@ -15,6 +15,9 @@
 #   CLUSTER_RAFT_PORT     node 1's Raft port (default 11401)
 #   CLUSTER_METRICS_PORT  node 1's metrics port (default 11501)
 #   CLUSTER_FLAGS         more rockstalkd options for every node (e.g. -f 50)
+#   CLUSTER_TLS=0         the nodes talk plaintext (default: mutual TLS, with
+#                         certificates made once in DIR/certs by
+#                         scripts/cluster-certs.sh)
 #   ROCKSTALKD            the binary (default: ./rockstalkd of this checkout)
 set -eu
 
@@ -82,11 +85,18 @@ any_alive() {
     return 1
 }
 
+# Node $1's --cluster-cert/-key/-ca (nothing with CLUSTER_TLS=0).
+tls_flags() {
+    [ "${CLUSTER_TLS:-1}" = 0 ] && return
+    echo "--cluster-cert $DIR/certs/node$1.pem" \
+        "--cluster-key $DIR/certs/node$1.key --cluster-ca $DIR/certs/ca.pem"
+}
+
 start_node() {
-    # shellcheck disable=SC2086 # CLUSTER_FLAGS: one word per option
+    # shellcheck disable=SC2086,SC2046 # CLUSTER_FLAGS: one word per option
     "$ROCKSTALKD" -l 127.0.0.1 -p "$(cport "$1")" -b "$DIR/node$1" \
         --cluster "$SPEC" --node-id "$1" --metrics "127.0.0.1:$(mport "$1")" \
-        $FLAGS >>"$DIR/node$1.log" 2>&1 &
+        $(tls_flags "$1") $FLAGS >>"$DIR/node$1.log" 2>&1 &
     PIDS[$1]=$!
 }
 
@@ -179,6 +189,10 @@ for i in $NODES; do
     done
 done
 echo "$SPEC" >"$DIR/spec"
+if [ "${CLUSTER_TLS:-1}" != 0 ] && [ ! -e "$DIR/certs/ca.pem" ]; then
+    "$REPO/scripts/cluster-certs.sh" "$DIR/certs" 3 >/dev/null ||
+        die "cannot make certificates in $DIR/certs"
+fi
 
 trap 'stop_all 130' INT
 trap 'stop_all 0' TERM
