@@ -14,9 +14,10 @@
  *     (`rockstalk-node-<id>`, tls_peer_node_id), a voter of the configured
  *     cluster other than this node;
  *   - on an outgoing connection, that id is the one libraft asked for;
- *   - on an incoming one, the peer's preamble (PEER_PREAMBLE_LEN bytes:
- *     "RSPEER01", its node id and the channel, u64 little-endian each)
- *     names the same id and the Raft channel.
+ *   - on an incoming one, the peer's preamble (peerauth.h) names the same
+ *     id and the Raft channel.
+ * The same links carry a follower's relayed clients and the state stream
+ * (channels, peerauth.h): peer_tunnel opens one, peer_serve takes them.
  * libraft learns the peer's id from the certificate and its address from
  * the configuration, never from the wire. An outgoing connection to an id
  * or address that is not a configured voter is refused without a connect,
@@ -41,14 +42,13 @@
 #include <uv.h>
 
 #include "cluster/cluster.h"
+#include "cluster/peerauth.h"
 #include "net/tls.h"
 
 #define PEER_HANDSHAKE_MS 5000    /* accept or connect to preamble, ms */
 #define PEER_PENDING_MAX 8        /* incoming links not yet authenticated */
-#define PEER_LINKS_PER_ID 4       /* established incoming links per peer */
+#define PEER_LINKS_PER_ID 4       /* established incoming Raft links a peer */
 #define PEER_QUEUE_MAX (8u << 20) /* bytes queued toward one side */
-#define PEER_PREAMBLE_LEN 24      /* magic, node id, channel */
-#define PEER_CHANNEL_RAFT 1u      /* the preamble's channel for Raft */
 
 /* Fills t with the mutual-TLS transport for this node (cfg->self_id, whose
  * voter address it listens on once libraft asks) on loop. cfg is copied;
@@ -64,23 +64,25 @@ int peer_init(struct raft_uv_transport *t, uv_loop_t *loop,
  * closes it through its close method). NULL-safe on a zeroed t. */
 void peer_free(struct raft_uv_transport *t);
 
-/* The cluster's security policy, checked before anything is opened: the
- * three files (cert, key, ca: PEM paths, or NULL) go together, and not
- * with --cluster-insecure (insecure, 0 or 1); without them the nodes talk
- * in plaintext, which is allowed only when every voter's address is on
- * loopback (127.0.0.0/8) or with insecure. Returns 0, or -1 with a
- * message in err. */
-int peer_policy_check(const ClusterConfig *cc, const char *cert,
-                      const char *key, const char *ca, int insecure, char *err,
-                      size_t errcap);
+/* Raft thread: what to do with an authenticated incoming link of a
+ * channel other than Raft (peerauth.h): fn(arg, channel, peer_id, fd) gets
+ * fd, one end of a socketpair (blocking, close-on-exec), the callee's to
+ * close; the transport pumps the other end through the link's TLS. Without
+ * fn (the default) such links are refused. */
+typedef void (*PeerServeFn)(void *arg, unsigned channel, uint64_t peer_id,
+                            int fd);
+void peer_serve(struct raft_uv_transport *t, PeerServeFn fn, void *arg);
 
-/* Loads the credentials of node cc->self_id (tls_source_open) and checks
- * that its certificate names that node id. Returns 0 with *out (the
- * caller's, tls_source_close) and *key_exposed (1: the key file is
- * readable by group or others), or -1 with a message in err. */
-int peer_open_creds(const ClusterConfig *cc, const char *cert, const char *key,
-                    const char *ca, TlsSource **out, int *key_exposed,
-                    char *err, size_t errcap);
+/* Any thread: opens a link of channel (PEER_CHANNEL_CLIENT or _SNAPSHOT)
+ * to voter id and returns the caller's end of a socketpair (blocking,
+ * close-on-exec; the caller's to close): what is written to it goes to the
+ * peer through TLS once the link is authenticated, what the peer sends
+ * comes out of it. A link that cannot be made or authenticated within
+ * PEER_HANDSHAKE_MS closes the other end (the caller reads EOF). The raft
+ * thread must be running its loop for the link to progress. Returns -1 if
+ * id is not another voter, the transport is closing, or a descriptor or
+ * memory is lacking. */
+int peer_tunnel(struct raft_uv_transport *t, uint64_t id, unsigned channel);
 
 /* Connections refused so far: failed or timed-out handshakes, unknown or
  * wrong node ids, bad preambles, connections over a bound. Any thread. */
