@@ -231,6 +231,7 @@ node_open(RaftNode *n, char *err, size_t errcap)
         if (peer_init(&n->transport, &n->loop, &n->cfg, n->opt.tls, err,
                       errcap) < 0)
             goto fail_handles;
+        peer_serve(&n->transport, n->cb.serve, n->cb.arg);
     } else if ((rv = raft_uv_tcp_init(&n->transport, &n->loop)) != 0) {
         cluster_errf(err, errcap, "raft transport: %s", raft_strerror(rv));
         goto fail_handles;
@@ -387,6 +388,12 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     }
     *out = n;
     return 0;
+}
+
+int
+raftnode_tunnel(RaftNode *n, uint64_t id, unsigned channel)
+{
+    return n && n->opt.tls ? peer_tunnel(&n->transport, id, channel) : -1;
 }
 
 int

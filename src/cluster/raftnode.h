@@ -105,6 +105,10 @@ typedef struct RaftNodeCallbacks {
     /* The role, leader, term or ready changed (read raftnode_status).
      * Cheap and non-blocking, e.g. ev_async_send. May be NULL. */
     void (*notify)(void *arg);
+    /* With mutual TLS (RaftNodeOptions.tls): an authenticated peer opened
+     * a link of another channel than Raft (peer.h, PeerServeFn: fd is the
+     * callee's). Must not block. May be NULL: such links are refused. */
+    void (*serve)(void *arg, unsigned channel, uint64_t peer_id, int fd);
 } RaftNodeCallbacks;
 
 /* Tuning; zero fields take the defaults. */
@@ -148,6 +152,12 @@ typedef struct RaftNode RaftNode;
 int raftnode_start(const ClusterConfig *cfg, const char *dir,
                    const RaftNodeOptions *opt, const RaftNodeCallbacks *cb,
                    RaftNode **out, char *err, size_t errcap);
+
+/* Any thread until raftnode_stop: a tunnel of channel (peerauth.h) to
+ * voter id over the nodes' mutual TLS: the caller's end of a socketpair
+ * (peer_tunnel), or -1 without certificates, for a bad id or channel, or
+ * when stopping. */
+int raftnode_tunnel(RaftNode *n, uint64_t id, unsigned channel);
 
 /* Any thread: queues data[0..len) (copied, and padded with zero bytes to
  * a multiple of 8, as libraft's log needs: apply gets the padded length)
