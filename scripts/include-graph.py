@@ -3,7 +3,10 @@
 include.
 
 A module is a .c/.h pair (or a lone .h or .c) named by its folder and stem
-(`store/shard`); an edge m -> x is an `#include "x.h"` in m.c or m.h. An
+(`store/shard`), with its private header X_impl.h if it has one (a struct
+shared by the .c files that implement X: raftnode_impl.h belongs to module
+raftnode, and raftfsm.c, which includes it, sits above raftnode); an edge
+m -> x is an `#include "x.h"` in m.c or m.h. An
 include with a folder (`"store/shard.h"`) names the module from the tree's
 root, one without (`"shard.h"`) a module in the includer's own folder, as
 the C preprocessor looks first beside the including file. Headers of the
@@ -41,8 +44,14 @@ def modules(root):
             if ext not in (".c", ".h"):
                 continue
             mod = stem if rel == "." else rel + "/" + stem
+            mod = module_of(mod)
             found.setdefault(mod, []).append(os.path.join(folder, name))
     return found
+
+
+def module_of(name):
+    """The module a file stem or an include names: X_impl is X's."""
+    return name[:-len("_impl")] if name.endswith("_impl") else name
 
 
 def folder_of(mod):
@@ -58,6 +67,7 @@ def graph(root):
                 for inc in INCLUDE.findall(f.read()):
                     if "/" not in inc and folder_of(mod) != ".":
                         inc = folder_of(mod) + "/" + inc
+                    inc = module_of(inc)
                     if inc != mod:
                         deps.add(inc)
     for deps in list(edges.values()):

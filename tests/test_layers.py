@@ -80,3 +80,20 @@ def test_a_folder_outside_layers_is_found(tmp_path):
     r = run(str(tmp_path))
     assert r.returncode == 1
     assert "folder not in LAYERS: stray" in r.stdout, r.stdout
+
+
+def test_a_private_header_belongs_to_its_module(tmp_path):
+    """x_impl.h is module x's: x.c including it is no edge, y.c including
+    it is an edge to x; x.c including y.h would then be a cycle."""
+    files = {"x.h": "\n", "x_impl.h": '#include "x.h"\n',
+             "x.c": '#include "x.h"\n#include "x_impl.h"\n',
+             "y.c": '#include "x_impl.h"\n'}
+    plant(tmp_path, files)
+    r = run(str(tmp_path))
+    assert r.returncode == 0, r.stdout
+    assert "y                  -> x" in r.stdout, r.stdout
+    plant(tmp_path, {"y.h": "\n",
+                     "x.c": '#include "x_impl.h"\n#include "y.h"\n'})
+    r = run(str(tmp_path))
+    assert r.returncode == 1
+    assert "include cycle: x -> y -> x" in r.stdout, r.stdout
