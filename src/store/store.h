@@ -10,8 +10,8 @@
  * threads (store/sync.h). The loop thread's only contact with them is the
  * hand-off queue (store/handoff.h: mutex + condvar), the published
  * sequences and failure (store/ack.h) and the notify callback. This is the
- * only store header the loop side includes; store/*.h are the store's own
- * modules (store.c lists their layers).
+ * only store header the loop side includes; the other store/ headers are
+ * the store's own modules (store.c lists their layers).
  *
  * The durability contract built on this is protocol/PROTOCOL.md, section 11
  * (Durability); RocksDB calls follow rocksdb/c.h and rocksdb/db.h.

@@ -2,7 +2,7 @@
  * the persisted job (StoreJob, JobMeta on disk), the fault-injection IO
  * seam, the store's configuration and counters, and the JobMeta codec
  * (implemented in store/enc.c). Header only, no state: store.h (the loop's
- * door to the store) and every store/*.h module include it, so that the
+ * door to the store) and every store/ module include it, so that the
  * store's own modules never include store.h, which sits above them.
  * Threads: any. */
 #ifndef ROCKSTALK_STORE_TYPES_H

@@ -1,8 +1,8 @@
-/* store/util.h - small helpers shared by the store modules (store/*.c):
+/* store/util.h - small helpers shared by the store modules (src/store/):
  * error formatting, the monotonic clock, allocation that aborts.
  *
  * Threads: any; no state. Calls: libc only. Internal to the store: only
- * store/*.c include it (the loop side includes store.h alone).
+ * the store/ modules include it (the loop side includes store.h alone).
  */
 #ifndef ROCKSTALK_STORE_UTIL_H
 #define ROCKSTALK_STORE_UTIL_H
