@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "cluster/proxy.h"
 #include "cluster/raftnode.h"
+#include "net/net.h"
 #include "queue/queue.h"
 #include "store/store.h"
 
@@ -81,6 +82,7 @@ fetch_open(const struct sockaddr_in *addr, uint64_t want)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
     if (fd < 0) return -1;
+    net_keepalive(fd);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) < 0 ||

@@ -306,6 +306,10 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        /* a client gone with its host or link must not keep its reserves
+         * (or, relayed by a cut-off follower, take jobs): fails harmlessly
+         * on a unix socket */
+        net_keepalive(fd);
         if (!node_accept(s, fd)) conn_new(s, fd);
     }
 }

@@ -1,0 +1,175 @@
+"""Cluster mode against misbehaving peers, clients and configurations
+(three rockstalkd nodes on loopback, tests/cluster.py). Each test names
+what it guards against: a node that must stop rather than linger, a
+resource that must stay bounded, a descriptor that must not leak, a peer
+that must be found dead."""
+import ctypes
+import os
+import socket
+import time
+
+import pytest
+
+from cluster import Cluster
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    made = []
+
+    def start(*flags, env=None):
+        c = Cluster(tmp_path / ("c%d" % len(made)), flags, env)
+        made.append(c)
+        return c
+
+    yield start
+    for c in made:
+        c.stop()
+
+
+def node_log(node):
+    with open(node.dir + ".log", "rb") as f:
+        return f.read()
+
+
+def wait_for(pred, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def line(s):
+    """One reply line from socket s (blocking), without CRLF; b"" on EOF."""
+    buf = b""
+    while not buf.endswith(b"\r\n"):
+        chunk = s.recv(1)
+        if not chunk:
+            return buf
+        buf += chunk
+    return buf[:-2]
+
+
+def put_bodies(node, count, size):
+    with node.connect(30) as s:
+        s.settimeout(30)
+        for i in range(count):
+            body = b"%08d" % i + b"x" * (size - 8)
+            s.sendall(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+            r = line(s)
+            assert r.startswith(b"INSERTED"), r
+
+
+def closed_at_once(s, timeout=2.0):
+    """Whether the server closed s without answering a command."""
+    s.settimeout(timeout)
+    try:
+        s.sendall(b"list-tube-used\r\n")
+        return s.recv(64) == b""
+    except ConnectionError:
+        return True
+
+
+def serves(s):
+    s.settimeout(5)
+    s.sendall(b"list-tube-used\r\n")
+    return line(s) == b"USING default"
+
+
+def node_serves(node):
+    """Whether a new connection to node is served (relayed or not)."""
+    try:
+        with node.connect() as s:
+            return serves(s)
+    except OSError:
+        return False
+
+
+# ---- dead-peer detection ----
+
+_libc = ctypes.CDLL(None, use_errno=True)
+SYS_pidfd_getfd = 438  # x86_64 and most others (the generic table)
+
+
+def their_sockets(pid):
+    """Copies of pid's TCP sockets (pidfd_getfd): [socket]."""
+    pidfd = os.pidfd_open(pid)
+    out = []
+    try:
+        for name in os.listdir("/proc/%d/fd" % pid):
+            try:
+                what = os.readlink("/proc/%d/fd/%s" % (pid, name))
+            except FileNotFoundError:
+                continue
+            if not what.startswith("socket:"):
+                continue
+            fd = _libc.syscall(SYS_pidfd_getfd, pidfd, int(name), 0)
+            if fd < 0:
+                continue
+            sk = socket.socket(fileno=fd)
+            if sk.family == socket.AF_INET and sk.type == socket.SOCK_STREAM:
+                out.append(sk)
+            else:
+                sk.close()
+    finally:
+        os.close(pidfd)
+    return out
+
+
+def peer_port(sk):
+    try:
+        return sk.getpeername()[1]
+    except OSError:  # a listening socket
+        return None
+
+
+def find(socks, local, peer):
+    for sk in socks:
+        if sk.getsockname()[1] == local and peer_port(sk) == peer:
+            return sk
+    raise AssertionError("no socket %s -> %s" % (local, peer))
+
+
+def assert_keepalive(sk):
+    opt = sk.getsockopt
+    got = (opt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+           opt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+           opt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+           opt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+           opt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT))
+    assert got == (1, 30, 10, 3, 60000), (sk, got)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd_open")
+def test_client_and_relay_sockets_detect_dead_peers(cluster):
+    """Keepalive (30 s, every 10 s, 3 probes) and TCP_USER_TIMEOUT (60 s)
+    on the live sockets: a client's on the leader, and for a client on a
+    follower all three of its hops (accepted by the follower, the
+    follower's relay to the leader, and the leader's accepted end of it,
+    which is what keeps taking jobs when the follower is cut off)."""
+    c = cluster()
+    leader = c.node(c.wait_leader())
+    f = c.follower()
+    direct = leader.connect()
+    relayed = f.connect()
+    assert serves(direct) and serves(relayed)
+    on_leader = their_sockets(leader.proc.pid)
+    on_follower = their_sockets(f.proc.pid)
+    try:
+        assert_keepalive(find(on_leader, leader.port,
+                              direct.getsockname()[1]))
+        assert_keepalive(find(on_follower, f.port,
+                              relayed.getsockname()[1]))
+        ups = [sk for sk in on_follower if peer_port(sk) == leader.port]
+        assert ups, "no relay to the leader on the follower"
+        for up in ups:
+            assert_keepalive(up)
+            assert_keepalive(find(on_leader, leader.port,
+                                  up.getsockname()[1]))
+    finally:
+        for sk in on_leader + on_follower:
+            sk.close()
+        direct.close()
+        relayed.close()
