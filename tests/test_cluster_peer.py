@@ -6,11 +6,16 @@ that must be found dead."""
 import ctypes
 import os
 import socket
+import struct
 import time
 
 import pytest
 
 from cluster import Cluster
+
+# libraft 0.15's uv TCP transport (src/uv_tcp_connect.c, uv_encoding.c)
+RAFT_HANDSHAKE_PROTOCOL = 1
+RAFT_IO_APPEND_ENTRIES = 1
 
 
 @pytest.fixture
@@ -173,3 +178,49 @@ def test_client_and_relay_sockets_detect_dead_peers(cluster):
             sk.close()
         direct.close()
         relayed.close()
+
+
+# ---- libraft's UNAVAILABLE state is a failure ----
+
+def raft_message(raft_port, from_id, from_addr, mtype, header):
+    """Connects to a node's Raft port as voter from_id (libraft's
+    handshake: protocol, id, address length, the address padded to 8
+    bytes) and sends one message (type, header length, header)."""
+    addr = from_addr.encode() + b"\0"
+    addr += b"\0" * (-len(addr) % 8)
+    s = socket.create_connection(("127.0.0.1", raft_port), 5)
+    s.sendall(struct.pack("<QQQ", RAFT_HANDSHAKE_PROTOCOL, from_id,
+                          len(addr)) + addr)
+    s.sendall(struct.pack("<QQ", mtype, len(header)) + header)
+    return s
+
+
+def test_unavailable_raft_node_exits(cluster):
+    """An AppendEntries in the current term whose previous entry, at the
+    follower's commit index, has another term makes libraft 0.15 turn the
+    follower off for good (RAFT_UNAVAILABLE). The follower must not stay up
+    answering nobody: it logs why and exits with status 2, and the other
+    two go on serving."""
+    c = cluster()
+    lead = c.wait_leader()
+    put_bodies(c.node(lead), 5, 16)
+    f = c.follower()
+    c.wait_caught_up(f.id)
+    v = f.view()
+    assert v["commit"] >= 1, v
+    leader = c.node(lead)
+    # term, prev_log_index, prev_log_term, leader_commit, no entries (and
+    # the 8 bytes libraft's encoder counts for a leader id it never writes)
+    ae = struct.pack("<QQQQQQ", v["term"], v["commit"], 1 << 40,
+                     v["commit"], 0, 0)
+    s = raft_message(f.raft_port, lead, "127.0.0.1:%d" % leader.raft_port,
+                     RAFT_IO_APPEND_ENTRIES, ae)
+    try:
+        rc = f.proc.wait(10)
+    finally:
+        s.close()
+    log = node_log(f)
+    assert rc == 2, log[-2000:]
+    assert b"the Raft node failed" in log and b"UNAVAILABLE" in log, \
+        log[-2000:]
+    assert c.wait_leader() in (1, 2, 3)
