@@ -7,11 +7,12 @@ import ctypes
 import os
 import socket
 import struct
+import subprocess
 import time
 
 import pytest
 
-from cluster import Cluster
+from cluster import ROCKSTALKD, Cluster, node_port
 
 # libraft 0.15's uv TCP transport (src/uv_tcp_connect.c, uv_encoding.c)
 RAFT_HANDSHAKE_PROTOCOL = 1
@@ -224,3 +225,32 @@ def test_unavailable_raft_node_exits(cluster):
     assert b"the Raft node failed" in log and b"UNAVAILABLE" in log, \
         log[-2000:]
     assert c.wait_leader() in (1, 2, 3)
+
+
+# ---- a node whose relays would come back to itself ----
+
+@pytest.mark.parametrize("listen", [["-l", "127.0.0.1"], []])
+def test_relay_to_itself_refused(tmp_path, listen):
+    """Voters on 127.0.0.1 with no /CLIENTPORT: a follower would relay its
+    clients to 127.0.0.1 on its own -p, that is to itself, again and again
+    until it runs out of descriptors. The node refuses to start (exit 1),
+    naming a voter and /CLIENTPORT, before it touches its directory; on a
+    wildcard listening address (the default) as on 127.0.0.1."""
+    raft = [node_port() for _ in range(3)]
+    spec = ",".join("%d@127.0.0.1:%d" % (i + 1, p) for i, p in
+                    enumerate(raft))
+    d = str(tmp_path / "n1")
+    p = subprocess.Popen([ROCKSTALKD] + listen +
+                         ["-p", str(node_port()), "-b", d,
+                          "--cluster", spec, "--node-id", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        out, _ = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError("the node started and relays to itself")
+    out = out.decode()
+    assert p.returncode == 1, out
+    assert "voter 2" in out and "/CLIENTPORT" in out, out
+    assert not os.path.exists(os.path.join(d, "CLUSTER")), out

@@ -1,7 +1,6 @@
 /* node.c - cluster mode on the loop side (see node.h). */
 #include "cluster/node.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -103,22 +102,6 @@ fail:
     return -1;
 }
 
-/* The client address of voter k. */
-static void
-peer_addr(const Node *n, int k, struct sockaddr_in *a)
-{
-    char host[CLUSTER_ADDR_MAX];
-    const ClusterPeer *p = &n->cfg.voters[k];
-
-    snprintf(host, sizeof host, "%s", p->addr);
-    *strrchr(host, ':') = '\0';
-    memset(a, 0, sizeof *a);
-    a->sin_family = AF_INET;
-    inet_pton(AF_INET, host, &a->sin_addr);
-    a->sin_port =
-        htons((uint16_t)(p->client_port ? p->client_port : (unsigned)n->port));
-}
-
 /* Fetches the state as of index or later from a peer, into the shards.
  * Returns 0, or -1 after FETCH_TRY_S seconds of failures. */
 static int
@@ -131,7 +114,7 @@ fetch_state(Node *n, uint64_t index)
         for (int k = 0; k < n->cfg.n; k++) {
             struct sockaddr_in a;
             if (n->cfg.voters[k].id == n->cfg.self_id) continue;
-            peer_addr(n, k, &a);
+            cluster_client_addr(&n->cfg, k, n->port, &a);
             int fd = fetch_open(&a, index);
             if (fd < 0) continue;
             int64_t t0 = mono_ns();
@@ -312,7 +295,9 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
                             "%s is a standalone data directory; a cluster "
                             "node needs a directory of its own",
                             s->cfg.dir);
-    if (cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0) return -1;
+    if (cluster_check_relay(cc, s->listen_fd, s->cfg.port, err, errcap) < 0 ||
+        cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0)
+        return -1;
     if (!(n = calloc(1, sizeof *n)))
         return cluster_errf(err, errcap, "out of memory");
     n->cfg = *cc;
@@ -470,7 +455,7 @@ relay(Node *n, int fd, uint64_t leader)
         close(fd);
         return;
     }
-    peer_addr(n, k, &a);
+    cluster_client_addr(&n->cfg, k, n->port, &a);
     proxy_start(&n->proxies, fd, &a);
 }
 

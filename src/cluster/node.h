@@ -58,9 +58,11 @@ typedef struct Node Node; /* in Server.node */
  * the raft thread waits for it (about 500 bytes each). */
 #define NODE_REPLAY_MAX 32768
 
-/* Main thread, before the store opens: binds the data directory to this
- * node (cluster_identity_check; a standalone directory, one with FORMAT
- * but no CLUSTER, is refused) and sets up s->node. argv: the process's
+/* Main thread, before the store opens, with s->listen_fd open: refuses a
+ * voter set that would relay clients to this node itself
+ * (cluster_check_relay), binds the data directory to this node
+ * (cluster_identity_check; a standalone directory, one with FORMAT but no
+ * CLUSTER, is refused) and sets up s->node. argv: the process's
  * arguments, kept for stepping down. Returns 0, or -1 with a message in
  * err. */
 int node_prepare(Server *s, const ClusterConfig *cc, char *const *argv,
