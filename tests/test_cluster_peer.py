@@ -5,6 +5,7 @@ resource that must stay bounded, a descriptor that must not leak, a peer
 that must be found dead."""
 import ctypes
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -254,3 +255,49 @@ def test_relay_to_itself_refused(tmp_path, listen):
     assert p.returncode == 1, out
     assert "voter 2" in out and "/CLIENTPORT" in out, out
     assert not os.path.exists(os.path.join(d, "CLUSTER")), out
+
+
+# ---- --max-connections on a follower ----
+
+def test_follower_counts_relayed_and_parked(cluster):
+    """A follower started with --max-connections 4 (the leader has no
+    limit) holds at most 4 client connections, relayed or waiting for a
+    leader: the 5th is closed at once, as the leader would close it."""
+    c = cluster()
+    c.wait_leader()
+    f = c.follower()
+    f.stop()
+    f.flags = ["--max-connections", "4"]
+    f.start()
+    c.wait_caught_up(f.id)
+    held = [f.connect() for _ in range(4)]
+    assert all(serves(s) for s in held)  # relayed to the leader
+    extra = f.connect()
+    assert closed_at_once(extra), "a 5th relayed connection was served"
+    extra.close()
+    held.pop().close()  # a slot comes free once its relay ends
+    wait_for(lambda: node_serves(f), 5, "a relay slot to come free")
+
+    # no leader known: connections wait, and count as well
+    for s in held:
+        s.close()
+    others = [nd for nd in c.nodes if nd is not f]
+    for nd in others:
+        nd.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: (f.view() or {}).get("leader", 1) == 0, 10,
+                 "the follower to know no leader")
+        time.sleep(0.3)  # the relays of the probes above are closed
+        parked = [f.connect() for _ in range(4)]
+        extra = f.connect()
+        assert closed_at_once(extra), "a 5th waiting connection was kept"
+        for s in parked:  # they wait (nothing is read) and stay open
+            s.settimeout(0.5)
+            s.sendall(b"list-tube-used\r\n")
+            with pytest.raises(socket.timeout):
+                s.recv(64)
+        for s in parked + [extra]:
+            s.close()
+    finally:
+        for nd in others:
+            nd.proc.send_signal(signal.SIGCONT)

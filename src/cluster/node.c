@@ -601,6 +601,14 @@ node_serves(const Server *s)
     return !s->node || s->node->serving;
 }
 
+size_t
+node_relayed(const Server *s)
+{
+    const Node *n = s->node;
+
+    return n ? n->proxies.count + (size_t)n->nparked : 0;
+}
+
 void
 node_stats(const Server *s, NodeStats *out)
 {

@@ -106,6 +106,11 @@ size_t node_backlog_bytes(const Server *s);
  * own (the leader makes them). */
 int node_serves(const Server *s);
 
+/* Loop thread: the client connections this node holds without serving
+ * them, relayed to the leader or waiting for one (0 standalone or
+ * serving); --max-connections counts them with the served ones. */
+size_t node_relayed(const Server *s);
+
 /* What stats shows of the cluster (PROTOCOL.md 15). role: "leader",
  * "follower", "candidate" or "standalone" (also before the Raft node
  * runs). */

@@ -297,7 +297,8 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             }
             return;
         }
-        if (s->cfg.max_conns && s->cur_conns >= s->cfg.max_conns) {
+        if (s->cfg.max_conns &&
+            s->cur_conns + node_relayed(s) >= s->cfg.max_conns) {
             close(fd); /* at the limit: refuse politely, at once */
             if (s->rejected_conns++ % 1000 == 0)
                 log_msg(0, "connection limit %u reached; refusing",
