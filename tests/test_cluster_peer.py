@@ -18,6 +18,8 @@ from cluster import ROCKSTALKD, Cluster, node_port
 # libraft 0.15's uv TCP transport (src/uv_tcp_connect.c, uv_encoding.c)
 RAFT_HANDSHAKE_PROTOCOL = 1
 RAFT_IO_APPEND_ENTRIES = 1
+SNAPSHOT_REQ = b"rockstalk-snapshot\r\n"
+O_CLOEXEC = 0o2000000
 
 
 @pytest.fixture
@@ -92,6 +94,18 @@ def node_serves(node):
             return serves(s)
     except OSError:
         return False
+
+
+def stalled_snapshot(node):
+    """A connection that asks node for the snapshot stream with a tiny
+    receive buffer and then reads nothing more than the first reply line;
+    returns (socket, that line)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", node.port))
+    s.sendall(SNAPSHOT_REQ)
+    return s, line(s)
 
 
 # ---- dead-peer detection ----
@@ -301,3 +315,84 @@ def test_follower_counts_relayed_and_parked(cluster):
     finally:
         for nd in others:
             nd.proc.send_signal(signal.SIGCONT)
+
+
+# ---- close-on-exec ----
+
+def without_cloexec(pid):
+    """The descriptors of pid above 2 that lack O_CLOEXEC: [(fd, what)]."""
+    out = []
+    for name in os.listdir("/proc/%d/fdinfo" % pid):
+        if int(name) <= 2:
+            continue
+        try:
+            with open("/proc/%d/fdinfo/%s" % (pid, name)) as f:
+                flags = next(ln for ln in f if ln.startswith("flags:"))
+            what = os.readlink("/proc/%d/fd/%s" % (pid, name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # closed meanwhile
+        if not int(flags.split()[1], 8) & O_CLOEXEC:
+            out.append((int(name), what))
+    return out
+
+
+def socket_inodes(pid):
+    out = set()
+    for name in os.listdir("/proc/%d/fd" % pid):
+        try:
+            what = os.readlink("/proc/%d/fd/%s" % (pid, name))
+        except FileNotFoundError:
+            continue
+        if what.startswith("socket:["):
+            out.add(int(what[8:-1]))
+    return out
+
+
+def server_inode(server_port, client_port):
+    """The inode of the server side of a loopback TCP connection, from
+    /proc/net/tcp; 0 if none (or orphaned)."""
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for row in f:
+            col = row.split()
+            if int(col[1].split(":")[1], 16) == server_port and \
+                    int(col[2].split(":")[1], 16) == client_port:
+                return int(col[9])
+    return 0
+
+
+def test_only_the_listening_socket_crosses_exec(cluster):
+    """Every descriptor of a serving leader, a stalled snapshot stream's
+    included, is close-on-exec, and so are a follower's (relays); a leader
+    paused until it is deposed restarts itself (execv) with none of its
+    old descriptors but the listening socket: the stream's socket is gone
+    from the new image."""
+    c = cluster("-z", "1048576")
+    lead = c.wait_leader()
+    old = c.node(lead)
+    put_bodies(old, 48, 256 << 10)
+    s, r = stalled_snapshot(old)
+    assert r.startswith(b"SNAPSHOT "), r
+    inode = server_inode(old.port, s.getsockname()[1])
+    assert inode and inode in socket_inodes(old.proc.pid)
+    f = c.follower()
+    relayed = f.connect()
+    assert serves(relayed)
+    assert without_cloexec(old.proc.pid) == []
+    assert without_cloexec(f.proc.pid) == []
+
+    old.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: any((c.node(n).view() or {}).get("role") ==
+                             "leader" for n in (1, 2, 3) if n != lead),
+                 15, "another leader")
+    finally:
+        old.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: b"restarting as a follower" in node_log(old), 15,
+             "the old leader to step down")
+    c.wait_caught_up(lead, timeout=30)
+    assert old.alive()
+    assert without_cloexec(old.proc.pid) == []
+    assert inode not in socket_inodes(old.proc.pid)
+    s.close()
+    relayed.close()

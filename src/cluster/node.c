@@ -521,6 +521,9 @@ restart(Server *s)
                 strerror(errno));
         _exit(1);
     }
+    /* only 0-3 go on, whatever a library opened without O_CLOEXEC (every
+     * open of ours has it; this kernel may lack close_range: no harm) */
+    close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
     setenv("LISTEN_PID", pid, 1);
     setenv("LISTEN_FDS", "1", 1);
@@ -666,7 +669,9 @@ node_snapshot_serve(Conn *c)
         return;
     }
     raftnode_status(n->raft, &st);
-    if (!(sp = malloc(sizeof *sp)) || (sp->fd = dup(c->fd)) < 0) {
+    /* close-on-exec: a step-down's exec must not keep the stream open */
+    if (!(sp = malloc(sizeof *sp)) ||
+        (sp->fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
         free(sp);
         conn_close(c);
         return;

@@ -124,9 +124,10 @@ typedef struct NodeStats {
 void node_stats(const Server *s, NodeStats *out);
 
 /* Loop thread, the rockstalk-snapshot command on a serving node: takes c's
- * socket out of the loop (c is closed) and streams every shard on it from a
- * thread of its own: "SNAPSHOT <applied>\r\n" and the stream of
- * store/ship.h. On a standalone server: UNKNOWN_COMMAND. */
+ * socket out of the loop (c is closed; the sender's copy of the descriptor
+ * is close-on-exec) and streams every shard on it from a thread of its own:
+ * "SNAPSHOT <applied>\r\n" and the stream of store/ship.h. On a standalone
+ * server: UNKNOWN_COMMAND. */
 void node_snapshot_serve(Conn *c);
 
 /* How long a leader that stops waits for another node to take the
