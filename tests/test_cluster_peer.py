@@ -396,3 +396,71 @@ def test_only_the_listening_socket_crosses_exec(cluster):
     assert inode not in socket_inodes(old.proc.pid)
     s.close()
     relayed.close()
+
+
+# ---- rockstalk-snapshot: bounded senders, send timeout, bounded stop ----
+
+def threads(pid):
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
+def test_snapshot_senders_bounded_and_stop_bounded(cluster):
+    """20 clients ask the leader for its 12 MiB state and never read: two
+    get a stream, 18 get OUT_OF_MEMORY (their connections stay usable);
+    the leader runs two sender threads more, not 20; SIGTERM stops it
+    within a few seconds although both streams are stalled."""
+    c = cluster("-z", "1048576")
+    lead = c.wait_leader()
+    leader = c.node(lead)
+    put_bodies(leader, 48, 256 << 10)
+    time.sleep(1.0)  # RocksDB's flushes of the puts start their threads
+    base = threads(leader.proc.pid)
+    conns = [stalled_snapshot(leader) for _ in range(20)]
+    time.sleep(1.0)
+    grown = threads(leader.proc.pid) - base
+    print("threads: %d before, %d more with 20 requests" % (base, grown))
+    assert grown <= 2 + 2, grown  # 2 senders (and slack for RocksDB's)
+    replies = [r for _, r in conns]
+    streams = [r for r in replies if r.startswith(b"SNAPSHOT ")]
+    refused = [r for r in replies if r == b"OUT_OF_MEMORY"]
+    assert len(streams) == 2 and len(refused) == 18, replies
+    s = next(s for s, r in conns if r == b"OUT_OF_MEMORY")
+    assert serves(s)  # refused, not closed
+    t0 = time.monotonic()
+    leader.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = leader.proc.wait(15)
+    finally:
+        for s, _ in conns:
+            s.close()
+    took = time.monotonic() - t0
+    print("stopped %.2f s after SIGTERM, status %d" % (took, rc))
+    assert rc == 0, node_log(leader)[-2000:]
+    assert took < 8.0, took
+
+
+def test_snapshot_send_timeout_frees_a_sender(cluster):
+    """A sender whose reader takes nothing fails once its send timeout
+    (here 2 s, ROCKSTALKD_SNAPSHOT_SEND_TIMEOUT) passes, releasing its
+    RocksDB snapshot and its slot: a later request gets a stream again."""
+    c = cluster("-z", "1048576",
+                env={"ROCKSTALKD_SNAPSHOT_SEND_TIMEOUT": "2"})
+    leader = c.node(c.wait_leader())
+    put_bodies(leader, 48, 256 << 10)
+    held = [stalled_snapshot(leader) for _ in range(2)]
+    assert all(r.startswith(b"SNAPSHOT ") for _, r in held), held
+    s, r = stalled_snapshot(leader)
+    s.close()
+    assert r == b"OUT_OF_MEMORY", r
+    t0 = time.monotonic()
+    got = None
+    while time.monotonic() < t0 + 20 and got is None:
+        time.sleep(0.5)
+        s, r = stalled_snapshot(leader)
+        s.close()
+        if r.startswith(b"SNAPSHOT "):
+            got = time.monotonic() - t0
+    for s, _ in held:
+        s.close()
+    assert got is not None, "no sender slot came free in 20 s"
+    print("a sender slot came free %.1f s after the streams stalled" % got)

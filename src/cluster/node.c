@@ -38,7 +38,10 @@ struct Node {
     int port; /* this node's client port (-p) */
     char *const *argv;
     pthread_mutex_t raft_mu; /* orders propose against node_close */
-    _Atomic int shipping;    /* snapshot senders running */
+    /* snapshot senders (node_snapshot_serve, ship_main), under ship_mu */
+    pthread_mutex_t ship_mu;
+    int ship_fd[NODE_SHIP_MAX]; /* a running sender's socket, or -1 */
+    int ship_timeout_s;         /* its SO_SNDTIMEO (NODE_SHIP_SEND_S) */
     /* committed records for the in-memory queue of a node that does not
      * serve (cb_replay -> node_step): headers and metas, no bodies */
     pthread_mutex_t rmu;
@@ -307,6 +310,11 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     pthread_mutex_init(&n->raft_mu, NULL);
     pthread_mutex_init(&n->rmu, NULL);
     pthread_cond_init(&n->rcv, NULL);
+    pthread_mutex_init(&n->ship_mu, NULL);
+    for (int i = 0; i < NODE_SHIP_MAX; i++)
+        n->ship_fd[i] = -1;
+    n->ship_timeout_s = (int)env_uint("ROCKSTALKD_SNAPSHOT_SEND_TIMEOUT");
+    if (n->ship_timeout_s <= 0) n->ship_timeout_s = NODE_SHIP_SEND_S;
     proxy_set_init(&n->proxies, s->loop);
     ev_async_init(&n->async_w, async_cb);
     ev_async_start(s->loop, &n->async_w);
@@ -367,8 +375,48 @@ node_start(Server *s, char *err, size_t errcap)
     return load_queue(s, err, errcap);
 }
 
-/* Stops the Raft node (no proposal reaches it afterwards) and waits for
- * the snapshot senders, which read the store. */
+/* The number of snapshot senders running; with shut set, first shuts
+ * their sockets down, so that a send blocked on a reader that takes
+ * nothing fails at once. */
+static int
+ship_count(Node *n, int shut)
+{
+    int k = 0;
+
+    pthread_mutex_lock(&n->ship_mu);
+    for (int i = 0; i < NODE_SHIP_MAX; i++) {
+        if (n->ship_fd[i] < 0) continue;
+        if (shut) shutdown(n->ship_fd[i], SHUT_RDWR);
+        k++;
+    }
+    pthread_mutex_unlock(&n->ship_mu);
+    return k;
+}
+
+/* Ends the snapshot senders, which read the store: shuts their sockets
+ * down and waits up to NODE_SHIP_STOP_MS for them. One still running then
+ * (a disk that does not answer) stops the process (exit 2) rather than
+ * letting the store close under it. */
+static void
+stop_senders(Node *n)
+{
+    int64_t end = mono_ns() + (int64_t)NODE_SHIP_STOP_MS * 1000000;
+    int k = ship_count(n, 1);
+
+    while (k > 0 && mono_ns() < end) {
+        usleep(10000);
+        k = ship_count(n, 0);
+    }
+    if (k == 0) return;
+    log_msg(0,
+            "cluster: %d snapshot senders still running %d ms after "
+            "their sockets were shut down; exiting with the store open",
+            k, NODE_SHIP_STOP_MS);
+    _exit(2);
+}
+
+/* Stops the Raft node (no proposal reaches it afterwards) and ends the
+ * snapshot senders. */
 static void
 stop_raft(Node *n)
 {
@@ -381,8 +429,7 @@ stop_raft(Node *n)
     n->raft = NULL;
     pthread_mutex_unlock(&n->raft_mu);
     raftnode_stop(r);
-    while (atomic_load(&n->shipping) > 0)
-        usleep(10000);
+    stop_senders(n);
 }
 
 /* A leader that stops hands its leadership over first (raftnode_transfer),
@@ -437,6 +484,7 @@ node_free(Server *s)
     pthread_mutex_destroy(&n->raft_mu);
     pthread_mutex_destroy(&n->rmu);
     pthread_cond_destroy(&n->rcv);
+    pthread_mutex_destroy(&n->ship_mu);
     free(n->rbuf);
     free(n->rspare);
     free(n);
@@ -633,6 +681,7 @@ node_stats(const Server *s, NodeStats *out)
 /* A snapshot sender's work. */
 typedef struct Ship {
     Node *n;
+    int slot; /* in n->ship_fd */
     int fd;
     uint64_t applied;
 } Ship;
@@ -641,18 +690,36 @@ static void *
 ship_main(void *arg)
 {
     Ship *sp = arg;
+    Node *n = sp->n;
     char line[48], err[256];
+    struct timeval tv = {n->ship_timeout_s, 0};
     int len = snprintf(line, sizeof line, "SNAPSHOT %llu\r\n",
                        (unsigned long long)sp->applied);
 
     fcntl(sp->fd, F_SETFL, fcntl(sp->fd, F_GETFL) & ~O_NONBLOCK);
+    setsockopt(sp->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (send(sp->fd, line, (size_t)len, MSG_NOSIGNAL) == len &&
-        store_ship_send(sp->n->store, sp->fd, err, sizeof err) < 0)
+        store_ship_send(n->store, sp->fd, err, sizeof err) < 0)
         log_msg(1, "cluster: sending a snapshot: %s", err);
+    pthread_mutex_lock(&n->ship_mu); /* stop_senders may shut it down */
     close(sp->fd);
-    atomic_fetch_sub(&sp->n->shipping, 1);
+    n->ship_fd[sp->slot] = -1;
+    pthread_mutex_unlock(&n->ship_mu);
     free(sp);
     return NULL;
+}
+
+/* A free sender slot in n->ship_fd, taken with fd; -1 if all are busy. */
+static int
+ship_slot(Node *n, int fd)
+{
+    int slot = -1;
+
+    pthread_mutex_lock(&n->ship_mu);
+    for (int i = 0; i < NODE_SHIP_MAX && slot < 0; i++)
+        if (n->ship_fd[i] < 0) n->ship_fd[slot = i] = fd;
+    pthread_mutex_unlock(&n->ship_mu);
+    return slot;
 }
 
 void
@@ -663,6 +730,7 @@ node_snapshot_serve(Conn *c)
     RaftNodeStatus st;
     pthread_t t;
     Ship *sp;
+    int fd;
 
     if (!n || !n->serving || !n->raft) {
         conn_reply(c, "UNKNOWN_COMMAND\r\n", 17);
@@ -671,18 +739,26 @@ node_snapshot_serve(Conn *c)
     raftnode_status(n->raft, &st);
     /* close-on-exec: a step-down's exec must not keep the stream open */
     if (!(sp = malloc(sizeof *sp)) ||
-        (sp->fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        (fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
         free(sp);
         conn_close(c);
         return;
     }
+    if ((sp->slot = ship_slot(n, fd)) < 0) { /* NODE_SHIP_MAX running */
+        close(fd);
+        free(sp);
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
     conn_close(c);
     sp->n = n;
+    sp->fd = fd;
     sp->applied = st.applied;
-    atomic_fetch_add(&n->shipping, 1);
     if (pthread_create(&t, NULL, ship_main, sp) != 0) {
-        atomic_fetch_sub(&n->shipping, 1);
-        close(sp->fd);
+        pthread_mutex_lock(&n->ship_mu);
+        close(fd);
+        n->ship_fd[sp->slot] = -1;
+        pthread_mutex_unlock(&n->ship_mu);
         free(sp);
         return;
     }
