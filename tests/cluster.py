@@ -77,7 +77,8 @@ def node_port():
 
 class Node:
     """One member: id, host, port (client), raft_port, metrics_port, dir,
-    argv, proc, log."""
+    argv, proc, log; flags: this node's own extra flags (after the
+    cluster's), for its next start."""
 
     def __init__(self, cluster, nid, port, raft_port, metrics_port, d):
         self.cluster, self.id, self.host = cluster, nid, "127.0.0.1"
@@ -88,13 +89,15 @@ class Node:
         self.log = open(d + ".log", "ab")
         self.proc = None
         self.env = None
+        self.flags = []
 
     def argv(self):
         return [ROCKSTALKD, "-l", "127.0.0.1", "-p", str(self.port),
                 "-b", self.dir, "--cluster", self.cluster.spec,
                 "--node-id", str(self.id),
                 "--metrics", "127.0.0.1:%d" % self.metrics_port
-                ] + self.cluster.tls_flags(self.id) + self.cluster.flags
+                ] + self.cluster.tls_flags(self.id) + self.cluster.flags + \
+            self.flags
 
     def start(self, wait=True):
         env = dict(os.environ)

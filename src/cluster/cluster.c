@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -455,4 +456,86 @@ cluster_identity_check(const char *dir, const ClusterConfig *c, char *err,
     size_t n = cluster_format(c, buf, sizeof buf);
     if (write_atomic(dir, tmp, path, buf, n, err, errcap) < 0) return -1;
     return CLUSTER_ID_WRITTEN;
+}
+
+void
+cluster_client_addr(const ClusterConfig *c, int k, int port,
+                    struct sockaddr_in *out)
+{
+    char host[CLUSTER_ADDR_MAX];
+    const ClusterPeer *p = &c->voters[k];
+
+    snprintf(host, sizeof host, "%s", p->addr);
+    *strrchr(host, ':') = '\0';
+    memset(out, 0, sizeof *out);
+    out->sin_family = AF_INET;
+    inet_pton(AF_INET, host, &out->sin_addr);
+    out->sin_port =
+        htons((uint16_t)(p->client_port ? p->client_port : (unsigned)port));
+}
+
+/* Whether a is an address of this host: one a socket can be bound to. */
+static int
+is_local_ipv4(struct in_addr a)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = a};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int local = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+
+    if (fd >= 0) close(fd);
+    return local;
+}
+
+/* Whether the listening socket fd takes connections made to a: the same
+ * port, and a's address or a wildcard one while a is local (IPv6's covers
+ * IPv4 unless it is IPv6-only). A unix socket takes none. */
+static int
+listens_on(int fd, const struct sockaddr_in *a)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int v6only = 0;
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) return 0;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *l = (const struct sockaddr_in *)&ss;
+        if (l->sin_port != a->sin_port) return 0;
+        if (l->sin_addr.s_addr == a->sin_addr.s_addr) return 1;
+        return l->sin_addr.s_addr == htonl(INADDR_ANY) &&
+               is_local_ipv4(a->sin_addr);
+    }
+    if (ss.ss_family != AF_INET6) return 0;
+    const struct sockaddr_in6 *l6 = (const struct sockaddr_in6 *)&ss;
+    if (l6->sin6_port != a->sin_port) return 0;
+    if (IN6_IS_ADDR_V4MAPPED(&l6->sin6_addr))
+        return memcmp(&l6->sin6_addr.s6_addr[12], &a->sin_addr, 4) == 0;
+    len = sizeof v6only;
+    getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &len);
+    return IN6_IS_ADDR_UNSPECIFIED(&l6->sin6_addr) && !v6only &&
+           is_local_ipv4(a->sin_addr);
+}
+
+int
+cluster_check_relay(const ClusterConfig *c, int listen_fd, int port, char *err,
+                    size_t errcap)
+{
+    char ip[INET_ADDRSTRLEN];
+    struct sockaddr_in a;
+
+    for (int k = 0; k < c->n; k++) {
+        if (c->voters[k].id == c->self_id) continue;
+        cluster_client_addr(c, k, port, &a);
+        if (!listens_on(listen_fd, &a)) continue;
+        inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+        return cluster_errf(
+            err, errcap,
+            "voter %llu's client address, %s:%u, is this node's own "
+            "listening socket: clients relayed to it would come back here "
+            "without end; give each voter its client port with /CLIENTPORT "
+            "in --cluster (%llu@%s/P, P that node's -p)",
+            (unsigned long long)c->voters[k].id, ip,
+            (unsigned)ntohs(a.sin_port), (unsigned long long)c->voters[k].id,
+            c->voters[k].addr);
+    }
+    return 0;
 }

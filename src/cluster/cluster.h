@@ -15,7 +15,8 @@
  *
  * Threads: any; no state. cluster_parse, cluster_format and
  * cluster_identity_parse are pure; cluster_identity_check reads and writes
- * the directory. Calls: libc only (a leaf). Errors: -1 with a message in
+ * the directory; cluster_check_relay looks at a socket and binds a
+ * throw-away one. Calls: libc only (a leaf). Errors: -1 with a message in
  * err (errcap bytes); nothing here prints.
  */
 #ifndef ROCKSTALK_CLUSTER_H
@@ -23,6 +24,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <netinet/in.h>
 
 /* Voters in a cluster: 3 or 5 (a majority survives one or two losses; an
  * even count adds no tolerance). */
@@ -105,5 +108,22 @@ enum { CLUSTER_ID_MATCH = 0, CLUSTER_ID_WRITTEN = 1 };
  * (store/dir.h) or knows no other process uses dir. */
 int cluster_identity_check(const char *dir, const ClusterConfig *c, char *err,
                            size_t errcap);
+
+/* The client address of voter k (an index into c->voters): its IPv4
+ * address with its /CLIENTPORT, or with port (this node's -p) when it has
+ * none. Where a node that does not lead relays its clients. */
+void cluster_client_addr(const ClusterConfig *c, int k, int port,
+                         struct sockaddr_in *out);
+
+/* Refuses a voter set in which another voter's client address
+ * (cluster_client_addr with port) is this node's own listening socket
+ * listen_fd (the same port, on the same address or on a wildcard one while
+ * the voter's address is one of this host's): a client relayed there
+ * would be relayed again, without end, until the descriptors run out. It
+ * happens with voters on one host that share an address and have no
+ * /CLIENTPORT. Returns 0 (also when listen_fd is a unix socket), or -1
+ * with a message naming the voter in err. */
+int cluster_check_relay(const ClusterConfig *c, int listen_fd, int port,
+                        char *err, size_t errcap);
 
 #endif

@@ -1,7 +1,6 @@
 /* node.c - cluster mode on the loop side (see node.h). */
 #include "cluster/node.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -17,6 +16,7 @@
 #include "cluster/peer.h"
 #include "cluster/proxy.h"
 #include "cluster/raftnode.h"
+#include "net/net.h"
 #include "queue/queue.h"
 #include "store/store.h"
 
@@ -40,7 +40,10 @@ struct Node {
     int port; /* this node's client port (-p) */
     char *const *argv;
     pthread_mutex_t raft_mu; /* orders propose against node_close */
-    _Atomic int shipping;    /* snapshot senders running */
+    /* snapshot senders (node_snapshot_serve, ship_main), under ship_mu */
+    pthread_mutex_t ship_mu;
+    int ship_fd[NODE_SHIP_MAX]; /* a running sender's socket, or -1 */
+    int ship_timeout_s;         /* its SO_SNDTIMEO (NODE_SHIP_SEND_S) */
     /* committed records for the in-memory queue of a node that does not
      * serve (cb_replay -> node_step): headers and metas, no bodies */
     pthread_mutex_t rmu;
@@ -83,6 +86,7 @@ fetch_open(const struct sockaddr_in *addr, uint64_t want)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
     if (fd < 0) return -1;
+    net_keepalive(fd);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) < 0 ||
@@ -103,22 +107,6 @@ fail:
     return -1;
 }
 
-/* The client address of voter k. */
-static void
-peer_addr(const Node *n, int k, struct sockaddr_in *a)
-{
-    char host[CLUSTER_ADDR_MAX];
-    const ClusterPeer *p = &n->cfg.voters[k];
-
-    snprintf(host, sizeof host, "%s", p->addr);
-    *strrchr(host, ':') = '\0';
-    memset(a, 0, sizeof *a);
-    a->sin_family = AF_INET;
-    inet_pton(AF_INET, host, &a->sin_addr);
-    a->sin_port =
-        htons((uint16_t)(p->client_port ? p->client_port : (unsigned)n->port));
-}
-
 /* Fetches the state as of index or later from a peer, into the shards.
  * Returns 0, or -1 after FETCH_TRY_S seconds of failures. */
 static int
@@ -131,7 +119,7 @@ fetch_state(Node *n, uint64_t index)
         for (int k = 0; k < n->cfg.n; k++) {
             struct sockaddr_in a;
             if (n->cfg.voters[k].id == n->cfg.self_id) continue;
-            peer_addr(n, k, &a);
+            cluster_client_addr(&n->cfg, k, n->port, &a);
             int fd = fetch_open(&a, index);
             if (fd < 0) continue;
             int64_t t0 = mono_ns();
@@ -369,7 +357,9 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
                             "%s is a standalone data directory; a cluster "
                             "node needs a directory of its own",
                             s->cfg.dir);
-    if (cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0) return -1;
+    if (cluster_check_relay(cc, s->listen_fd, s->cfg.port, err, errcap) < 0 ||
+        cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0)
+        return -1;
     if (!(n = calloc(1, sizeof *n)))
         return cluster_errf(err, errcap, "out of memory");
     if (open_security(s, n, cc, err, errcap) < 0) {
@@ -383,6 +373,11 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     pthread_mutex_init(&n->raft_mu, NULL);
     pthread_mutex_init(&n->rmu, NULL);
     pthread_cond_init(&n->rcv, NULL);
+    pthread_mutex_init(&n->ship_mu, NULL);
+    for (int i = 0; i < NODE_SHIP_MAX; i++)
+        n->ship_fd[i] = -1;
+    n->ship_timeout_s = (int)env_uint("ROCKSTALKD_SNAPSHOT_SEND_TIMEOUT");
+    if (n->ship_timeout_s <= 0) n->ship_timeout_s = NODE_SHIP_SEND_S;
     proxy_set_init(&n->proxies, s->loop);
     ev_async_init(&n->async_w, async_cb);
     ev_async_start(s->loop, &n->async_w);
@@ -444,8 +439,48 @@ node_start(Server *s, char *err, size_t errcap)
     return load_queue(s, err, errcap);
 }
 
-/* Stops the Raft node (no proposal reaches it afterwards) and waits for
- * the snapshot senders, which read the store. */
+/* The number of snapshot senders running; with shut set, first shuts
+ * their sockets down, so that a send blocked on a reader that takes
+ * nothing fails at once. */
+static int
+ship_count(Node *n, int shut)
+{
+    int k = 0;
+
+    pthread_mutex_lock(&n->ship_mu);
+    for (int i = 0; i < NODE_SHIP_MAX; i++) {
+        if (n->ship_fd[i] < 0) continue;
+        if (shut) shutdown(n->ship_fd[i], SHUT_RDWR);
+        k++;
+    }
+    pthread_mutex_unlock(&n->ship_mu);
+    return k;
+}
+
+/* Ends the snapshot senders, which read the store: shuts their sockets
+ * down and waits up to NODE_SHIP_STOP_MS for them. One still running then
+ * (a disk that does not answer) stops the process (exit 2) rather than
+ * letting the store close under it. */
+static void
+stop_senders(Node *n)
+{
+    int64_t end = mono_ns() + (int64_t)NODE_SHIP_STOP_MS * 1000000;
+    int k = ship_count(n, 1);
+
+    while (k > 0 && mono_ns() < end) {
+        usleep(10000);
+        k = ship_count(n, 0);
+    }
+    if (k == 0) return;
+    log_msg(0,
+            "cluster: %d snapshot senders still running %d ms after "
+            "their sockets were shut down; exiting with the store open",
+            k, NODE_SHIP_STOP_MS);
+    _exit(2);
+}
+
+/* Stops the Raft node (no proposal reaches it afterwards) and ends the
+ * snapshot senders. */
 static void
 stop_raft(Node *n)
 {
@@ -458,8 +493,7 @@ stop_raft(Node *n)
     n->raft = NULL;
     pthread_mutex_unlock(&n->raft_mu);
     raftnode_stop(r);
-    while (atomic_load(&n->shipping) > 0)
-        usleep(10000);
+    stop_senders(n);
 }
 
 /* A leader that stops hands its leadership over first (raftnode_transfer),
@@ -514,6 +548,7 @@ node_free(Server *s)
     pthread_mutex_destroy(&n->raft_mu);
     pthread_mutex_destroy(&n->rmu);
     pthread_cond_destroy(&n->rcv);
+    pthread_mutex_destroy(&n->ship_mu);
     free(n->rbuf);
     free(n->rspare);
     if (n->tls) tls_source_close(n->tls);
@@ -533,7 +568,7 @@ relay(Node *n, int fd, uint64_t leader)
         close(fd);
         return;
     }
-    peer_addr(n, k, &a);
+    cluster_client_addr(&n->cfg, k, n->port, &a);
     proxy_start(&n->proxies, fd, &a);
 }
 
@@ -599,6 +634,9 @@ restart(Server *s)
                 strerror(errno));
         _exit(1);
     }
+    /* only 0-3 go on, whatever a library opened without O_CLOEXEC (every
+     * open of ours has it; this kernel may lack close_range: no harm) */
+    close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
     setenv("LISTEN_PID", pid, 1);
     setenv("LISTEN_FDS", "1", 1);
@@ -679,6 +717,14 @@ node_serves(const Server *s)
     return !s->node || s->node->serving;
 }
 
+size_t
+node_relayed(const Server *s)
+{
+    const Node *n = s->node;
+
+    return n ? n->proxies.count + (size_t)n->nparked : 0;
+}
+
 void
 node_stats(const Server *s, NodeStats *out)
 {
@@ -702,6 +748,7 @@ node_stats(const Server *s, NodeStats *out)
 /* A snapshot sender's work. */
 typedef struct Ship {
     Node *n;
+    int slot; /* in n->ship_fd */
     int fd;
     uint64_t applied;
 } Ship;
@@ -710,18 +757,36 @@ static void *
 ship_main(void *arg)
 {
     Ship *sp = arg;
+    Node *n = sp->n;
     char line[48], err[256];
+    struct timeval tv = {n->ship_timeout_s, 0};
     int len = snprintf(line, sizeof line, "SNAPSHOT %llu\r\n",
                        (unsigned long long)sp->applied);
 
     fcntl(sp->fd, F_SETFL, fcntl(sp->fd, F_GETFL) & ~O_NONBLOCK);
+    setsockopt(sp->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (send(sp->fd, line, (size_t)len, MSG_NOSIGNAL) == len &&
-        store_ship_send(sp->n->store, sp->fd, err, sizeof err) < 0)
+        store_ship_send(n->store, sp->fd, err, sizeof err) < 0)
         log_msg(1, "cluster: sending a snapshot: %s", err);
+    pthread_mutex_lock(&n->ship_mu); /* stop_senders may shut it down */
     close(sp->fd);
-    atomic_fetch_sub(&sp->n->shipping, 1);
+    n->ship_fd[sp->slot] = -1;
+    pthread_mutex_unlock(&n->ship_mu);
     free(sp);
     return NULL;
+}
+
+/* A free sender slot in n->ship_fd, taken with fd; -1 if all are busy. */
+static int
+ship_slot(Node *n, int fd)
+{
+    int slot = -1;
+
+    pthread_mutex_lock(&n->ship_mu);
+    for (int i = 0; i < NODE_SHIP_MAX && slot < 0; i++)
+        if (n->ship_fd[i] < 0) n->ship_fd[slot = i] = fd;
+    pthread_mutex_unlock(&n->ship_mu);
+    return slot;
 }
 
 void
@@ -732,24 +797,35 @@ node_snapshot_serve(Conn *c)
     RaftNodeStatus st;
     pthread_t t;
     Ship *sp;
+    int fd;
 
     if (!n || !n->serving || !n->raft) {
         conn_reply(c, "UNKNOWN_COMMAND\r\n", 17);
         return;
     }
     raftnode_status(n->raft, &st);
-    if (!(sp = malloc(sizeof *sp)) || (sp->fd = dup(c->fd)) < 0) {
+    /* close-on-exec: a step-down's exec must not keep the stream open */
+    if (!(sp = malloc(sizeof *sp)) ||
+        (fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
         free(sp);
         conn_close(c);
         return;
     }
+    if ((sp->slot = ship_slot(n, fd)) < 0) { /* NODE_SHIP_MAX running */
+        close(fd);
+        free(sp);
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
     conn_close(c);
     sp->n = n;
+    sp->fd = fd;
     sp->applied = st.applied;
-    atomic_fetch_add(&n->shipping, 1);
     if (pthread_create(&t, NULL, ship_main, sp) != 0) {
-        atomic_fetch_sub(&n->shipping, 1);
-        close(sp->fd);
+        pthread_mutex_lock(&n->ship_mu);
+        close(fd);
+        n->ship_fd[sp->slot] = -1;
+        pthread_mutex_unlock(&n->ship_mu);
         free(sp);
         return;
     }

@@ -54,13 +54,26 @@ typedef struct Node Node; /* in Server.node */
  * (seconds) before they are closed. */
 #define NODE_PARK_MAX 1024
 #define NODE_PARK_S 10
+/* Snapshot senders (node_snapshot_serve) running at a time: each holds a
+ * RocksDB snapshot per shard and a thread; a request beyond gets
+ * OUT_OF_MEMORY (retry later). */
+#define NODE_SHIP_MAX 2
+/* Seconds a sender's send may stay blocked on a reader that takes nothing
+ * (SO_SNDTIMEO) before the stream fails and its snapshot is released
+ * (ROCKSTALKD_SNAPSHOT_SEND_TIMEOUT sets another, for tests). */
+#define NODE_SHIP_SEND_S 30
+/* Milliseconds a stop waits for the senders once their sockets are shut
+ * down (node_close). */
+#define NODE_SHIP_STOP_MS 3000
 /* Committed records a node that does not serve holds for its loop before
  * the raft thread waits for it (about 500 bytes each). */
 #define NODE_REPLAY_MAX 32768
 
-/* Main thread, before the store opens: binds the data directory to this
- * node (cluster_identity_check; a standalone directory, one with FORMAT
- * but no CLUSTER, is refused) and sets up s->node. argv: the process's
+/* Main thread, before the store opens, with s->listen_fd open: refuses a
+ * voter set that would relay clients to this node itself
+ * (cluster_check_relay), binds the data directory to this node
+ * (cluster_identity_check; a standalone directory, one with FORMAT but no
+ * CLUSTER, is refused) and sets up s->node. argv: the process's
  * arguments, kept for stepping down. Returns 0, or -1 with a message in
  * err. */
 int node_prepare(Server *s, const ClusterConfig *cc, char *const *argv,
@@ -104,6 +117,11 @@ size_t node_backlog_bytes(const Server *s);
  * own (the leader makes them). */
 int node_serves(const Server *s);
 
+/* Loop thread: the client connections this node holds without serving
+ * them, relayed to the leader or waiting for one (0 standalone or
+ * serving); --max-connections counts them with the served ones. */
+size_t node_relayed(const Server *s);
+
 /* What stats shows of the cluster (PROTOCOL.md 15). role: "leader",
  * "follower", "candidate" or "standalone" (also before the Raft node
  * runs). */
@@ -125,9 +143,12 @@ void node_reload_tls(Server *s);
 void node_stats(const Server *s, NodeStats *out);
 
 /* Loop thread, the rockstalk-snapshot command on a serving node: takes c's
- * socket out of the loop (c is closed) and streams every shard on it from a
- * thread of its own: "SNAPSHOT <applied>\r\n" and the stream of
- * store/ship.h. On a standalone server: UNKNOWN_COMMAND. */
+ * socket out of the loop (c is closed; the sender's copy of the descriptor
+ * is close-on-exec) and streams every shard on it from a thread of its own,
+ * with a send timeout of NODE_SHIP_SEND_S: "SNAPSHOT <applied>\r\n" and the
+ * stream of store/ship.h. With NODE_SHIP_MAX senders running, c gets
+ * OUT_OF_MEMORY and stays open. On a standalone server or a node that does
+ * not serve: UNKNOWN_COMMAND. */
 void node_snapshot_serve(Conn *c);
 
 /* How long a leader that stops waits for another node to take the
@@ -138,8 +159,9 @@ void node_snapshot_serve(Conn *c);
 
 /* Main thread, at shutdown before the store closes: a leader hands its
  * leadership over (up to NODE_TRANSFER_MS); then stops the Raft node
- * (proposals are refused from then on), waits for snapshot senders and
- * closes relayed and waiting connections. No node is fine. */
+ * (proposals are refused from then on), shuts the snapshot senders'
+ * sockets down and waits for them (up to NODE_SHIP_STOP_MS, else exit 2),
+ * and closes relayed and waiting connections. No node is fine. */
 void node_close(Server *s);
 
 /* Main thread, after the store closed (the mutation thread, which

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "net/net.h"
+
 #define PEER_MAGIC "RSPEER01"
 
 static void
@@ -73,16 +75,10 @@ peer_voter(const ClusterConfig *cc, uint64_t id)
 void
 peer_tune_fd(int fd)
 {
-    int one = 1, idle = 30, intvl = 10, cnt = 3;
-    unsigned timeout_ms = 60000;
+    int one = 1;
 
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms,
-               sizeof timeout_ms);
+    net_keepalive(fd);
 }
 
 static int

@@ -67,10 +67,10 @@ int peer_parse_addr(const char *addr, struct sockaddr_in *sa);
 /* Voter id's entry in cc, NULL if id is not a voter. */
 const ClusterPeer *peer_voter(const ClusterConfig *cc, uint64_t id);
 
-/* Sets a peer socket's options: TCP_NODELAY, keepalive (idle 30 s, probes
- * every 10 s, 3 of them) and TCP_USER_TIMEOUT (60 s), so a peer cut off
- * by a partition is noticed in about a minute, not fifteen. Errors are
- * ignored (the options only speed up noticing). */
+/* Sets a peer socket's options: TCP_NODELAY and net_keepalive's dead-peer
+ * detection, so a peer cut off by a partition is noticed in about a
+ * minute, not fifteen. Errors are ignored (the options only speed up
+ * noticing). */
 void peer_tune_fd(int fd);
 
 #endif

@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "net/net.h"
+
 enum { CLIENT = 0, UPSTREAM = 1 };
 
 /* One socket of a pair and the bytes read from it that wait to be written
@@ -208,6 +210,7 @@ upstream_connect(const struct sockaddr_in *up, bool *connecting)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    net_keepalive(fd); /* a leader gone with its host ends the pair */
     if (connect(fd, (const struct sockaddr *)up, sizeof *up) == 0) {
         *connecting = false;
         return fd;

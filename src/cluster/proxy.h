@@ -3,7 +3,7 @@
  * proxy_start, which connects to the leader's client port and copies bytes
  * both ways unchanged until both directions are finished (so a client on a
  * follower speaks the same protocol as on the leader, blocking reserves
- * included). A leaf: libev and libc only.
+ * included). Calls: libev, libc and net_keepalive (net/net.h).
  *
  * Thread: the loop thread only (the thread running ProxySet.loop); nothing
  * here blocks or locks. Memory: one allocation per pair, holding two fixed
@@ -16,7 +16,8 @@
  * goes on. A pair ends quietly (both fds closed, memory freed) once both
  * directions have ended, on any socket error (reset, EPIPE: no SIGPIPE),
  * on a failed or timed out connect, or by proxy_close_all. There is no
- * idle timeout: a client blocked in reserve may stay silent for hours.
+ * idle timeout: a client blocked in reserve may stay silent for hours (but
+ * a dead upstream is noticed, net_keepalive).
  *
  * Errors are returned (-1 and errno), never printed.
  */
@@ -60,8 +61,10 @@ void proxy_set_init(ProxySet *ps, struct ev_loop *loop);
 /* Takes ownership of client_fd (an accepted stream socket; made
  * non-blocking here if it is not) and starts a non-blocking connect to up
  * (IPv4), with TCP_NODELAY on both sockets (ignored where it does not
- * apply). Bytes the client sends before the connect completes are buffered
- * (up to PROXY_BUF_SIZE) and sent once it does.
+ * apply) and dead-peer detection on the upstream socket (net_keepalive;
+ * the accepting side sets it on client_fd). Bytes the client sends before
+ * the connect completes are buffered (up to PROXY_BUF_SIZE) and sent once
+ * it does.
  *
  * Returns 0: the pair is in ps (count and total incremented) and ends on
  * its own. Returns -1 with errno set and client_fd already closed when

@@ -89,13 +89,8 @@ rn_lose_all(RaftNode *n, PropList *l, int why)
         lose_one(n, p, why);
 }
 
-/* Raft thread: marks the node failed with a message (first failure wins)
- * and publishes role NONE. */
-static void node_fail(RaftNode *n, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-node_fail(RaftNode *n, const char *fmt, ...)
+void
+rn_fail(RaftNode *n, const char *fmt, ...)
 {
     if (atomic_load(&n->failed)) return;
     va_list ap;
@@ -127,8 +122,8 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
     *result = NULL;
     if (atomic_load(&n->failed)) return RAFT_IOERR;
     if (index <= n->last_index) {
-        node_fail(n, "raft: entry %llu applied after %llu",
-                  (unsigned long long)index, (unsigned long long)n->last_index);
+        rn_fail(n, "raft: entry %llu applied after %llu",
+                (unsigned long long)index, (unsigned long long)n->last_index);
         return RAFT_IOERR;
     }
     rn_check_inflight(n);
@@ -140,8 +135,8 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
         free(p);
     }
     if (n->cb.apply(n->cb.arg, index, buf->base, buf->len, seq) != 0) {
-        node_fail(n, "raft: applying entry %llu failed",
-                  (unsigned long long)index);
+        rn_fail(n, "raft: applying entry %llu failed",
+                (unsigned long long)index);
         return RAFT_IOERR;
     }
     n->last_index = index;
@@ -189,7 +184,7 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 
     if (buf->len < SNAP_HDR || get_le(p, 4) != SNAP_MAGIC ||
         get_le(p + 4, 4) != SNAP_VERSION) {
-        node_fail(n, "raft: snapshot without a rockstalk manifest header");
+        rn_fail(n, "raft: snapshot without a rockstalk manifest header");
         return RAFT_MALFORMED;
     }
     uint64_t index = get_le(p + 8, 8);
@@ -197,8 +192,8 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     int rc = n->cb.restore ? n->cb.restore(n->cb.arg, index, p + SNAP_HDR, len)
                            : (len == 0 ? 0 : -1);
     if (rc != 0) {
-        node_fail(n, "raft: restoring the snapshot at %llu failed",
-                  (unsigned long long)index);
+        rn_fail(n, "raft: restoring the snapshot at %llu failed",
+                (unsigned long long)index);
         return RAFT_IOERR;
     }
     rn_lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);

@@ -38,7 +38,8 @@ typedef struct BarrierReq {
     uint64_t term;
 } BarrierReq;
 
-/* Raft thread: the role as published. */
+/* Raft thread: the role as published (NONE once failed: libraft's
+ * UNAVAILABLE while not closing is a failure, check_unavailable). */
 static int
 current_role(RaftNode *n)
 {
@@ -194,12 +195,29 @@ on_wake(uv_async_t *h)
     if (transfer) start_transfer(n);
 }
 
+/* Raft thread: libraft 0.15 turns itself off for good (state
+ * RAFT_UNAVAILABLE, as raft_close does) when a message it receives
+ * conflicts with an entry it holds as committed, or when handling one or a
+ * tick fails. The node then answers nobody, so unless we are closing it,
+ * it has failed: the owner stops the process rather than keep a node that
+ * looks up and takes no part in the cluster. */
+static void
+check_unavailable(RaftNode *n)
+{
+    if (n->closing || raft_state(&n->raft) != RAFT_UNAVAILABLE) return;
+    rn_fail(n, "raft: libraft turned this node off (state UNAVAILABLE): a "
+               "peer's message conflicted with a committed entry, or "
+               "handling a message or timer failed; it takes no further "
+               "part in the cluster");
+}
+
 static void
 on_check(uv_check_t *h)
 {
     RaftNode *n = h->data;
 
     if (n->closing) return;
+    check_unavailable(n);
     rn_check_inflight(n);
     publish(n);
 }

@@ -34,7 +34,7 @@
 #include "net/tls.h"
 
 /* Roles as published (RaftNodeStatus.role). NONE: not running (before
- * start, while stopping, or after a failed apply). */
+ * start, while stopping, or once failed). */
 enum {
     RAFTNODE_NONE = 0,
     RAFTNODE_FOLLOWER,
@@ -136,7 +136,8 @@ typedef struct RaftNodeStatus {
     uint64_t applied;      /* highest index applied here (or restored) */
     int ready;  /* leader, and everything committed before its term is
                    applied here (its barrier entry applied): it may serve */
-    int failed; /* an apply or restore failed */
+    int failed; /* an apply or restore failed, or libraft turned the
+                   node off (RAFT_UNAVAILABLE) while it was not stopping */
     uint64_t peer_refused; /* connections the TLS transport refused */
 } RaftNodeStatus;
 

@@ -100,6 +100,11 @@ void rn_check_inflight(RaftNode *n);
  * appended go in flight; once one is refused, so are the rest. Empties l. */
 void rn_submit(RaftNode *n, PropList *l);
 
+/* Raft thread: marks the node failed with a message (printf's fmt; the
+ * first failure wins), publishes role NONE and calls notify. */
+void rn_fail(RaftNode *n, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Raft thread: fills n->fsm with the state machine (apply, snapshot,
  * restore), its data pointing at n. */
 void rn_fsm_init(RaftNode *n);

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,4 +92,23 @@ net_inherited(void)
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     fcntl(fd, F_SETFD, FD_CLOEXEC);
     return fd;
+}
+
+int
+net_keepalive(int fd)
+{
+    static const struct {
+        int level, name, value;
+    } opts[] = {
+        {SOL_SOCKET, SO_KEEPALIVE, 1},
+        {IPPROTO_TCP, TCP_KEEPIDLE, NET_KEEPIDLE_S},
+        {IPPROTO_TCP, TCP_KEEPINTVL, NET_KEEPINTVL_S},
+        {IPPROTO_TCP, TCP_KEEPCNT, NET_KEEPCNT},
+        {IPPROTO_TCP, TCP_USER_TIMEOUT, NET_USER_TIMEOUT_MS},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (setsockopt(fd, opts[i].level, opts[i].name, &opts[i].value,
+                       sizeof opts[i].value) < 0)
+            return -1;
+    return 0;
 }

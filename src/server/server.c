@@ -297,7 +297,8 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             }
             return;
         }
-        if (s->cfg.max_conns && s->cur_conns >= s->cfg.max_conns) {
+        if (s->cfg.max_conns &&
+            s->cur_conns + node_relayed(s) >= s->cfg.max_conns) {
             close(fd); /* at the limit: refuse politely, at once */
             if (s->rejected_conns++ % 1000 == 0)
                 log_msg(0, "connection limit %u reached; refusing",
@@ -306,6 +307,10 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        /* a client gone with its host or link must not keep its reserves
+         * (or, relayed by a cut-off follower, take jobs): fails harmlessly
+         * on a unix socket */
+        net_keepalive(fd);
         if (!node_accept(s, fd)) conn_new(s, fd);
     }
 }

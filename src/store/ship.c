@@ -72,6 +72,10 @@ fd_send_all(int fd, const unsigned char *p, size_t n, char *err, size_t errcap)
     while (n > 0) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return util_fail(err, errcap,
+                             "send: the reader took nothing for the "
+                             "socket's send timeout");
         if (w < 0) return util_fail(err, errcap, "send: %s", strerror(errno));
         p += w;
         n -= (size_t)w;

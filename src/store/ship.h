@@ -59,7 +59,8 @@ extern const char SHIP_KEY_END[SHIP_KEY_END_LEN];
 
 /* Writes the stream of shards[0..nshards) (all open) to fd, a connected
  * blocking socket (send with MSG_NOSIGNAL: a closed peer is an error, not
- * SIGPIPE), each shard read through its own RocksDB snapshot with one
+ * SIGPIPE; a send timeout, SO_SNDTIMEO, that expires is one too), each
+ * shard read through its own RocksDB snapshot with one
  * SHIP_IO_BUF buffer: memory does not grow with the data. Refuses a shard
  * whose snapshot holds "restoring" (its own state is incomplete). Does not
  * close fd. Returns 0, or -1 with a message in err (read error, a key or

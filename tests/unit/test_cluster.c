@@ -1,5 +1,6 @@
-/* Unit tests for cluster.c: the --cluster/--node-id parser and the CLUSTER
- * identity file of a data directory. */
+/* Unit tests for cluster.c: the --cluster/--node-id parser, the CLUSTER
+ * identity file of a data directory, and the refusal of a voter set that
+ * relays clients to this node's own listening socket. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,8 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <cmocka.h>
 
@@ -257,6 +262,83 @@ test_identity_file(void **state)
     rmdir(tmpl);
 }
 
+/* A listening TCP socket on addr (an IPv4 literal) and a free port; the
+ * port in *port. */
+static int
+listen_on(const char *addr, int *port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(inet_pton(AF_INET, addr, &a.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* Whether a socket can be bound to addr (an address of this host). */
+static int
+bindable(const char *addr)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int ok;
+
+    assert_true(fd >= 0);
+    assert_int_equal(inet_pton(AF_INET, addr, &a.sin_addr), 1);
+    ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Voters on one address without /CLIENTPORT relay to this node's own -p:
+ * refused, naming a voter and /CLIENTPORT; with their client ports, or on
+ * addresses of other hosts, or listening elsewhere, accepted. */
+static void
+test_relay_to_self_refused(void **state)
+{
+    (void)state;
+    ClusterConfig c;
+    char err[400] = "", spec[200];
+    int port, lfd = listen_on("127.0.0.1", &port);
+    int any, afd = listen_on("0.0.0.0", &any);
+    int other = port == 65535 ? port - 1 : port + 1;
+    struct sockaddr_in a;
+
+    assert_int_equal(cluster_parse(THREE, "1", &c, err, sizeof err), 0);
+    cluster_client_addr(&c, 1, port, &a);
+    assert_int_equal(ntohs(a.sin_port), port);
+    assert_int_equal(cluster_check_relay(&c, lfd, port, err, sizeof err), -1);
+    assert_non_null(strstr(err, "voter 2"));
+    assert_non_null(strstr(err, "/CLIENTPORT"));
+    /* a wildcard listener takes loopback connections too */
+    assert_int_equal(cluster_check_relay(&c, afd, any, err, sizeof err), -1);
+    /* another port than the one listened on: not this node */
+    assert_int_equal(cluster_check_relay(&c, lfd, other, err, sizeof err), 0);
+    /* each voter's own client port */
+    snprintf(spec, sizeof spec,
+             "1@127.0.0.1:7001/%d,2@127.0.0.1:7002/%d,3@127.0.0.1:7003/%d",
+             port, other, other);
+    assert_int_equal(cluster_parse(spec, "1", &c, err, sizeof err), 0);
+    cluster_client_addr(&c, 1, port, &a);
+    assert_int_not_equal(ntohs(a.sin_port), port);
+    assert_int_equal(cluster_check_relay(&c, lfd, port, err, sizeof err), 0);
+    /* other hosts on the same port (TEST-NET-3, unless this host has one
+     * of them: then a socket can be bound to it, and the check is moot) */
+    assert_int_equal(cluster_parse("1@203.0.113.1:7001,2@203.0.113.2:7002,"
+                                   "3@203.0.113.3:7003",
+                                   "1", &c, err, sizeof err),
+                     0);
+    if (!bindable("203.0.113.2") && !bindable("203.0.113.3"))
+        assert_int_equal(cluster_check_relay(&c, afd, any, err, sizeof err), 0);
+    close(lfd);
+    close(afd);
+}
+
 int
 main(void)
 {
@@ -267,6 +349,7 @@ main(void)
         cmocka_unit_test(test_parse_host_names),
         cmocka_unit_test(test_format_roundtrip),
         cmocka_unit_test(test_identity_file),
+        cmocka_unit_test(test_relay_to_self_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
