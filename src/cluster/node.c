@@ -13,50 +13,14 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "cluster/node_impl.h"
 #include "cluster/peer.h"
-#include "cluster/proxy.h"
-#include "cluster/raftnode.h"
 #include "net/net.h"
 #include "queue/queue.h"
 #include "store/store.h"
 
 _Static_assert(STORE_RAFT_ENTRY_MAX <= RAFTNODE_ENTRY_MAX,
                "a store entry must fit in a Raft entry");
-
-/* How long a node that needs the state out of band keeps trying its peers
- * (seconds) before it gives up (the Raft node fails; a restart retries). */
-#define FETCH_TRY_S 120
-
-struct Node {
-    ClusterConfig cfg;
-    TlsSource *tls; /* the nodes' mutual TLS; NULL: plaintext (peer.h) */
-    RaftNode *raft;
-    Store *store; /* borrowed: the Server's */
-    struct ev_loop *loop;
-    ev_async async_w; /* the raft thread's "status changed" */
-    ProxySet proxies;
-    uint64_t proxied_leader; /* the leader the relays go to */
-    int serving;
-    int port; /* this node's client port (-p) */
-    char *const *argv;
-    pthread_mutex_t raft_mu; /* orders propose against node_close */
-    /* snapshot senders (node_snapshot_serve, ship_main), under ship_mu */
-    pthread_mutex_t ship_mu;
-    int ship_fd[NODE_SHIP_MAX]; /* a running sender's socket, or -1 */
-    int ship_timeout_s;         /* its SO_SNDTIMEO (NODE_SHIP_SEND_S) */
-    /* committed records for the in-memory queue of a node that does not
-     * serve (cb_replay -> node_step): headers and metas, no bodies */
-    pthread_mutex_t rmu;
-    pthread_cond_t rcv;            /* the loop took the buffer */
-    struct Replay *rbuf, *rspare;  /* filling; the loop's last one */
-    size_t rlen, rcap, rspare_cap; /* records */
-    int rstop;                     /* stopping: cb_replay waits no more */
-    _Atomic unsigned fetched;      /* states fetched by restore (fetch_state) */
-    unsigned fetched_seen;         /* ... when the queue was loaded */
-    int parked[NODE_PARK_MAX];
-    int64_t parked_at[NODE_PARK_MAX]; /* monotonic ns */
-    int nparked;
-};
 
 /* ---- raft thread ---- */
 
@@ -74,76 +38,6 @@ cb_snapshot(void *arg, uint64_t index, void **buf, size_t *len)
     return store_raft_snapshot(n->store, index, buf, len);
 }
 
-/* Connects to addr and asks for the state (blocking, 30 s timeouts on
- * connect, sends and receives); returns the socket once the peer answered
- * SNAPSHOT with an applied index of at least want, else -1. */
-static int
-fetch_open(const struct sockaddr_in *addr, uint64_t want)
-{
-    struct timeval tv = {30, 0};
-    char line[64];
-    size_t got = 0;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0) return -1;
-    net_keepalive(fd);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) < 0 ||
-        send(fd, "rockstalk-snapshot\r\n", 20, MSG_NOSIGNAL) != 20)
-        goto fail;
-    while (got < sizeof line - 1) { /* the reply line, byte by byte */
-        ssize_t r = recv(fd, line + got, 1, 0);
-        if (r <= 0) goto fail;
-        if (line[got++] == '\n') break;
-    }
-    line[got] = '\0';
-    unsigned long long applied;
-    if (sscanf(line, "SNAPSHOT %llu\r\n", &applied) != 1 || applied < want)
-        goto fail;
-    return fd;
-fail:
-    close(fd);
-    return -1;
-}
-
-/* Fetches the state as of index or later from a peer, into the shards.
- * Returns 0, or -1 after FETCH_TRY_S seconds of failures. */
-static int
-fetch_state(Node *n, uint64_t index)
-{
-    char err[256];
-    int64_t end = mono_ns() + (int64_t)FETCH_TRY_S * NS_PER_SEC;
-
-    while (mono_ns() < end) {
-        for (int k = 0; k < n->cfg.n; k++) {
-            struct sockaddr_in a;
-            if (n->cfg.voters[k].id == n->cfg.self_id) continue;
-            cluster_client_addr(&n->cfg, k, n->port, &a);
-            int fd = fetch_open(&a, index);
-            if (fd < 0) continue;
-            int64_t t0 = mono_ns();
-            int rc = store_ship_recv(n->store, fd, err, sizeof err);
-            close(fd);
-            if (rc < 0)
-                log_msg(0, "cluster: state from node %llu: %s",
-                        (unsigned long long)n->cfg.voters[k].id, err);
-            if (rc == 0 && store_raft_applied(n->store) >= index) {
-                atomic_fetch_add(&n->fetched, 1); /* the queue is stale */
-                log_msg(0,
-                        "cluster: fetched the state as of entry %llu from "
-                        "node %llu in %.3f s",
-                        (unsigned long long)store_raft_applied(n->store),
-                        (unsigned long long)n->cfg.voters[k].id,
-                        (double)(mono_ns() - t0) / 1e9);
-                return 0;
-            }
-        }
-        usleep(200000);
-    }
-    return -1;
-}
-
 static int
 cb_restore(void *arg, uint64_t index, const void *buf, size_t len)
 {
@@ -151,7 +45,7 @@ cb_restore(void *arg, uint64_t index, const void *buf, size_t len)
 
     if (!store_raft_manifest_ok(n->store, buf, len)) return -1;
     if (store_raft_applied(n->store) >= index) return 0; /* already here */
-    return fetch_state(n, index);
+    return node_fetch_state(n, index);
 }
 
 /* One record for the in-memory queue (cb_replay -> node_step). */
@@ -357,7 +251,9 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
                             "%s is a standalone data directory; a cluster "
                             "node needs a directory of its own",
                             s->cfg.dir);
-    if (cluster_check_relay(cc, s->listen_fd, s->cfg.port, err, errcap) < 0 ||
+    /* with mutual TLS relays go over the peer links, not to client ports */
+    if ((!s->cfg.peer_cert &&
+         cluster_check_relay(cc, s->listen_fd, s->cfg.port, err, errcap) < 0) ||
         cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0)
         return -1;
     if (!(n = calloc(1, sizeof *n)))
@@ -381,6 +277,11 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     proxy_set_init(&n->proxies, s->loop);
     ev_async_init(&n->async_w, async_cb);
     ev_async_start(s->loop, &n->async_w);
+    pthread_mutex_init(&n->served_mu, NULL);
+    ev_async_init(&n->served_w, node_served_cb);
+    n->served_w.data = n;
+    ev_async_start(s->loop, &n->served_w);
+    n->srv = s;
     s->node = n;
     return 0;
 }
@@ -422,7 +323,8 @@ node_start(Server *s, char *err, size_t errcap)
                             .apply = cb_apply,
                             .snapshot = cb_snapshot,
                             .restore = cb_restore,
-                            .notify = cb_notify};
+                            .notify = cb_notify,
+                            .serve = node_cb_serve};
     RaftNode *r;
 
     n->store = s->store;
@@ -439,46 +341,6 @@ node_start(Server *s, char *err, size_t errcap)
     return load_queue(s, err, errcap);
 }
 
-/* The number of snapshot senders running; with shut set, first shuts
- * their sockets down, so that a send blocked on a reader that takes
- * nothing fails at once. */
-static int
-ship_count(Node *n, int shut)
-{
-    int k = 0;
-
-    pthread_mutex_lock(&n->ship_mu);
-    for (int i = 0; i < NODE_SHIP_MAX; i++) {
-        if (n->ship_fd[i] < 0) continue;
-        if (shut) shutdown(n->ship_fd[i], SHUT_RDWR);
-        k++;
-    }
-    pthread_mutex_unlock(&n->ship_mu);
-    return k;
-}
-
-/* Ends the snapshot senders, which read the store: shuts their sockets
- * down and waits up to NODE_SHIP_STOP_MS for them. One still running then
- * (a disk that does not answer) stops the process (exit 2) rather than
- * letting the store close under it. */
-static void
-stop_senders(Node *n)
-{
-    int64_t end = mono_ns() + (int64_t)NODE_SHIP_STOP_MS * 1000000;
-    int k = ship_count(n, 1);
-
-    while (k > 0 && mono_ns() < end) {
-        usleep(10000);
-        k = ship_count(n, 0);
-    }
-    if (k == 0) return;
-    log_msg(0,
-            "cluster: %d snapshot senders still running %d ms after "
-            "their sockets were shut down; exiting with the store open",
-            k, NODE_SHIP_STOP_MS);
-    _exit(2);
-}
-
 /* Stops the Raft node (no proposal reaches it afterwards) and ends the
  * snapshot senders. */
 static void
@@ -493,7 +355,7 @@ stop_raft(Node *n)
     n->raft = NULL;
     pthread_mutex_unlock(&n->raft_mu);
     raftnode_stop(r);
-    stop_senders(n);
+    node_stop_senders(n);
 }
 
 /* A leader that stops hands its leadership over first (raftnode_transfer),
@@ -544,6 +406,10 @@ node_free(Server *s)
 
     if (!n) return;
     ev_async_stop(s->loop, &n->async_w);
+    ev_async_stop(s->loop, &n->served_w);
+    for (int i = 0; i < n->nserved; i++)
+        close(n->served_fd[i]);
+    pthread_mutex_destroy(&n->served_mu);
     proxy_set_free(&n->proxies);
     pthread_mutex_destroy(&n->raft_mu);
     pthread_mutex_destroy(&n->rmu);
@@ -566,6 +432,14 @@ relay(Node *n, int fd, uint64_t leader)
 
     if (k < 0) {
         close(fd);
+        return;
+    }
+    if (n->tls) { /* to the leader over the nodes' mutual TLS */
+        int up = raftnode_tunnel(n->raft, leader, PEER_CHANNEL_CLIENT);
+        if (up < 0)
+            close(fd);
+        else
+            proxy_start_fd(&n->proxies, fd, up);
         return;
     }
     cluster_client_addr(&n->cfg, k, n->port, &a);
@@ -743,91 +617,4 @@ node_stats(const Server *s, NodeStats *out)
     out->leader = st.leader_id;
     out->term = st.term;
     out->commit_index = st.commit_index;
-}
-
-/* A snapshot sender's work. */
-typedef struct Ship {
-    Node *n;
-    int slot; /* in n->ship_fd */
-    int fd;
-    uint64_t applied;
-} Ship;
-
-static void *
-ship_main(void *arg)
-{
-    Ship *sp = arg;
-    Node *n = sp->n;
-    char line[48], err[256];
-    struct timeval tv = {n->ship_timeout_s, 0};
-    int len = snprintf(line, sizeof line, "SNAPSHOT %llu\r\n",
-                       (unsigned long long)sp->applied);
-
-    fcntl(sp->fd, F_SETFL, fcntl(sp->fd, F_GETFL) & ~O_NONBLOCK);
-    setsockopt(sp->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (send(sp->fd, line, (size_t)len, MSG_NOSIGNAL) == len &&
-        store_ship_send(n->store, sp->fd, err, sizeof err) < 0)
-        log_msg(1, "cluster: sending a snapshot: %s", err);
-    pthread_mutex_lock(&n->ship_mu); /* stop_senders may shut it down */
-    close(sp->fd);
-    n->ship_fd[sp->slot] = -1;
-    pthread_mutex_unlock(&n->ship_mu);
-    free(sp);
-    return NULL;
-}
-
-/* A free sender slot in n->ship_fd, taken with fd; -1 if all are busy. */
-static int
-ship_slot(Node *n, int fd)
-{
-    int slot = -1;
-
-    pthread_mutex_lock(&n->ship_mu);
-    for (int i = 0; i < NODE_SHIP_MAX && slot < 0; i++)
-        if (n->ship_fd[i] < 0) n->ship_fd[slot = i] = fd;
-    pthread_mutex_unlock(&n->ship_mu);
-    return slot;
-}
-
-void
-node_snapshot_serve(Conn *c)
-{
-    Server *s = c->srv;
-    Node *n = s->node;
-    RaftNodeStatus st;
-    pthread_t t;
-    Ship *sp;
-    int fd;
-
-    if (!n || !n->serving || !n->raft) {
-        conn_reply(c, "UNKNOWN_COMMAND\r\n", 17);
-        return;
-    }
-    raftnode_status(n->raft, &st);
-    /* close-on-exec: a step-down's exec must not keep the stream open */
-    if (!(sp = malloc(sizeof *sp)) ||
-        (fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
-        free(sp);
-        conn_close(c);
-        return;
-    }
-    if ((sp->slot = ship_slot(n, fd)) < 0) { /* NODE_SHIP_MAX running */
-        close(fd);
-        free(sp);
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
-        return;
-    }
-    conn_close(c);
-    sp->n = n;
-    sp->fd = fd;
-    sp->applied = st.applied;
-    if (pthread_create(&t, NULL, ship_main, sp) != 0) {
-        pthread_mutex_lock(&n->ship_mu);
-        close(fd);
-        n->ship_fd[sp->slot] = -1;
-        pthread_mutex_unlock(&n->ship_mu);
-        free(sp);
-        return;
-    }
-    pthread_detach(t);
 }

@@ -46,6 +46,7 @@ typedef struct Link {
     size_t pre_len;
     size_t to_inner, to_tcp; /* bytes queued in each direction */
     int tcp_paused, inner_paused;
+    int draining; /* one side ended: closes once both queues are empty */
 } Link;
 
 struct Peer {

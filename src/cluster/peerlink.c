@@ -74,13 +74,14 @@ link_close(Link *l, int refused)
     if (l->inner_open) uv_close((uv_handle_t *)&l->inner, on_handle_closed);
 }
 
-/* The handshake's deadline: an incoming link not authenticated by then is
- * refused; an outgoing one failed (the peer may be down). */
+/* The handshake's deadline (an incoming link not authenticated by then
+ * is refused, an outgoing one failed: the peer may be down), or a
+ * draining link's. */
 static void
 on_deadline(uv_timer_t *t)
 {
     Link *l = t->data;
-    link_close(l, l->inbound);
+    link_close(l, l->inbound && l->state < LINK_OPEN);
 }
 
 static void
@@ -94,10 +95,27 @@ on_written(uv_write_t *req, int status)
     else
         l->to_inner -= w->n;
     free(w);
-    if (status < 0)
+    if (status < 0 || (l->draining && !l->to_tcp && !l->to_inner))
         link_close(l, 0);
-    else if (l->state != LINK_CLOSING)
+    else if (l->state != LINK_CLOSING && !l->draining)
         resume_reads(l);
+}
+
+/* One side of an open link ended: no more reading, and the link closes
+ * once what is queued toward either side is written (the end of a stream
+ * must arrive), within PEER_DRAIN_MS. */
+static void
+link_drain(Link *l)
+{
+    if (l->draining || l->state == LINK_CLOSING) return;
+    l->draining = 1;
+    uv_read_stop((uv_stream_t *)&l->tcp);
+    if (l->inner_open) uv_read_stop((uv_stream_t *)&l->inner);
+    if (!l->to_tcp && !l->to_inner) {
+        link_close(l, 0);
+        return;
+    }
+    uv_timer_start(&l->timer, on_deadline, PEER_DRAIN_MS, 0);
 }
 
 /* Queues n bytes of data on l's TCP socket (to_tcp) or libraft's side. */
@@ -183,8 +201,10 @@ on_inner_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (nread == 0 || l->state == LINK_CLOSING) return;
     if (nread < 0) {
         tls_conn_close_notify(l->tls);
-        link_flush(l);
-        link_close(l, 0);
+        if (link_flush(l) != 0)
+            link_close(l, 0);
+        else
+            link_drain(l);
         return;
     }
     for (size_t off = 0; off < (size_t)nread;) {
@@ -251,6 +271,10 @@ link_pump(Link *l)
            !l->tcp_paused) {
         ssize_t n = tls_conn_read(l->tls, l->p->xbuf, sizeof l->p->xbuf);
         if (n == 0) break;
+        if (n == TLS_CLOSED && l->state == LINK_OPEN) {
+            link_drain(l); /* close_notify: what came before still goes */
+            return;
+        }
         if (n < 0) {
             link_close(l, l->state != LINK_OPEN);
             return;
@@ -281,6 +305,10 @@ on_tcp_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     Link *l = s->data;
 
     if (nread == 0 || l->state == LINK_CLOSING) return;
+    if (nread < 0 && l->state == LINK_OPEN) {
+        link_drain(l); /* the peer is done: what it sent still goes on */
+        return;
+    }
     if (nread < 0 || tls_conn_feed(l->tls, b->base, (size_t)nread) != 0) {
         link_close(l, nread >= 0 || l->state < LINK_OPEN);
         return;

@@ -248,17 +248,50 @@ proxy_set_init(ProxySet *ps, struct ev_loop *loop)
     ps->connect_timeout = PROXY_CONNECT_TIMEOUT;
 }
 
+static int pair_start(ProxySet *ps, int client_fd, int fd, bool connecting);
+
 int
 proxy_start(ProxySet *ps, int client_fd, const struct sockaddr_in *up)
 {
-    int one = 1, fd = -1, flags = fcntl(client_fd, F_GETFL);
     bool connecting = false;
+    int fd = upstream_connect(up, &connecting);
+
+    if (fd < 0) {
+        int e = errno;
+        close(client_fd);
+        errno = e;
+        return -1;
+    }
+    return pair_start(ps, client_fd, fd, connecting);
+}
+
+int
+proxy_start_fd(ProxySet *ps, int client_fd, int up_fd)
+{
+    int flags = fcntl(up_fd, F_GETFL);
+
+    if (flags < 0 || fcntl(up_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        int e = errno;
+        close(client_fd);
+        close(up_fd);
+        errno = e;
+        return -1;
+    }
+    return pair_start(ps, client_fd, up_fd, false);
+}
+
+/* A pair of client_fd and fd (upstream, connecting or connected), both
+ * owned: 0, or -1 with errno and both closed. */
+static int
+pair_start(ProxySet *ps, int client_fd, int fd, bool connecting)
+{
+    int one = 1, flags = fcntl(client_fd, F_GETFL);
     Proxy *p = malloc(sizeof *p);
-    if (!p || flags < 0 || fcntl(client_fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
-        (fd = upstream_connect(up, &connecting)) < 0) {
+    if (!p || flags < 0 || fcntl(client_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
         int e = p ? errno : ENOMEM;
         free(p);
         close(client_fd);
+        close(fd);
         errno = e;
         return -1;
     }

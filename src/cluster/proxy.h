@@ -74,6 +74,12 @@ void proxy_set_init(ProxySet *ps, struct ev_loop *loop);
  * if it sent more than the buffer took). */
 int proxy_start(ProxySet *ps, int client_fd, const struct sockaddr_in *up);
 
+/* The same with an upstream already there: up_fd, a connected stream
+ * socket (one end of a tunnel to the leader over the nodes' mutual TLS,
+ * cluster/peer.h), owned from now on and made non-blocking. Returns 0, or
+ * -1 with errno set and both fds closed. */
+int proxy_start_fd(ProxySet *ps, int client_fd, int up_fd);
+
 /* Closes every pair of ps at once (both fds, buffered bytes dropped) and
  * frees them; count is 0 afterwards. For a change of leader: the clients
  * see their connections closed and reconnect. */

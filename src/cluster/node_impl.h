@@ -1,0 +1,82 @@
+/* node_impl.h - cluster mode's loop-side node insides, shared by node.c
+ * (serving, relaying, stepping down, the raft callbacks) and nodepeer.c
+ * (what a node does with its peers out of band: the state stream served
+ * and fetched, and the links peers open to it). Private to those two
+ * files; the rest of the process sees node.h. */
+#ifndef ROCKSTALK_NODE_IMPL_H
+#define ROCKSTALK_NODE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cluster/node.h"
+#include "cluster/proxy.h"
+#include "cluster/raftnode.h"
+#include "net/tls.h"
+
+/* Links from peers waiting for the loop (cb_serve); more are closed. */
+#define NODE_SERVED_MAX 64
+
+struct Node {
+    ClusterConfig cfg;
+    TlsSource *tls; /* the nodes' mutual TLS; NULL: plaintext (peer.h) */
+    RaftNode *raft;
+    Store *store; /* borrowed: the Server's */
+    struct ev_loop *loop;
+    ev_async async_w; /* the raft thread's "status changed" */
+    ProxySet proxies;
+    uint64_t proxied_leader; /* the leader the relays go to */
+    int serving;
+    int port; /* this node's client port (-p) */
+    char *const *argv;
+    pthread_mutex_t raft_mu; /* orders propose against node_close */
+    /* snapshot senders (node_snapshot_serve, ship_main), under ship_mu */
+    pthread_mutex_t ship_mu;
+    int ship_fd[NODE_SHIP_MAX]; /* a running sender's socket, or -1 */
+    int ship_timeout_s;         /* its SO_SNDTIMEO (NODE_SHIP_SEND_S) */
+    /* committed records for the in-memory queue of a node that does not
+     * serve (cb_replay -> node_step): headers and metas, no bodies */
+    pthread_mutex_t rmu;
+    pthread_cond_t rcv;            /* the loop took the buffer */
+    struct Replay *rbuf, *rspare;  /* filling; the loop's last one */
+    size_t rlen, rcap, rspare_cap; /* records */
+    int rstop;                     /* stopping: cb_replay waits no more */
+    _Atomic unsigned fetched;      /* states fetched by restore (fetch_state) */
+    unsigned fetched_seen;         /* ... when the queue was loaded */
+    /* links the peers opened to this node (cb_serve, raft thread) for the
+     * loop (served_cb): relayed clients and state streams, under served_mu */
+    pthread_mutex_t served_mu;
+    int served_fd[NODE_SERVED_MAX];
+    unsigned served_ch[NODE_SERVED_MAX]; /* PEER_CHANNEL_* */
+    int nserved;
+    ev_async served_w;
+    Server *srv; /* the Server this node is part of */
+    int parked[NODE_PARK_MAX];
+    int64_t parked_at[NODE_PARK_MAX]; /* monotonic ns */
+    int nparked;
+};
+
+/* ---- nodepeer.c ---- */
+
+/* Raft thread: fetches the state as of index or later from a peer, into
+ * the shards (over the nodes' mutual TLS when n->tls, else the peers'
+ * client ports). Returns 0, or -1 after FETCH_TRY_S seconds of failures. */
+int node_fetch_state(Node *n, uint64_t index);
+
+/* Main thread, stopping: ends the snapshot senders, which read the store:
+ * shuts their sockets down and waits up to NODE_SHIP_STOP_MS for them;
+ * one still running then stops the process (exit 2). */
+void node_stop_senders(Node *n);
+
+/* Raft thread (RaftNodeCallbacks.serve): a peer's link of another channel
+ * than Raft, queued for the loop (at most NODE_SERVED_MAX; fd closed
+ * past that). */
+void node_cb_serve(void *arg, unsigned channel, uint64_t peer_id, int fd);
+
+/* Loop thread: the links cb_serve queued: a relayed client becomes a
+ * connection of a serving leader (within --max-connections), a state
+ * stream request gets a sender; anything else is closed. */
+void node_served_cb(struct ev_loop *loop, ev_async *w, int revents);
+
+#endif

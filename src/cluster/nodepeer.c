@@ -1,0 +1,343 @@
+/* nodepeer.c - what a cluster node does with its peers out of band (see
+ * node_impl.h): the state stream, served to a peer that fell behind and
+ * fetched from one, and the links peers open to this node over the nodes'
+ * mutual TLS (relayed clients, state requests). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "cluster/node_impl.h"
+#include "cluster/peerauth.h"
+#include "cluster/peerdial.h"
+#include "net/net.h"
+#include "store/store.h"
+
+/* How long a node that needs the state out of band keeps trying its peers
+ * (seconds) before it gives up (the Raft node fails; a restart retries). */
+#define FETCH_TRY_S 120
+/* Its connect, send and receive timeouts, seconds. */
+#define FETCH_IO_S 30
+
+/* A snapshot sender's work. */
+typedef struct Ship {
+    Node *n;
+    int slot; /* in n->ship_fd */
+    int fd;
+    uint64_t applied;
+} Ship;
+
+/* Reads the sender's "SNAPSHOT <applied>" line from fd (blocking, its
+ * receive timeout); returns fd once applied is at least want, else closes
+ * it and returns -1. */
+static int
+fetch_reply(int fd, uint64_t want)
+{
+    struct timeval tv = {FETCH_IO_S, 0};
+    char line[64];
+    size_t got = 0;
+
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while (got < sizeof line - 1) { /* the reply line, byte by byte */
+        ssize_t r = recv(fd, line + got, 1, 0);
+        if (r <= 0) goto fail;
+        if (line[got++] == '\n') break;
+    }
+    line[got] = '\0';
+    unsigned long long applied;
+    if (sscanf(line, "SNAPSHOT %llu\r\n", &applied) != 1 || applied < want)
+        goto fail;
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* Asks voter k for the state: over the nodes' mutual TLS (the snapshot
+ * channel, peer_dial) when n->tls, else on its client port
+ * (rockstalk-snapshot). Blocking, FETCH_IO_S timeouts. Returns the stream
+ * once the peer answered SNAPSHOT with at least want applied, else -1. */
+static int
+fetch_open(Node *n, int k, uint64_t want)
+{
+    struct timeval tv = {FETCH_IO_S, 0};
+    struct sockaddr_in a;
+    char err[256];
+    int fd;
+
+    if (n->tls) {
+        fd = peer_dial(n->tls, &n->cfg, n->cfg.voters[k].id,
+                       PEER_CHANNEL_SNAPSHOT, FETCH_IO_S * 1000, err,
+                       sizeof err);
+        if (fd < 0) log_msg(1, "cluster: state fetch: %s", err);
+        return fd < 0 ? -1 : fetch_reply(fd, want);
+    }
+    cluster_client_addr(&n->cfg, k, n->port, &a);
+    if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) return -1;
+    net_keepalive(fd);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(fd, (const struct sockaddr *)&a, sizeof a) < 0 ||
+        send(fd, "rockstalk-snapshot\r\n", 20, MSG_NOSIGNAL) != 20) {
+        close(fd);
+        return -1;
+    }
+    return fetch_reply(fd, want);
+}
+
+int
+node_fetch_state(Node *n, uint64_t index)
+{
+    char err[256];
+    int64_t end = mono_ns() + (int64_t)FETCH_TRY_S * NS_PER_SEC;
+
+    while (mono_ns() < end) {
+        for (int k = 0; k < n->cfg.n; k++) {
+            if (n->cfg.voters[k].id == n->cfg.self_id) continue;
+            int fd = fetch_open(n, k, index);
+            if (fd < 0) continue;
+            int64_t t0 = mono_ns();
+            int rc = store_ship_recv(n->store, fd, err, sizeof err);
+            close(fd);
+            if (rc < 0)
+                log_msg(0, "cluster: state from node %llu: %s",
+                        (unsigned long long)n->cfg.voters[k].id, err);
+            if (rc == 0 && store_raft_applied(n->store) >= index) {
+                atomic_fetch_add(&n->fetched, 1); /* the queue is stale */
+                log_msg(0,
+                        "cluster: fetched the state as of entry %llu from "
+                        "node %llu in %.3f s",
+                        (unsigned long long)store_raft_applied(n->store),
+                        (unsigned long long)n->cfg.voters[k].id,
+                        (double)(mono_ns() - t0) / 1e9);
+                return 0;
+            }
+        }
+        usleep(200000);
+    }
+    return -1;
+}
+
+/* The number of snapshot senders running; with shut set, first shuts
+ * their sockets down, so that a send blocked on a reader that takes
+ * nothing fails at once. */
+static int
+ship_count(Node *n, int shut)
+{
+    int k = 0;
+
+    pthread_mutex_lock(&n->ship_mu);
+    for (int i = 0; i < NODE_SHIP_MAX; i++) {
+        if (n->ship_fd[i] < 0) continue;
+        if (shut) shutdown(n->ship_fd[i], SHUT_RDWR);
+        k++;
+    }
+    pthread_mutex_unlock(&n->ship_mu);
+    return k;
+}
+
+/* A sender still running once its socket was shut down (a disk that does
+ * not answer) stops the process rather than letting the store close under
+ * it. */
+void
+node_stop_senders(Node *n)
+{
+    int64_t end = mono_ns() + (int64_t)NODE_SHIP_STOP_MS * 1000000;
+    int k = ship_count(n, 1);
+
+    while (k > 0 && mono_ns() < end) {
+        usleep(10000);
+        k = ship_count(n, 0);
+    }
+    if (k == 0) return;
+    log_msg(0,
+            "cluster: %d snapshot senders still running %d ms after "
+            "their sockets were shut down; exiting with the store open",
+            k, NODE_SHIP_STOP_MS);
+    _exit(2);
+}
+
+static void *
+ship_main(void *arg)
+{
+    Ship *sp = arg;
+    Node *n = sp->n;
+    char line[48], err[256];
+    struct timeval tv = {n->ship_timeout_s, 0};
+    int len = snprintf(line, sizeof line, "SNAPSHOT %llu\r\n",
+                       (unsigned long long)sp->applied);
+
+    fcntl(sp->fd, F_SETFL, fcntl(sp->fd, F_GETFL) & ~O_NONBLOCK);
+    setsockopt(sp->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (send(sp->fd, line, (size_t)len, MSG_NOSIGNAL) == len &&
+        store_ship_send(n->store, sp->fd, err, sizeof err) < 0)
+        log_msg(1, "cluster: sending a snapshot: %s", err);
+    pthread_mutex_lock(&n->ship_mu); /* stop_senders may shut it down */
+    close(sp->fd);
+    n->ship_fd[sp->slot] = -1;
+    pthread_mutex_unlock(&n->ship_mu);
+    free(sp);
+    return NULL;
+}
+
+/* A free sender slot in n->ship_fd, taken with fd; -1 if all are busy. */
+static int
+ship_slot(Node *n, int fd)
+{
+    int slot = -1;
+
+    pthread_mutex_lock(&n->ship_mu);
+    for (int i = 0; i < NODE_SHIP_MAX && slot < 0; i++)
+        if (n->ship_fd[i] < 0) n->ship_fd[slot = i] = fd;
+    pthread_mutex_unlock(&n->ship_mu);
+    return slot;
+}
+
+/* A sender of the state as of applied on fd, its slot taken; NULL (fd
+ * untouched) when NODE_SHIP_MAX run or memory is lacking. */
+static Ship *
+ship_new(Node *n, int fd, uint64_t applied)
+{
+    Ship *sp = malloc(sizeof *sp);
+
+    if (!sp || (sp->slot = ship_slot(n, fd)) < 0) {
+        free(sp);
+        return NULL;
+    }
+    sp->n = n;
+    sp->fd = fd;
+    sp->applied = applied;
+    return sp;
+}
+
+/* Starts sp's thread; a failure closes its socket and frees its slot. */
+static void
+ship_run(Ship *sp)
+{
+    pthread_t t;
+
+    if (pthread_create(&t, NULL, ship_main, sp) == 0) {
+        pthread_detach(t);
+        return;
+    }
+    pthread_mutex_lock(&sp->n->ship_mu);
+    close(sp->fd);
+    sp->n->ship_fd[sp->slot] = -1;
+    pthread_mutex_unlock(&sp->n->ship_mu);
+    free(sp);
+}
+
+void
+node_snapshot_serve(Conn *c)
+{
+    Node *n = c->srv->node;
+    RaftNodeStatus st;
+    Ship *sp = NULL;
+    int fd;
+
+    /* with mutual TLS the state goes to authenticated peers only, over
+     * the snapshot channel (node_served_cb) */
+    if (!n || !n->serving || !n->raft || n->tls) {
+        conn_reply(c, "UNKNOWN_COMMAND\r\n", 17);
+        return;
+    }
+    raftnode_status(n->raft, &st);
+    /* close-on-exec: a step-down's exec must not keep the stream open */
+    if ((fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        conn_close(c);
+        return;
+    }
+    if (!(sp = ship_new(n, fd, st.applied))) { /* NODE_SHIP_MAX running */
+        close(fd);
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    conn_close(c);
+    ship_run(sp);
+}
+
+/* ---- links the peers open to this node ---- */
+
+void
+node_cb_serve(void *arg, unsigned channel, uint64_t peer_id, int fd)
+{
+    Node *n = arg;
+
+    (void)peer_id;
+    pthread_mutex_lock(&n->served_mu);
+    if (n->nserved < NODE_SERVED_MAX) {
+        n->served_fd[n->nserved] = fd;
+        n->served_ch[n->nserved++] = channel;
+        fd = -1;
+    }
+    pthread_mutex_unlock(&n->served_mu);
+    if (fd >= 0) close(fd);
+    ev_async_send(n->loop, &n->served_w);
+}
+
+/* A relayed client from a peer becomes a connection of this leader, as an
+ * accepted one would (--max-connections counts it). */
+static void
+serve_client(Node *n, int fd)
+{
+    Server *s = n->srv;
+    int flags = fcntl(fd, F_GETFL);
+
+    if (!n->serving || flags < 0 ||
+        fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+        (s->cfg.max_conns &&
+         s->cur_conns + node_relayed(s) >= s->cfg.max_conns)) {
+        close(fd);
+        return;
+    }
+    conn_new(s, fd);
+}
+
+/* A peer that fell behind asks for the state: a sender, if one is free. */
+static void
+serve_snapshot(Node *n, int fd)
+{
+    RaftNodeStatus st;
+    Ship *sp;
+
+    if (!n->serving || !n->raft) {
+        close(fd);
+        return;
+    }
+    raftnode_status(n->raft, &st);
+    if (!(sp = ship_new(n, fd, st.applied))) {
+        close(fd); /* the peer tries again */
+        return;
+    }
+    ship_run(sp);
+}
+
+void
+node_served_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+    Node *n = w->data;
+    int fd[NODE_SERVED_MAX];
+    unsigned ch[NODE_SERVED_MAX];
+    int k;
+
+    (void)loop, (void)revents;
+    pthread_mutex_lock(&n->served_mu);
+    k = n->nserved;
+    memcpy(fd, n->served_fd, sizeof fd[0] * (size_t)k);
+    memcpy(ch, n->served_ch, sizeof ch[0] * (size_t)k);
+    n->nserved = 0;
+    pthread_mutex_unlock(&n->served_mu);
+    for (int i = 0; i < k; i++) {
+        if (ch[i] == PEER_CHANNEL_CLIENT)
+            serve_client(n, fd[i]);
+        else if (ch[i] == PEER_CHANNEL_SNAPSHOT)
+            serve_snapshot(n, fd[i]);
+        else
+            close(fd[i]);
+    }
+}
