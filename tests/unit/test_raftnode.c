@@ -161,8 +161,8 @@ static void
 start_node(int i)
 {
     TNode *t = &nodes[i];
-    RaftNodeCallbacks cb = {t,          t_apply,   t_lost,
-                            t_snapshot, t_restore, t_notify};
+    RaftNodeCallbacks cb = {t,         t_apply,  t_lost, t_snapshot,
+                            t_restore, t_notify, NULL};
     ClusterConfig c = cfg;
     char err[256];
 
@@ -464,7 +464,7 @@ static void
 test_start_errors(void **state)
 {
     (void)state;
-    RaftNodeCallbacks cb = {&nodes[0], t_apply, NULL, NULL, NULL, NULL};
+    RaftNodeCallbacks cb = {&nodes[0], t_apply, NULL, NULL, NULL, NULL, NULL};
     RaftNode *rn = NULL;
     char path[128], err[256] = "";
 
