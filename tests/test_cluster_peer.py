@@ -2,7 +2,13 @@
 (three rockstalkd nodes on loopback, tests/cluster.py). Each test names
 what it guards against: a node that must stop rather than linger, a
 resource that must stay bounded, a descriptor that must not leak, a peer
-that must be found dead."""
+that must be found dead.
+
+These clusters run without certificates (plaintext, allowed on loopback):
+the tests reach libraft's own transport with forged messages, relays on
+the leader's client port and rockstalk-snapshot there, which is what a
+cluster without mutual TLS does. The mutual-TLS paths are
+test_peer_security.py's."""
 import ctypes
 import os
 import signal
@@ -27,7 +33,7 @@ def cluster(tmp_path):
     made = []
 
     def start(*flags, env=None):
-        c = Cluster(tmp_path / ("c%d" % len(made)), flags, env)
+        c = Cluster(tmp_path / ("c%d" % len(made)), flags, env, tls=False)
         made.append(c)
         return c
 

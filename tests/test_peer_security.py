@@ -403,3 +403,59 @@ def test_a_node_with_another_nodes_certificate_is_refused(tmp_path):
     r = run(argv)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "names node 2" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_relays_and_snapshots_use_the_peer_links(tmp_path):
+    """With mutual TLS a follower relays its clients to the leader over the
+    authenticated peer links, not to the leader's client port: with every
+    /CLIENTPORT pointing at a closed port, clients on a follower are still
+    served. rockstalk-snapshot on a client port is refused (the state goes
+    to authenticated peers only)."""
+    c = Cluster(tmp_path / "c", start=False)
+    closed = node_port_closed()
+    c.spec = ",".join(item.split("/")[0] + "/%d" % closed
+                      for item in c.spec.split(","))
+    for nd in c.nodes:
+        nd.start(wait=False)
+    try:
+        for nd in c.nodes:
+            wait_listening_node(nd)
+        lead = c.wait_leader()
+        f = c.follower()
+        s = f.connect()
+        s.sendall(b"put 0 0 60 5\r\nhello\r\nreserve-with-timeout 5\r\n")
+        got = b""
+        while got.count(b"\r\n") < 3:
+            chunk = s.recv(4096)
+            assert chunk, got
+            got += chunk
+        assert got.startswith(b"INSERTED ") and b"RESERVED " in got, got
+        s.close()
+        s = c.node(lead).connect()
+        s.sendall(b"rockstalk-snapshot\r\n")
+        s.settimeout(5)
+        assert s.recv(4096) == b"UNKNOWN_COMMAND\r\n"
+        s.close()
+    finally:
+        c.stop()
+
+
+def node_port_closed():
+    """A loopback port nothing listens on."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_listening_node(nd, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            socket.create_connection(("127.0.0.1", nd.port), 1).close()
+            return
+        except OSError:
+            assert nd.alive(), open(nd.dir + ".log").read()[-2000:]
+            time.sleep(0.05)
+    raise AssertionError("node %d does not listen" % nd.id)
