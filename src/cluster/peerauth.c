@@ -7,40 +7,25 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/bytes.h"
 #include "net/net.h"
 
 #define PEER_MAGIC "RSPEER01"
-
-static void
-put_u64le(unsigned char *b, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t
-get_u64le(const unsigned char *b)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | b[i];
-    return v;
-}
 
 void
 peer_preamble_put(unsigned char *buf, uint64_t id, unsigned channel)
 {
     memcpy(buf, PEER_MAGIC, 8);
-    put_u64le(buf + 8, id);
-    put_u64le(buf + 16, channel);
+    le_put64(buf + 8, id);
+    le_put64(buf + 16, channel);
 }
 
 unsigned
 peer_preamble_check(const unsigned char *buf, uint64_t id)
 {
-    uint64_t ch = get_u64le(buf + 16);
+    uint64_t ch = le_get64(buf + 16);
 
-    if (memcmp(buf, PEER_MAGIC, 8) != 0 || get_u64le(buf + 8) != id || ch < 1 ||
+    if (memcmp(buf, PEER_MAGIC, 8) != 0 || le_get64(buf + 8) != id || ch < 1 ||
         ch > PEER_CHANNEL_MAX)
         return 0;
     return (unsigned)ch;

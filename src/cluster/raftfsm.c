@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "cluster/raftnode_impl.h"
 
 /* The manifest's header: magic, version (u32 LE each), index (u64 LE). */
@@ -45,29 +46,6 @@ rn_list_pop(PropList *l)
         if (!l->head) l->tail = &l->head;
     }
     return p;
-}
-
-static void
-put_u32le(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void
-put_u64le(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t
-get_le(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 /* Raft thread: reports proposal p as lost (why) and frees it, with its
@@ -164,9 +142,9 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *nbufs)
         free(man);
         return RAFT_NOMEM;
     }
-    put_u32le(p, SNAP_MAGIC);
-    put_u32le(p + 4, SNAP_VERSION);
-    put_u64le(p + 8, index);
+    le_put32(p, SNAP_MAGIC);
+    le_put32(p + 4, SNAP_VERSION);
+    le_put64(p + 8, index);
     if (len) memcpy(p + SNAP_HDR, man, len);
     free(man);
     b->base = p;
@@ -182,12 +160,12 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     RaftNode *n = fsm->data;
     const unsigned char *p = buf->base;
 
-    if (buf->len < SNAP_HDR || get_le(p, 4) != SNAP_MAGIC ||
-        get_le(p + 4, 4) != SNAP_VERSION) {
+    if (buf->len < SNAP_HDR || le_get32(p) != SNAP_MAGIC ||
+        le_get32(p + 4) != SNAP_VERSION) {
         rn_fail(n, "raft: snapshot without a rockstalk manifest header");
         return RAFT_MALFORMED;
     }
-    uint64_t index = get_le(p + 8, 8);
+    uint64_t index = le_get64(p + 8);
     size_t len = buf->len - SNAP_HDR;
     int rc = n->cb.restore ? n->cb.restore(n->cb.arg, index, p + SNAP_HDR, len)
                            : (len == 0 ? 0 : -1);

@@ -87,7 +87,7 @@ sbatch_put_u64(ShardBatches *b, int i, const char *key, uint64_t v)
 {
     unsigned char buf[8];
 
-    enc_put_u64le(buf, v);
+    le_put64(buf, v);
     rocksdb_writebatch_put_cf(b->batch[i], b->shard[i].cf[SHARD_CF_DEFAULT],
                               key, strlen(key), (const char *)buf, 8);
 }

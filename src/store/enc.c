@@ -25,40 +25,6 @@ _Static_assert(STORE_META_MAX ==
                "JobMeta size");
 
 void
-enc_put_u32le(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-void
-enc_put_u64le(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-uint32_t
-enc_get_u32le(const unsigned char *p)
-{
-    uint32_t v = 0;
-
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-uint64_t
-enc_get_u64le(const unsigned char *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-void
 enc_key_put(char *k, uint64_t id)
 {
     for (int i = 0; i < 8; i++)
@@ -84,17 +50,17 @@ store_meta_encode(const StoreJob *job, unsigned char *buf)
     buf[1] = job->state;
     buf[2] = (unsigned char)tl;
     buf[3] = job->flags;
-    enc_put_u32le(buf + 4, job->pri);
-    enc_put_u32le(buf + 8, job->ttr);
-    enc_put_u32le(buf + 12, job->delay);
-    enc_put_u32le(buf + 16, job->body_size);
-    enc_put_u32le(buf + 20, job->reserves);
-    enc_put_u32le(buf + 24, job->timeouts);
-    enc_put_u32le(buf + 28, job->releases);
-    enc_put_u32le(buf + 32, job->buries);
-    enc_put_u32le(buf + 36, job->kicks);
-    enc_put_u64le(buf + 40, (uint64_t)job->created_at_ns);
-    enc_put_u64le(buf + 48, (uint64_t)job->ready_at_ns);
+    le_put32(buf + 4, job->pri);
+    le_put32(buf + 8, job->ttr);
+    le_put32(buf + 12, job->delay);
+    le_put32(buf + 16, job->body_size);
+    le_put32(buf + 20, job->reserves);
+    le_put32(buf + 24, job->timeouts);
+    le_put32(buf + 28, job->releases);
+    le_put32(buf + 32, job->buries);
+    le_put32(buf + 36, job->kicks);
+    le_put64(buf + 40, (uint64_t)job->created_at_ns);
+    le_put64(buf + 48, (uint64_t)job->ready_at_ns);
     memcpy(buf + META_FIXED, job->tube, tl);
     if (!job->key_len) return META_FIXED + tl;
     size_t kl = job->key_len > STORE_TUBE_MAX ? STORE_TUBE_MAX : job->key_len;
@@ -119,8 +85,7 @@ int
 store_meta_inline(const unsigned char *buf, size_t len, size_t *ml)
 {
     *ml = buf ? store_meta_len(buf, len) : 0;
-    return *ml && (buf[3] & STORE_F_INLINE) &&
-           len - *ml == enc_get_u32le(buf + 16);
+    return *ml && (buf[3] & STORE_F_INLINE) && len - *ml == le_get32(buf + 16);
 }
 
 /* The key of a v2 value after its tube at p (kl bytes with its length
@@ -158,17 +123,17 @@ store_meta_decode(uint64_t id, const unsigned char *buf, size_t len,
     job->state = buf[1];
     job->tube_len = buf[2];
     job->flags = buf[3];
-    job->pri = enc_get_u32le(buf + 4);
-    job->ttr = enc_get_u32le(buf + 8);
-    job->delay = enc_get_u32le(buf + 12);
-    job->body_size = enc_get_u32le(buf + 16);
-    job->reserves = enc_get_u32le(buf + 20);
-    job->timeouts = enc_get_u32le(buf + 24);
-    job->releases = enc_get_u32le(buf + 28);
-    job->buries = enc_get_u32le(buf + 32);
-    job->kicks = enc_get_u32le(buf + 36);
-    job->created_at_ns = (int64_t)enc_get_u64le(buf + 40);
-    job->ready_at_ns = (int64_t)enc_get_u64le(buf + 48);
+    job->pri = le_get32(buf + 4);
+    job->ttr = le_get32(buf + 8);
+    job->delay = le_get32(buf + 12);
+    job->body_size = le_get32(buf + 16);
+    job->reserves = le_get32(buf + 20);
+    job->timeouts = le_get32(buf + 24);
+    job->releases = le_get32(buf + 28);
+    job->buries = le_get32(buf + 32);
+    job->kicks = le_get32(buf + 36);
+    job->created_at_ns = (int64_t)le_get64(buf + 40);
+    job->ready_at_ns = (int64_t)le_get64(buf + 48);
     memcpy(job->tube, buf + META_FIXED, job->tube_len);
     job->tube[job->tube_len] = '\0';
     return 0;

@@ -14,11 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Little-endian u32/u64 at p (4 or 8 bytes). */
-void enc_put_u32le(unsigned char *p, uint32_t v);
-void enc_put_u64le(unsigned char *p, uint64_t v);
-uint32_t enc_get_u32le(const unsigned char *p);
-uint64_t enc_get_u64le(const unsigned char *p);
+#include "base/bytes.h"
 
 /* Job keys (meta and body column families) are the id in 8 big-endian
  * bytes, so RocksDB's bytewise order is id order. */

@@ -84,14 +84,14 @@ static void
 hdr_put(unsigned char *p, const JHdr *h)
 {
     memset(p, 0, JOURNAL_HDR);
-    enc_put_u32le(p, JOURNAL_MAGIC);
+    le_put32(p, JOURNAL_MAGIC);
     p[4] = JOURNAL_VERSION & 0xff;
     p[5] = JOURNAL_VERSION >> 8;
-    enc_put_u32le(p + 8, h->len);
-    enc_put_u32le(p + 12, h->nrec);
-    enc_put_u64le(p + 16, h->gen);
-    enc_put_u64le(p + 24, h->group);
-    enc_put_u32le(p + 32, h->crc);
+    le_put32(p + 8, h->len);
+    le_put32(p + 12, h->nrec);
+    le_put64(p + 16, h->gen);
+    le_put64(p + 24, h->group);
+    le_put32(p + 32, h->crc);
 }
 
 /* Decodes a header; returns 0, or -1 if magic, version or flags are wrong
@@ -99,14 +99,14 @@ hdr_put(unsigned char *p, const JHdr *h)
 static int
 hdr_get(const unsigned char *p, JHdr *h)
 {
-    if (enc_get_u32le(p) != JOURNAL_MAGIC || p[4] != JOURNAL_VERSION || p[5] ||
-        p[6] || p[7] || enc_get_u32le(p + 36))
+    if (le_get32(p) != JOURNAL_MAGIC || p[4] != JOURNAL_VERSION || p[5] ||
+        p[6] || p[7] || le_get32(p + 36))
         return -1;
-    h->len = enc_get_u32le(p + 8);
-    h->nrec = enc_get_u32le(p + 12);
-    h->gen = enc_get_u64le(p + 16);
-    h->group = enc_get_u64le(p + 24);
-    h->crc = enc_get_u32le(p + 32);
+    h->len = le_get32(p + 8);
+    h->nrec = le_get32(p + 12);
+    h->gen = le_get64(p + 16);
+    h->group = le_get64(p + 24);
+    h->crc = le_get32(p + 32);
     return 0;
 }
 

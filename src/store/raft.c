@@ -27,14 +27,14 @@ void
 sraft_entry_header(unsigned char *p, size_t len, uint16_t origin, uint32_t nrec,
                    uint64_t publish_seq)
 {
-    enc_put_u32le(p, SRAFT_MAGIC);
+    le_put32(p, SRAFT_MAGIC);
     p[4] = SRAFT_VERSION & 0xff;
     p[5] = SRAFT_VERSION >> 8;
     p[6] = origin & 0xff;
     p[7] = (unsigned char)(origin >> 8);
-    enc_put_u32le(p + 8, nrec);
-    enc_put_u32le(p + 12, (uint32_t)(len - SRAFT_HDR));
-    enc_put_u64le(p + 16, publish_seq);
+    le_put32(p + 8, nrec);
+    le_put32(p + 12, (uint32_t)(len - SRAFT_HDR));
+    le_put64(p + 16, publish_seq);
 }
 
 /* The entry's length without libraft's padding (its log pads an entry's
@@ -43,13 +43,13 @@ sraft_entry_header(unsigned char *p, size_t len, uint16_t origin, uint32_t nrec,
 static size_t
 entry_len(const unsigned char *p, size_t len)
 {
-    if (len < SRAFT_HDR || enc_get_u32le(p) != SRAFT_MAGIC ||
+    if (len < SRAFT_HDR || le_get32(p) != SRAFT_MAGIC ||
         (p[4] | p[5] << 8) != SRAFT_VERSION ||
-        enc_get_u32le(p + 12) > len - SRAFT_HDR ||
-        len - SRAFT_HDR - enc_get_u32le(p + 12) >= 8)
+        le_get32(p + 12) > len - SRAFT_HDR ||
+        len - SRAFT_HDR - le_get32(p + 12) >= 8)
         return 0;
-    len = SRAFT_HDR + enc_get_u32le(p + 12);
-    uint32_t nrec = enc_get_u32le(p + 8), n = 0;
+    len = SRAFT_HDR + le_get32(p + 12);
+    uint32_t nrec = le_get32(p + 8), n = 0;
     size_t off = SRAFT_HDR;
     while (off < len) {
         EncRec rec;
@@ -151,7 +151,7 @@ sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
     /* Committed, so durable on a majority: the replies may leave before
      * the shards take it, as under the commit journal; a read that needs a
      * body waits for ack_applied (store_get_body) */
-    seq = enc_get_u64le(p + 16);
+    seq = le_get64(p + 16);
     atomic_fetch_add_explicit(&r->ack->st_records, nrec, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->ack->st_groups, 1, memory_order_relaxed);
     if (ours) ack_publish(r->ack, seq, 1); /* counted first: stats agree */
@@ -184,20 +184,18 @@ void
 sraft_manifest(const StoreRaft *r, uint64_t index, uint32_t origin,
                unsigned char *m)
 {
-    enc_put_u32le(m, SRAFT_MANIFEST_MAGIC);
-    enc_put_u32le(m + 4, 1);
-    enc_put_u64le(m + 8, index);
-    enc_put_u32le(m + 16, (uint32_t)r->sb.nshards);
-    enc_put_u32le(m + 20, origin);
+    le_put32(m, SRAFT_MANIFEST_MAGIC);
+    le_put32(m + 4, 1);
+    le_put64(m + 8, index);
+    le_put32(m + 16, (uint32_t)r->sb.nshards);
+    le_put32(m + 20, origin);
 }
 
 int
 sraft_manifest_ok(const StoreRaft *r, const unsigned char *m, size_t len)
 {
-    return len == SRAFT_MANIFEST_LEN &&
-           enc_get_u32le(m) == SRAFT_MANIFEST_MAGIC &&
-           enc_get_u32le(m + 4) == 1 &&
-           enc_get_u32le(m + 16) == (uint32_t)r->sb.nshards;
+    return len == SRAFT_MANIFEST_LEN && le_get32(m) == SRAFT_MANIFEST_MAGIC &&
+           le_get32(m + 4) == 1 && le_get32(m + 16) == (uint32_t)r->sb.nshards;
 }
 
 uint64_t

@@ -141,9 +141,9 @@ header_create(StoreShard *sh, char *err, size_t errcap)
     char *e = NULL;
     rocksdb_writebatch_t *b = rocksdb_writebatch_create();
 
-    enc_put_u32le(fmt, STORE_FORMAT_VERSION);
-    enc_put_u32le(idx, (uint32_t)sh->index);
-    enc_put_u32le(idx + 4, (uint32_t)sh->nshards);
+    le_put32(fmt, STORE_FORMAT_VERSION);
+    le_put32(idx, (uint32_t)sh->index);
+    le_put32(idx + 4, (uint32_t)sh->nshards);
     rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_DEFAULT], "format", 6,
                               (const char *)fmt, 4);
     rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_DEFAULT], "shard", 5,
@@ -168,7 +168,7 @@ header_check(StoreShard *sh, const char *dir, char *err, size_t errcap)
 
     if (r < 0) return -1;
     if (r == 0) return header_create(sh, err, errcap);
-    uint32_t v = enc_get_u32le(fmt);
+    uint32_t v = le_get32(fmt);
     if (v == 0 || v > STORE_FORMAT_VERSION)
         return util_fail(err, errcap,
                          "shard-%02d has format version %" PRIu32
@@ -178,20 +178,20 @@ header_check(StoreShard *sh, const char *dir, char *err, size_t errcap)
         return r < 0 ? -1
                      : util_fail(err, errcap, "shard-%02d: no shard key",
                                  sh->index);
-    if (enc_get_u32le(idx) != (uint32_t)sh->index ||
-        enc_get_u32le(idx + 4) != (uint32_t)sh->nshards)
+    if (le_get32(idx) != (uint32_t)sh->index ||
+        le_get32(idx + 4) != (uint32_t)sh->nshards)
         return util_fail(err, errcap,
                          "shard-%02d of %s says it is shard %" PRIu32
                          " of %" PRIu32 ", expected %d of %d",
-                         sh->index, dir, enc_get_u32le(idx),
-                         enc_get_u32le(idx + 4), sh->index, sh->nshards);
+                         sh->index, dir, le_get32(idx), le_get32(idx + 4),
+                         sh->index, sh->nshards);
     if ((r = header_get(sh, "next_id", nid, 8, err, errcap)) < 0) return -1;
-    sh->hwm = r ? enc_get_u64le(nid) : 0;
+    sh->hwm = r ? le_get64(nid) : 0;
     if ((r = header_get(sh, "jgroup", nid, 8, err, errcap)) < 0) return -1;
-    sh->jgroup = r ? enc_get_u64le(nid) : 0;
+    sh->jgroup = r ? le_get64(nid) : 0;
     if ((r = header_get(sh, "raft_applied", nid, 8, err, errcap)) < 0)
         return -1;
-    sh->raft_applied = r ? enc_get_u64le(nid) : 0;
+    sh->raft_applied = r ? le_get64(nid) : 0;
     if ((r = header_get(sh, "restoring", nid, 8, err, errcap)) < 0) return -1;
     if (r) sh->raft_applied = 0; /* a snapshot was being received: again */
     return 0;

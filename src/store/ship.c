@@ -128,8 +128,8 @@ out_frame(ShipOut *o, int cf, const char *k, size_t klen, const char *v,
         return util_fail(o->err, o->errcap, "a value of %zu bytes is over %zu",
                          vlen, SHIP_VALUE_MAX);
     h[0] = (unsigned char)cf;
-    enc_put_u32le(h + 1, (uint32_t)klen);
-    enc_put_u32le(h + 5, (uint32_t)vlen);
+    le_put32(h + 1, (uint32_t)klen);
+    le_put32(h + 5, (uint32_t)vlen);
     o->frames++;
     if (out_put(o, h, sizeof h, 1) < 0 || out_put(o, k, klen, 1) < 0) return -1;
     return out_put(o, v, vlen, 1);
@@ -171,7 +171,7 @@ send_shard(ShipOut *o, const StoreShard *sh)
     rocksdb_readoptions_set_snapshot(ro, snap);
     rocksdb_readoptions_set_fill_cache(ro, 0); /* one pass: do not evict */
     rocksdb_readoptions_set_readahead_size(ro, SHIP_READAHEAD);
-    enc_put_u32le(idx, (uint32_t)sh->index);
+    le_put32(idx, (uint32_t)sh->index);
     o->frames = 0;
     o->crc = crc32_z(0, NULL, 0);
     rc = out_put(o, idx, 4, 0);
@@ -185,8 +185,8 @@ send_shard(ShipOut *o, const StoreShard *sh)
     rocksdb_release_snapshot(sh->db, snap);
     if (rc < 0) return -1;
     end[0] = SHIP_END_FRAME;
-    enc_put_u64le(end + 1, o->frames);
-    enc_put_u32le(end + 9, (uint32_t)o->crc);
+    le_put64(end + 1, o->frames);
+    le_put32(end + 9, (uint32_t)o->crc);
     return out_put(o, end, sizeof end, 0);
 }
 
@@ -200,8 +200,8 @@ ship_send(StoreShard *shards, int nshards, int fd, char *err, size_t errcap)
     if ((o.buf = malloc(SHIP_IO_BUF)) == NULL)
         return util_fail(err, errcap, "out of memory for the send buffer");
     memcpy(hdr, SHIP_MAGIC, SHIP_MAGIC_LEN);
-    enc_put_u32le(hdr + SHIP_MAGIC_LEN, SHIP_VERSION);
-    enc_put_u32le(hdr + SHIP_MAGIC_LEN + 4, (uint32_t)nshards);
+    le_put32(hdr + SHIP_MAGIC_LEN, SHIP_VERSION);
+    le_put32(hdr + SHIP_MAGIC_LEN + 4, (uint32_t)nshards);
     rc = out_put(&o, hdr, sizeof hdr, 0);
     for (int i = 0; rc == 0 && i < nshards; i++)
         rc = send_shard(&o, &shards[i]);
@@ -291,7 +291,7 @@ mark_restoring(ShipIn *in, StoreShard *sh)
     unsigned char v[8];
     rocksdb_writebatch_t *b = rocksdb_writebatch_create();
 
-    enc_put_u64le(v, 1);
+    le_put64(v, 1);
     rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_DEFAULT], "restoring", 9,
                               (const char *)v, sizeof v);
     int rc = in_write(in, sh, b, sh->opt->wo_sync, "mark restoring");
@@ -356,7 +356,7 @@ in_header_value(ShipIn *in, const StoreShard *sh, const char *k, size_t klen,
         return util_fail(in->err, in->errcap,
                          "shard-%02d: %.*s has %zu bytes, want 8", sh->index,
                          (int)klen, k, vlen);
-    *field = enc_get_u64le((const unsigned char *)v);
+    *field = le_get64((const unsigned char *)v);
     return 0;
 }
 
@@ -396,8 +396,8 @@ in_end_frame(ShipIn *in, const StoreShard *sh)
     unsigned char end[END_FRAME - 1];
 
     if (in_read(in, end, sizeof end, 0) < 0) return -1;
-    uint64_t frames = enc_get_u64le(end);
-    uint32_t crc = enc_get_u32le(end + 8);
+    uint64_t frames = le_get64(end);
+    uint32_t crc = le_get32(end + 8);
     if (frames != in->frames || crc != (uint32_t)in->crc)
         return util_fail(in->err, in->errcap,
                          "shard-%02d: end frame says %" PRIu64
@@ -422,7 +422,7 @@ in_frames(ShipIn *in, const StoreShard *sh)
                              h[0]);
         in->crc = crc32_z(in->crc, h, 1);
         if (in_read(in, h + 1, FRAME_HDR - 1, 1) < 0) return -1;
-        uint32_t klen = enc_get_u32le(h + 1), vlen = enc_get_u32le(h + 5);
+        uint32_t klen = le_get32(h + 1), vlen = le_get32(h + 5);
         if (klen > SHIP_KEY_MAX || vlen > SHIP_VALUE_MAX)
             return util_fail(in->err, in->errcap,
                              "shard-%02d: frame with a %" PRIu32
@@ -441,10 +441,10 @@ recv_shard(ShipIn *in, StoreShard *sh)
     char *e = NULL;
 
     if (in_read(in, idx, 4, 0) < 0) return -1;
-    if (enc_get_u32le(idx) != (uint32_t)sh->index)
+    if (le_get32(idx) != (uint32_t)sh->index)
         return util_fail(in->err, in->errcap,
                          "the stream's next shard is %" PRIu32 ", expected %d",
-                         enc_get_u32le(idx), sh->index);
+                         le_get32(idx), sh->index);
     if (mark_restoring(in, sh) < 0) return -1;
     in->frames = 0;
     in->crc = crc32_z(0, NULL, 0);
@@ -477,8 +477,8 @@ in_stream_header(ShipIn *in, int nshards)
     if (in_read(in, hdr, sizeof hdr, 0) < 0) return -1;
     if (memcmp(hdr, SHIP_MAGIC, SHIP_MAGIC_LEN) != 0)
         return util_fail(in->err, in->errcap, "not a snapshot stream");
-    uint32_t v = enc_get_u32le(hdr + SHIP_MAGIC_LEN);
-    uint32_t n = enc_get_u32le(hdr + SHIP_MAGIC_LEN + 4);
+    uint32_t v = le_get32(hdr + SHIP_MAGIC_LEN);
+    uint32_t n = le_get32(hdr + SHIP_MAGIC_LEN + 4);
     if (v != SHIP_VERSION)
         return util_fail(in->err, in->errcap,
                          "snapshot stream version %" PRIu32 ", expected %d", v,

@@ -117,7 +117,7 @@ put_u64(StoreShard *sh, const char *name, uint64_t v)
 {
     unsigned char b[8];
 
-    enc_put_u64le(b, v);
+    le_put64(b, v);
     put_raw(sh, SHARD_CF_DEFAULT, name, strlen(name), b, 8);
 }
 
@@ -133,7 +133,7 @@ get_u64(StoreShard *sh, const char *name, uint64_t *v)
     if (e) fail_msg("get %s: %s", name, e);
     if (!p) return 0;
     assert_int_equal(vlen, 8);
-    *v = enc_get_u64le((const unsigned char *)p);
+    *v = le_get64((const unsigned char *)p);
     rocksdb_free(p);
     return 1;
 }
@@ -216,7 +216,7 @@ fill_source(StoreShard *src, int njobs)
     put_jobs(src, 1, (uint64_t)njobs, small_body);
     for (int i = 0; i < NSHARDS; i++) {
         unsigned char fmt[4];
-        enc_put_u32le(fmt, 1);
+        le_put32(fmt, 1);
         put_raw(&src[i], SHARD_CF_DEFAULT, "format", 6, fmt, 4);
         put_u64(&src[i], "next_id", (uint64_t)(njobs - (njobs + i) % 2));
         put_u64(&src[i], "jgroup", 500 + (uint64_t)i);
@@ -407,7 +407,7 @@ assert_header(StoreShard *src, StoreShard *dst)
         assert_memory_equal(k, want[n], klen);
         if (n == 0) {
             assert_int_equal(vlen, 4);
-            assert_int_equal(enc_get_u32le((const unsigned char *)v),
+            assert_int_equal(le_get32((const unsigned char *)v),
                              STORE_FORMAT_VERSION);
         }
     }
@@ -628,10 +628,10 @@ test_ship_malformed(void **state)
     fill_dest(f->dst);
     ship_all(f, &s);
     assert_patch_fails(f, &s, 0, "X", 1, "not a snapshot stream");
-    enc_put_u32le(v, 2);
+    le_put32(v, 2);
     assert_patch_fails(f, &s, AT_VERSION, v, 4, "version 2");
     assert_patch_fails(f, &s, AT_NSHARDS, v + 1, 1, "0 shards");
-    enc_put_u32le(v, 1);
+    le_put32(v, 1);
     assert_patch_fails(f, &s, AT_INDEX, v, 4, "next shard is 1");
     assert_int_equal(capture(f->src, 1, &one, err, sizeof err), 0);
     assert_recv_fails(f, one.data, one.len, "has 1 shards");
@@ -642,9 +642,9 @@ test_ship_malformed(void **state)
 
     assert_patch_fails(f, &s, AT_CF, "\x07", 1, "column family 7");
     assert_restoring(f, 0);
-    enc_put_u32le(v, SHIP_KEY_MAX + 1);
+    le_put32(v, SHIP_KEY_MAX + 1);
     assert_patch_fails(f, &s, AT_KLEN, v, 4, "1025-byte key");
-    enc_put_u32le(v, (uint32_t)SHIP_VALUE_MAX + 1);
+    le_put32(v, (uint32_t)SHIP_VALUE_MAX + 1);
     assert_patch_fails(f, &s, AT_VLEN, v, 4, "67108865-byte value");
     assert_restoring(f, 0);
     assert_untouched(f, 1);
