@@ -46,7 +46,9 @@ typedef struct Link {
     size_t pre_len;
     size_t to_inner, to_tcp; /* bytes queued in each direction */
     int tcp_paused, inner_paused;
-    int draining; /* one side ended: closes once both queues are empty */
+    int local_done; /* the local user wrote its last (close_notify sent) */
+    int peer_done;  /* the peer wrote its last (the socketpair shut) */
+    uv_shutdown_t shut_req;
 } Link;
 
 struct Peer {

@@ -21,6 +21,7 @@ typedef struct WriteReq {
 
 static void link_pump(Link *l);
 static void resume_reads(Link *l);
+static int maybe_done(Link *l);
 static void on_tcp_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
 static void on_inner_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
 
@@ -76,7 +77,7 @@ link_close(Link *l, int refused)
 
 /* The handshake's deadline (an incoming link not authenticated by then
  * is refused, an outgoing one failed: the peer may be down), or a
- * draining link's. */
+ * half-closed Raft link's. */
 static void
 on_deadline(uv_timer_t *t)
 {
@@ -95,27 +96,69 @@ on_written(uv_write_t *req, int status)
     else
         l->to_inner -= w->n;
     free(w);
-    if (status < 0 || (l->draining && !l->to_tcp && !l->to_inner))
+    if (status < 0)
         link_close(l, 0);
-    else if (l->state != LINK_CLOSING && !l->draining)
+    else if (l->state != LINK_CLOSING && !maybe_done(l))
         resume_reads(l);
 }
 
-/* One side of an open link ended: no more reading, and the link closes
- * once what is queued toward either side is written (the end of a stream
- * must arrive), within PEER_DRAIN_MS. */
-static void
-link_drain(Link *l)
+/* Each direction of an open link ends on its own, as TCP's half-close:
+ * the local user's end of writing goes to the peer as TLS close_notify
+ * (local_done), the peer's (close_notify or FIN) to the local user as
+ * shutdown(SHUT_WR) of the socketpair (peer_done), and the other
+ * direction goes on: a client that sent its commands and its FIN still
+ * gets its replies. Once both have ended and what is queued either way is
+ * written, the link closes. A Raft link half-closed is done (libraft
+ * closes whole streams): it gets PEER_DRAIN_MS to finish. */
+static int
+maybe_done(Link *l)
 {
-    if (l->draining || l->state == LINK_CLOSING) return;
-    l->draining = 1;
-    uv_read_stop((uv_stream_t *)&l->tcp);
-    if (l->inner_open) uv_read_stop((uv_stream_t *)&l->inner);
-    if (!l->to_tcp && !l->to_inner) {
+    if (!l->local_done || !l->peer_done || l->to_tcp || l->to_inner) return 0;
+    link_close(l, 0);
+    return 1;
+}
+
+static void
+half_closed(Link *l)
+{
+    if (l->channel == PEER_CHANNEL_RAFT &&
+        !uv_is_active((uv_handle_t *)&l->timer))
+        uv_timer_start(&l->timer, on_deadline, PEER_DRAIN_MS, 0);
+    maybe_done(l);
+}
+
+/* The local user will write no more. */
+static void
+local_done(Link *l)
+{
+    if (l->local_done || l->state == LINK_CLOSING) return;
+    l->local_done = 1;
+    uv_read_stop((uv_stream_t *)&l->inner);
+    tls_conn_close_notify(l->tls);
+    if (link_flush(l) != 0) {
         link_close(l, 0);
         return;
     }
-    uv_timer_start(&l->timer, on_deadline, PEER_DRAIN_MS, 0);
+    half_closed(l);
+}
+
+static void
+on_inner_shut(uv_shutdown_t *req, int status)
+{
+    (void)req, (void)status; /* a failure shows in the link's next I/O */
+}
+
+/* The peer will send no more: once what it sent is written, the local
+ * user reads EOF. */
+static void
+peer_done(Link *l)
+{
+    if (l->peer_done || l->state == LINK_CLOSING) return;
+    l->peer_done = 1;
+    uv_read_stop((uv_stream_t *)&l->tcp);
+    if (uv_shutdown(&l->shut_req, (uv_stream_t *)&l->inner, on_inner_shut))
+        l->local_done = 1; /* the local side is gone already */
+    half_closed(l);
 }
 
 /* Queues n bytes of data on l's TCP socket (to_tcp) or libraft's side. */
@@ -200,11 +243,7 @@ on_inner_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 
     if (nread == 0 || l->state == LINK_CLOSING) return;
     if (nread < 0) {
-        tls_conn_close_notify(l->tls);
-        if (link_flush(l) != 0)
-            link_close(l, 0);
-        else
-            link_drain(l);
+        local_done(l);
         return;
     }
     for (size_t off = 0; off < (size_t)nread;) {
@@ -272,7 +311,7 @@ link_pump(Link *l)
         ssize_t n = tls_conn_read(l->tls, l->p->xbuf, sizeof l->p->xbuf);
         if (n == 0) break;
         if (n == TLS_CLOSED && l->state == LINK_OPEN) {
-            link_drain(l); /* close_notify: what came before still goes */
+            peer_done(l); /* close_notify: what came before still goes */
             return;
         }
         if (n < 0) {
@@ -306,7 +345,7 @@ on_tcp_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 
     if (nread == 0 || l->state == LINK_CLOSING) return;
     if (nread < 0 && l->state == LINK_OPEN) {
-        link_drain(l); /* the peer is done: what it sent still goes on */
+        peer_done(l); /* a FIN without close_notify: the same */
         return;
     }
     if (nread < 0 || tls_conn_feed(l->tls, b->base, (size_t)nread) != 0) {
