@@ -158,6 +158,18 @@ peer_link_preamble(Link *l, const unsigned char *data, size_t n)
 
 /* ---- links ---- */
 
+/* Closes the incoming link that has waited longest for authentication
+ * (the list is newest first). */
+static void
+close_oldest_pending(Peer *p)
+{
+    Link *old = NULL;
+
+    for (Link *l = p->links; l; l = l->next)
+        if (l->inbound && l->state < LINK_OPEN) old = l;
+    if (old) link_close(old, 1);
+}
+
 static void
 on_accept(uv_stream_t *server, int status)
 {
@@ -175,11 +187,11 @@ on_accept(uv_stream_t *server, int status)
         return;
     }
     p->pending_in++;
-    if (uv_accept(server, (uv_stream_t *)&l->tcp) != 0 ||
-        p->pending_in > PEER_PENDING_MAX) {
+    if (uv_accept(server, (uv_stream_t *)&l->tcp) != 0) {
         link_close(l, 1);
         return;
     }
+    if (p->pending_in > PEER_PENDING_MAX) close_oldest_pending(p);
     link_start(l);
 }
 

@@ -24,7 +24,9 @@
  * so a Raft message cannot make this node dial anywhere else.
  *
  * Bounds: at most PEER_PENDING_MAX incoming connections not yet
- * authenticated (more are closed on accept), PEER_LINKS_PER_ID established
+ * authenticated (one more closes the oldest of them: a peer's burst of
+ * relayed clients fits, and a stranger holding slots cannot lock the
+ * peers out), PEER_LINKS_PER_ID established
  * ones per peer id (a newer one closes the oldest), PEER_QUEUE_MAX bytes
  * queued toward either side before reading the other pauses, and the
  * TLS layer's own bound on unread input.
@@ -46,7 +48,7 @@
 #include "net/tls.h"
 
 #define PEER_HANDSHAKE_MS 5000    /* accept or connect to preamble, ms */
-#define PEER_PENDING_MAX 8        /* incoming links not yet authenticated */
+#define PEER_PENDING_MAX 64       /* incoming links not yet authenticated */
 #define PEER_LINKS_PER_ID 4       /* established incoming Raft links a peer */
 #define PEER_QUEUE_MAX (8u << 20) /* bytes queued toward one side */
 #define PEER_DRAIN_MS 30000       /* a link one side of which ended, at most */

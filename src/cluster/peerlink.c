@@ -161,27 +161,37 @@ peer_done(Link *l)
     half_closed(l);
 }
 
-/* Queues n bytes of data on l's TCP socket (to_tcp) or libraft's side. */
+/* Writes n bytes of data to l's TCP socket (to_tcp) or the local user's
+ * side: at once while nothing is queued that way (uv_try_write), the rest
+ * copied and queued. 0, or -1. */
 static int
 queue_write(Link *l, int to_tcp, const void *data, size_t n)
 {
-    WriteReq *w = malloc(sizeof *w + n);
+    uv_stream_t *s = to_tcp ? (uv_stream_t *)&l->tcp : (uv_stream_t *)&l->inner;
+    size_t *queued = to_tcp ? &l->to_tcp : &l->to_inner;
 
+    if (*queued == 0) {
+        uv_buf_t now = uv_buf_init((char *)data, (unsigned)n);
+        int w = uv_try_write(s, &now, 1);
+        if (w == (int)n) return 0;
+        if (w < 0 && w != UV_EAGAIN) return -1;
+        if (w > 0) {
+            data = (const char *)data + w;
+            n -= (size_t)w;
+        }
+    }
+    WriteReq *w = malloc(sizeof *w + n);
     if (!w) return -1;
     w->l = l;
     w->to_tcp = to_tcp;
     w->n = n;
     memcpy(w->data, data, n);
     uv_buf_t b = uv_buf_init(w->data, (unsigned)n);
-    uv_stream_t *s = to_tcp ? (uv_stream_t *)&l->tcp : (uv_stream_t *)&l->inner;
     if (uv_write(&w->req, s, &b, 1, on_written) != 0) {
         free(w);
         return -1;
     }
-    if (to_tcp)
-        l->to_tcp += n;
-    else
-        l->to_inner += n;
+    *queued += n;
     return 0;
 }
 
