@@ -32,6 +32,7 @@ import time
 import pytest
 
 from cluster import ROOT, Cluster, make_certs
+from test_hostile import INSTRUMENTED_SLACK_MIB, instrumented
 
 U64 = 2 ** 64 - 1
 
@@ -257,7 +258,10 @@ def test_handshake_flood_and_slowloris_stay_bounded(secure):
     ld.close()
     time.sleep(6)
     assert fd_count(nd) <= fds + 2, (fds, fd_count(nd))
-    assert rss_kib(nd) - rss0 < 16 * 1024
+    bound_mib = 16
+    if instrumented(nd.proc.pid):  # ASan's quarantine keeps freed memory
+        bound_mib = bound_mib * 4 + INSTRUMENTED_SLACK_MIB
+    assert rss_kib(nd) - rss0 < bound_mib * 1024, (rss0, rss_kib(nd))
     for s in idle:
         s.close()
     check_unmoved(c, lead, term, {n.id: fd_count(n) for n in c.nodes})

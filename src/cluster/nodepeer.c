@@ -288,7 +288,8 @@ serve_client(Node *n, int fd)
     Server *s = n->srv;
     int flags = fcntl(fd, F_GETFL);
 
-    if (!n->serving || flags < 0 ||
+    /* as the client port: nothing new once stopping (server.c) */
+    if (!n->serving || s->stopping || flags < 0 ||
         fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
         (s->cfg.max_conns &&
          s->cur_conns + node_relayed(s) >= s->cfg.max_conns)) {
@@ -305,7 +306,7 @@ serve_snapshot(Node *n, int fd)
     RaftNodeStatus st;
     Ship *sp;
 
-    if (!n->serving || !n->raft) {
+    if (!n->serving || !n->raft || n->srv->stopping) {
         close(fd);
         return;
     }
