@@ -135,11 +135,18 @@ def secure(tmp_path):
     c.stop()
 
 
-def settled_views(c):
-    lead = c.wait_leader()
-    v = c.views()
-    assert all(x and x["term"] == v[lead]["term"] for x in v.values()), v
-    return lead, v[lead]["term"]
+def settled_views(c, timeout=10.0):
+    """The leader and term once every node knows both (a follower learns
+    them with the leader's next heartbeat)."""
+    end = time.monotonic() + timeout
+    while True:
+        lead = c.wait_leader()
+        v = c.views()
+        if all(x and x["term"] == v[lead]["term"] and x["leader"] == lead
+               for x in v.values()):
+            return lead, v[lead]["term"]
+        assert time.monotonic() < end, v
+        time.sleep(0.05)
 
 
 def check_unmoved(c, lead, term, fds):
