@@ -166,7 +166,7 @@ close_oldest_pending(Peer *p)
     Link *old = NULL;
 
     for (Link *l = p->links; l; l = l->next)
-        if (l->inbound && l->state < LINK_OPEN) old = l;
+        if (link_pending(l)) old = l;
     if (old) link_close(old, 1);
 }
 

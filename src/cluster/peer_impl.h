@@ -83,6 +83,13 @@ typedef struct Tunnel {
     int fd; /* the transport's end of the socketpair */
 } Tunnel;
 
+/* An incoming link not yet authenticated (it counts in pending_in). */
+static inline int
+link_pending(const Link *l)
+{
+    return l->inbound && l->state < LINK_OPEN;
+}
+
 /* ---- peerlink.c ---- */
 
 /* A new link (inbound: accepted, else to be connected) with its TCP

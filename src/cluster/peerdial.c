@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/common.h"
 #include "cluster/peerauth.h"
 
 #define CHUNK 65536
@@ -22,12 +22,11 @@ typedef struct Dial {
     char buf[CHUNK], out[CHUNK];
 } Dial;
 
+/* Monotonic milliseconds (base/common.h's clock). */
 static int64_t
 now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return mono_ns() / 1000000;
 }
 
 /* Writes all of buf[0..n) to fd (blocking, the socket's send timeout). */

@@ -63,7 +63,7 @@ link_close(Link *l, int refused)
 
     if (l->state == LINK_CLOSING) return;
     if (refused) atomic_fetch_add(&p->refused, 1);
-    if (l->inbound && l->state < LINK_OPEN) p->pending_in--;
+    if (link_pending(l)) p->pending_in--;
     l->state = LINK_CLOSING;
     if (l->req) {
         struct raft_uv_connect *req = l->req;
@@ -82,7 +82,7 @@ static void
 on_deadline(uv_timer_t *t)
 {
     Link *l = t->data;
-    link_close(l, l->inbound && l->state < LINK_OPEN);
+    link_close(l, link_pending(l));
 }
 
 static void
