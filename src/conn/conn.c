@@ -98,6 +98,13 @@ out_parked(const Conn *c)
     return c->oend - c->osent > OUT_CAP || c->mlen >= MARKS_CAP;
 }
 
+const char *
+conn_peer_cn(const Conn *c)
+{
+    (void)c; /* no TLS client sessions yet */
+    return NULL;
+}
+
 void
 conn_update_read(Conn *c)
 {

@@ -150,6 +150,11 @@ void conn_reap(Server *s);
  * reset, which can destroy replies the peer has not read yet. */
 void conn_linger(Conn *c);
 
+/* The subject CN of the client certificate c's TLS session verified
+ * (issue 32: an auth-file identity "cert" matches it), or NULL when c is
+ * not TLS or sent no certificate. Owned by c; valid while c is open. */
+const char *conn_peer_cn(const Conn *c);
+
 /* Re-evaluates whether c's socket is read (backpressure, buffer space). */
 void conn_update_read(Conn *c);
 
