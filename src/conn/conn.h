@@ -28,6 +28,14 @@ enum {
                    waiting for a body): input stays buffered */
 };
 
+/* The kind of listener a connection arrived on (Conn.via). */
+enum {
+    CONN_VIA_TCP = 0, /* plaintext TCP (-l/-p, tcp://, inherited sockets) */
+    CONN_VIA_TLS,     /* a tls:// listener */
+    CONN_VIA_UNIX,    /* a unix: listener (AF_UNIX) */
+    CONN_VIA_RELAY,   /* relayed by a cluster peer over its mTLS link */
+};
+
 /* A reply waiting for the store: bytes of obuf up to end may leave once
  * the acknowledged sequence reaches need. */
 typedef struct OutMark {
@@ -50,6 +58,7 @@ typedef struct Conn {
     uint8_t in_state;
     uint8_t lingering;      /* shutting down: FIN sent, input discarded */
     uint32_t active_window; /* Server.active_window when it last read */
+    uint8_t via;            /* CONN_VIA_*: set by whoever accepted it */
 
     /* input */
     char *ibuf;
