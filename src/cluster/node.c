@@ -408,7 +408,7 @@ node_free(Server *s)
     ev_async_stop(s->loop, &n->async_w);
     ev_async_stop(s->loop, &n->served_w);
     for (int i = 0; i < n->nserved; i++)
-        close(n->served_fd[i]);
+        peer_service_free(&n->served[i]);
     pthread_mutex_destroy(&n->served_mu);
     proxy_set_free(&n->proxies);
     pthread_mutex_destroy(&n->raft_mu);
@@ -424,6 +424,27 @@ node_free(Server *s)
 
 /* ---- loop thread ---- */
 
+/* A client relayed to the leader over a link of the client channel that
+ * this loop drives itself (proxy_start_tls), as the peer transport would:
+ * the leader's certificate must name it, the preamble goes first. */
+static void
+relay_tls(Node *n, int fd, uint64_t leader, int k)
+{
+    struct sockaddr_in a;
+    unsigned char pre[PEER_PREAMBLE_LEN];
+    TlsCreds *c = tls_source_get(n->tls);
+    TlsConn *t = tls_conn_new(c, 0);
+
+    tls_creds_unref(c);
+    if (!t || peer_parse_addr(n->cfg.voters[k].addr, &a) != 0) {
+        tls_conn_free(t);
+        close(fd);
+        return;
+    }
+    peer_preamble_put(pre, n->cfg.self_id, PEER_CHANNEL_CLIENT);
+    proxy_start_tls(&n->proxies, fd, &a, t, leader, pre, sizeof pre);
+}
+
 static void
 relay(Node *n, int fd, uint64_t leader)
 {
@@ -434,12 +455,8 @@ relay(Node *n, int fd, uint64_t leader)
         close(fd);
         return;
     }
-    if (n->tls) { /* to the leader over the nodes' mutual TLS */
-        int up = raftnode_tunnel(n->raft, leader, PEER_CHANNEL_CLIENT);
-        if (up < 0)
-            close(fd);
-        else
-            proxy_start_fd(&n->proxies, fd, up);
+    if (n->tls) { /* to the leader's Raft port, over the nodes' mTLS */
+        relay_tls(n, fd, leader, k);
         return;
     }
     cluster_client_addr(&n->cfg, k, n->port, &a);

@@ -47,8 +47,7 @@ struct Node {
     /* links the peers opened to this node (cb_serve, raft thread) for the
      * loop (served_cb): relayed clients and state streams, under served_mu */
     pthread_mutex_t served_mu;
-    int served_fd[NODE_SERVED_MAX];
-    unsigned served_ch[NODE_SERVED_MAX]; /* PEER_CHANNEL_* */
+    PeerService served[NODE_SERVED_MAX];
     int nserved;
     ev_async served_w;
     Server *srv; /* the Server this node is part of */
@@ -72,7 +71,7 @@ void node_stop_senders(Node *n);
 /* Raft thread (RaftNodeCallbacks.serve): a peer's link of another channel
  * than Raft, queued for the loop (at most NODE_SERVED_MAX; fd closed
  * past that). */
-void node_cb_serve(void *arg, unsigned channel, uint64_t peer_id, int fd);
+void node_cb_serve(void *arg, PeerService *svc);
 
 /* Loop thread: the links cb_serve queued: a relayed client becomes a
  * connection of a serving leader (within --max-connections), a state

@@ -264,57 +264,72 @@ node_snapshot_serve(Conn *c)
 /* ---- links the peers open to this node ---- */
 
 void
-node_cb_serve(void *arg, unsigned channel, uint64_t peer_id, int fd)
+node_cb_serve(void *arg, PeerService *svc)
 {
     Node *n = arg;
 
-    (void)peer_id;
     pthread_mutex_lock(&n->served_mu);
     if (n->nserved < NODE_SERVED_MAX) {
-        n->served_fd[n->nserved] = fd;
-        n->served_ch[n->nserved++] = channel;
-        fd = -1;
+        n->served[n->nserved++] = *svc;
+        svc->fd = -1;
+        svc->tls = NULL;
+        svc->head = NULL;
     }
     pthread_mutex_unlock(&n->served_mu);
-    if (fd >= 0) close(fd);
+    peer_service_free(svc); /* what the queue had no room for */
     ev_async_send(n->loop, &n->served_w);
 }
 
 /* A relayed client from a peer becomes a connection of this leader, as an
- * accepted one would (--max-connections counts it). */
+ * accepted one would (--max-connections counts it): over the link's own
+ * socket and TLS session when the transport handed it over whole, else
+ * over the socketpair the transport pumps. */
 static void
-serve_client(Node *n, int fd)
+serve_client(Node *n, PeerService *svc)
 {
     Server *s = n->srv;
-    int flags = fcntl(fd, F_GETFL);
+    int flags = fcntl(svc->fd, F_GETFL);
+    TlsSock *x = NULL;
 
     /* as the client port: nothing new once stopping (server.c) */
     if (!n->serving || s->stopping || flags < 0 ||
-        fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+        fcntl(svc->fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
         (s->cfg.max_conns &&
          s->cur_conns + node_relayed(s) >= s->cfg.max_conns)) {
-        close(fd);
+        peer_service_free(svc);
         return;
     }
-    conn_new(s, fd);
+    if (svc->tls) {
+        x = tls_sock_new(svc->tls); /* frees the session if it fails */
+        svc->tls = NULL;
+        if (!x) {
+            peer_service_free(svc);
+            return;
+        }
+    }
+    conn_new_via(s, svc->fd, CONN_VIA_RELAY, x, svc->head, svc->head_len);
+    svc->fd = -1;
+    peer_service_free(svc); /* the head, copied */
 }
 
 /* A peer that fell behind asks for the state: a sender, if one is free. */
 static void
-serve_snapshot(Node *n, int fd)
+serve_snapshot(Node *n, PeerService *svc)
 {
     RaftNodeStatus st;
     Ship *sp;
 
     if (!n->serving || !n->raft || n->srv->stopping) {
-        close(fd);
+        peer_service_free(svc);
         return;
     }
     raftnode_status(n->raft, &st);
-    if (!(sp = ship_new(n, fd, st.applied))) {
-        close(fd); /* the peer tries again */
+    if (!(sp = ship_new(n, svc->fd, st.applied))) {
+        peer_service_free(svc); /* the peer tries again */
         return;
     }
+    svc->fd = -1; /* the sender's */
+    peer_service_free(svc);
     ship_run(sp);
 }
 
@@ -322,23 +337,21 @@ void
 node_served_cb(struct ev_loop *loop, ev_async *w, int revents)
 {
     Node *n = w->data;
-    int fd[NODE_SERVED_MAX];
-    unsigned ch[NODE_SERVED_MAX];
+    PeerService svc[NODE_SERVED_MAX];
     int k;
 
     (void)loop, (void)revents;
     pthread_mutex_lock(&n->served_mu);
     k = n->nserved;
-    memcpy(fd, n->served_fd, sizeof fd[0] * (size_t)k);
-    memcpy(ch, n->served_ch, sizeof ch[0] * (size_t)k);
+    memcpy(svc, n->served, sizeof svc[0] * (size_t)k);
     n->nserved = 0;
     pthread_mutex_unlock(&n->served_mu);
     for (int i = 0; i < k; i++) {
-        if (ch[i] == PEER_CHANNEL_CLIENT)
-            serve_client(n, fd[i]);
-        else if (ch[i] == PEER_CHANNEL_SNAPSHOT)
-            serve_snapshot(n, fd[i]);
+        if (svc[i].channel == PEER_CHANNEL_CLIENT)
+            serve_client(n, &svc[i]);
+        else if (svc[i].channel == PEER_CHANNEL_SNAPSHOT && !svc[i].tls)
+            serve_snapshot(n, &svc[i]);
         else
-            close(fd[i]);
+            peer_service_free(&svc[i]);
     }
 }

@@ -10,6 +10,7 @@
  */
 #include "cluster/peer.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -68,16 +69,64 @@ hand_raft(Link *l)
     return 0;
 }
 
-/* An inbound link of another channel: the owner's serve gets its end. */
+void
+peer_service_free(PeerService *svc)
+{
+    if (svc->fd >= 0) close(svc->fd);
+    tls_conn_free(svc->tls);
+    free(svc->head);
+    svc->fd = -1;
+    svc->tls = NULL;
+    svc->head = NULL;
+    svc->head_len = 0;
+}
+
+/* A relayed client's link with nothing queued either way leaves the
+ * transport whole: its socket (a duplicate: closing the handle closes the
+ * original), its session and the plaintext read past the preamble go to
+ * serve, and the link closes. 1 done, 0 not possible here, -1 failed. */
 static int
-hand_service(Link *l)
+hand_whole(Link *l, const unsigned char *rest, size_t n)
 {
     Peer *p = l->p;
-    int fd;
+    PeerService svc = {.channel = l->channel, .peer_id = l->id, .fd = -1};
+    uv_os_fd_t fd;
 
-    if (!p->serve || (fd = link_open_pair(l)) < 0) return -1;
+    if (l->channel != PEER_CHANNEL_CLIENT || l->to_tcp || l->to_inner ||
+        tls_conn_pending_out(l->tls) ||
+        uv_fileno((uv_handle_t *)&l->tcp, &fd) != 0)
+        return 0;
+    if (n && !(svc.head = malloc(n))) return -1;
+    if ((svc.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        free(svc.head);
+        return -1;
+    }
+    if (n) memcpy(svc.head, rest, n);
+    svc.head_len = n;
+    svc.tls = l->tls;
+    l->tls = NULL;
+    uv_read_stop((uv_stream_t *)&l->tcp);
+    link_close(l, 0);
+    p->serve(p->serve_arg, &svc);
+    return 1;
+}
+
+/* An inbound link of another channel: the owner's serve gets the link
+ * whole (hand_whole) or a socketpair's end. rest (n bytes) is plaintext
+ * after the preamble. 1 handed whole (the link is closed), 0 a pair, -1
+ * failed. */
+static int
+hand_service(Link *l, const unsigned char *rest, size_t n)
+{
+    Peer *p = l->p;
+    PeerService svc = {.channel = l->channel, .peer_id = l->id, .fd = -1};
+    int rc;
+
+    if (!p->serve) return -1;
+    if ((rc = hand_whole(l, rest, n)) != 0) return rc;
+    if ((svc.fd = link_open_pair(l)) < 0) return -1;
     l->state = LINK_OPEN;
-    p->serve(p->serve_arg, l->channel, l->id, fd);
+    p->serve(p->serve_arg, &svc);
     return 0;
 }
 
@@ -148,12 +197,13 @@ peer_link_preamble(Link *l, const unsigned char *data, size_t n)
     l->p->pending_in--;
     l->state = LINK_OPEN; /* no longer pending, whatever follows */
     uv_timer_stop(&l->timer);
-    int rc = l->channel == PEER_CHANNEL_RAFT ? hand_raft(l) : hand_service(l);
-    if (rc != 0) {
+    int rc = l->channel == PEER_CHANNEL_RAFT ? hand_raft(l)
+                                             : hand_service(l, data + k, n - k);
+    if (rc < 0) {
         link_close(l, l->channel != PEER_CHANNEL_RAFT && !l->p->serve);
         return -1;
     }
-    return (ssize_t)k;
+    return rc > 0 ? -1 : (ssize_t)k; /* whole: nothing more here */
 }
 
 /* ---- links ---- */

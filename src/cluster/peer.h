@@ -67,14 +67,33 @@ int peer_init(struct raft_uv_transport *t, uv_loop_t *loop,
  * closes it through its close method). NULL-safe on a zeroed t. */
 void peer_free(struct raft_uv_transport *t);
 
-/* Raft thread: what to do with an authenticated incoming link of a
- * channel other than Raft (peerauth.h): fn(arg, channel, peer_id, fd) gets
- * fd, one end of a socketpair (blocking, close-on-exec), the callee's to
- * close; the transport pumps the other end through the link's TLS. Without
- * fn (the default) such links are refused. */
-typedef void (*PeerServeFn)(void *arg, unsigned channel, uint64_t peer_id,
-                            int fd);
+/* An authenticated incoming link of a channel other than Raft, handed to
+ * its user (peer_serve). A relayed client's link (PEER_CHANNEL_CLIENT)
+ * leaves the transport whole when nothing of it is queued: fd is then the
+ * link's own TCP socket and tls its session, so the user's event loop
+ * speaks TLS to the peer without this thread in between. Otherwise (and
+ * for every other channel) fd is one end of a socketpair whose other end
+ * the transport pumps through the link's TLS. */
+typedef struct PeerService {
+    unsigned channel; /* PEER_CHANNEL_* from the preamble */
+    uint64_t peer_id; /* from the peer's certificate */
+    int fd;           /* tls: the TCP socket, non-blocking; else the
+                       * socketpair end, blocking; close-on-exec either way */
+    TlsConn *tls;     /* the session (handshake done, peer checked), or NULL */
+    unsigned char *head; /* tls: plaintext that came after the preamble,
+                          * already decrypted (malloc'd), or NULL */
+    size_t head_len;     /* bytes at head */
+} PeerService;
+
+/* Raft thread: what to do with such links: fn(arg, svc) owns svc's fd,
+ * tls and head from then on (peer_service_free releases them). Without fn
+ * (the default) such links are refused. */
+typedef void (*PeerServeFn)(void *arg, PeerService *svc);
 void peer_serve(struct raft_uv_transport *t, PeerServeFn fn, void *arg);
+
+/* Closes svc's fd and frees its session and head; the fields are left
+ * cleared (fd -1). Any thread. */
+void peer_service_free(PeerService *svc);
 
 /* Any thread: opens a link of channel (PEER_CHANNEL_CLIENT or _SNAPSHOT)
  * to voter id and returns the caller's end of a socketpair (blocking,

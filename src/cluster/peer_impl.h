@@ -132,7 +132,8 @@ void peer_maybe_closed(Peer *p);
 void peer_link_authenticated(Link *l);
 
 /* Takes preamble bytes from data (n bytes); returns how many, or -1 when
- * the link was closed (a bad preamble, or no one to hand it to). */
+ * the link is no longer the caller's: closed (a bad preamble, no one to
+ * hand it to) or handed whole, with the rest of data, to serve. */
 ssize_t peer_link_preamble(Link *l, const unsigned char *data, size_t n);
 
 #endif

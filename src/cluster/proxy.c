@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "net/net.h"
+#include "net/tlssock.h"
 
 enum { CLIENT = 0, UPSTREAM = 1 };
 
@@ -32,7 +33,14 @@ struct Proxy {
     Proxy *prev, *next; /* set->head list */
     ProxySide side[2];  /* [CLIENT], [UPSTREAM] */
     ev_timer timer;     /* connect timeout: active while connecting */
-    bool connecting;    /* the upstream connect has not completed yet */
+    bool connecting;    /* the upstream connect (and with TLS, the
+                         * handshake and hello) has not completed yet */
+    bool handshaking;   /* TLS: connected, the handshake under way */
+    bool notified;      /* TLS: close_notify queued toward the upstream */
+    TlsSock *tls;       /* TLS toward the upstream, or NULL */
+    uint64_t want_id;   /* TLS: the node id its certificate must name */
+    unsigned char hello[PROXY_HELLO_MAX]; /* TLS: sent first, inside */
+    size_t hello_len;
     char bufs[2][PROXY_BUF_SIZE];
 };
 
@@ -61,6 +69,7 @@ pair_close(Proxy *p)
         ev_io_stop(ps->loop, &p->side[i].wr);
         close(p->side[i].fd);
     }
+    tls_sock_free(p->tls);
     ev_timer_stop(ps->loop, &p->timer);
     if (p->prev)
         p->prev->next = p->next;
@@ -74,7 +83,7 @@ pair_close(Proxy *p)
 /* One recv into s's buffer (there is room: rd is active only then).
  * Returns 0 (bytes taken, EOF noted, or nothing yet), -1 on an error. */
 static int
-side_recv(ProxySide *s)
+side_recv(Proxy *p, ProxySide *s)
 {
     if (s->start == s->end) {
         s->start = s->end = 0;
@@ -83,7 +92,11 @@ side_recv(ProxySide *s)
         s->end -= s->start;
         s->start = 0;
     }
-    ssize_t n = recv(s->fd, s->buf + s->end, PROXY_BUF_SIZE - s->end, 0);
+    char *dst = s->buf + s->end;
+    size_t room = PROXY_BUF_SIZE - s->end;
+    ssize_t n = p->tls && s == &p->side[UPSTREAM]
+                    ? tls_sock_read(p->tls, s->fd, dst, room)
+                    : recv(s->fd, dst, room, 0);
     if (n > 0)
         s->end += (size_t)n;
     else if (n == 0)
@@ -93,17 +106,42 @@ side_recv(ProxySide *s)
     return 0;
 }
 
-/* One send of from's buffered bytes to to's fd. Returns 0 (sent some, all
- * or none yet), -1 on an error (EPIPE, ECONNRESET: never SIGPIPE). */
+/* One send of from's buffered bytes to to's fd (through TLS toward a TLS
+ * upstream, whose waiting ciphertext goes first). Returns 0 (sent some,
+ * all or none yet), -1 on an error (EPIPE, ECONNRESET: never SIGPIPE). */
 static int
-side_send(ProxySide *to, ProxySide *from)
+side_send(Proxy *p, ProxySide *to, ProxySide *from)
 {
+    TlsSock *x = to == &p->side[UPSTREAM] ? p->tls : NULL;
     size_t len = from->end - from->start;
+    const char *b = from->buf + from->start;
+    if (x && tls_sock_flush(x, to->fd) < 0) return -1;
     if (len == 0) return 0;
-    ssize_t n = send(to->fd, from->buf + from->start, len, MSG_NOSIGNAL);
+    ssize_t n = x ? tls_sock_write(x, to->fd, b, len)
+                  : send(to->fd, b, len, MSG_NOSIGNAL);
     if (n < 0) return again() ? 0 : -1;
     from->start += (size_t)n;
     if (from->start == from->end) from->start = from->end = 0;
+    return 0;
+}
+
+/* TLS: advances the handshake; once done, checks that the upstream's
+ * certificate names want_id and sends the hello. 0 (done or under way),
+ * -1 (failed: close). */
+static int
+tls_step(Proxy *p)
+{
+    int fd = p->side[UPSTREAM].fd;
+    uint64_t id;
+
+    if (tls_sock_handshake(p->tls, fd) < 0) return again() ? 0 : -1;
+    if (tls_peer_node_id(tls_conn_ssl(tls_sock_conn(p->tls)), &id) != 0 ||
+        id != p->want_id ||
+        tls_sock_write(p->tls, fd, p->hello, p->hello_len) !=
+            (ssize_t)p->hello_len)
+        return -1;
+    p->handshaking = p->connecting = false;
+    ev_timer_stop(p->set->loop, &p->timer);
     return 0;
 }
 
@@ -120,6 +158,10 @@ connect_done(Proxy *p)
         errno = err;
         return -1;
     }
+    if (p->tls) {
+        p->handshaking = true; /* the timer goes on */
+        return tls_step(p);
+    }
     p->connecting = false;
     ev_timer_stop(p->set->loop, &p->timer);
     return 0;
@@ -132,10 +174,15 @@ pair_shutdowns(Proxy *p)
 {
     for (int i = 0; i < 2; i++) {
         ProxySide *to = &p->side[i], *from = &p->side[!i];
-        if (from->eof && from->start == from->end && !to->shut) {
-            if (shutdown(to->fd, SHUT_WR) < 0) return -1;
-            to->shut = true;
+        if (!from->eof || from->start != from->end || to->shut) continue;
+        if (i == UPSTREAM && p->tls) { /* close_notify, sent, then FIN */
+            if (!p->notified && tls_sock_close_notify(p->tls, to->fd) < 0)
+                return -1;
+            p->notified = true;
+            if (tls_sock_want_write(p->tls)) continue;
         }
+        if (shutdown(to->fd, SHUT_WR) < 0) return -1;
+        to->shut = true;
     }
     return 0;
 }
@@ -157,10 +204,16 @@ pair_update(Proxy *p)
     }
     for (int i = 0; i < 2; i++) {
         ProxySide *s = &p->side[i], *o = &p->side[!i];
-        bool wait_up = p->connecting && i == UPSTREAM;
-        io_set(loop, &s->rd,
-               !s->eof && !wait_up && s->end - s->start < PROXY_BUF_SIZE);
-        io_set(loop, &s->wr, wait_up || (!p->connecting && o->end > o->start));
+        bool up = i == UPSTREAM;
+        bool wait_up = up && p->connecting && !p->handshaking;
+        bool tls_out = up && p->tls && tls_sock_want_write(p->tls);
+        bool rd = !s->eof && !wait_up && s->end - s->start < PROXY_BUF_SIZE;
+        io_set(loop, &s->rd, rd);
+        io_set(loop, &s->wr,
+               wait_up || tls_out || (!p->connecting && o->end > o->start));
+        /* plaintext TLS decrypted past the buffer's end */
+        if (rd && up && p->tls && tls_sock_more(p->tls))
+            ev_feed_event(loop, &s->rd, EV_READ);
     }
 }
 
@@ -171,8 +224,15 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
     Proxy *p = w->data;
     int i = w == &p->side[UPSTREAM].rd;
     ProxySide *s = &p->side[i], *o = &p->side[!i];
+    if (i == UPSTREAM && p->handshaking) {
+        if (tls_step(p) < 0)
+            pair_close(p);
+        else
+            pair_update(p);
+        return;
+    }
     // Forward at once: saves a loop iteration per chunk when o can take it.
-    if (side_recv(s) < 0 || (!p->connecting && side_send(o, s) < 0)) {
+    if (side_recv(p, s) < 0 || (!p->connecting && side_send(p, o, s) < 0)) {
         pair_close(p);
         return;
     }
@@ -185,8 +245,9 @@ on_write(struct ev_loop *loop, ev_io *w, int revents)
     (void)loop, (void)revents;
     Proxy *p = w->data;
     int i = w == &p->side[UPSTREAM].wr;
-    if ((p->connecting && connect_done(p) < 0) ||
-        side_send(&p->side[i], &p->side[!i]) < 0) {
+    int rc = p->handshaking ? tls_step(p) : p->connecting ? connect_done(p) : 0;
+    if (rc < 0 ||
+        (!p->connecting && side_send(p, &p->side[i], &p->side[!i]) < 0)) {
         pair_close(p);
         return;
     }
@@ -266,6 +327,35 @@ proxy_start(ProxySet *ps, int client_fd, const struct sockaddr_in *up)
 }
 
 int
+proxy_start_tls(ProxySet *ps, int client_fd, const struct sockaddr_in *up,
+                TlsConn *t, uint64_t want_id, const void *hello, size_t n)
+{
+    TlsSock *x = n <= PROXY_HELLO_MAX ? tls_sock_new(t) : NULL;
+    bool connecting = false;
+    int fd = x ? upstream_connect(up, &connecting) : -1;
+
+    if (!x && n > PROXY_HELLO_MAX) tls_conn_free(t);
+    if (fd < 0 || pair_start(ps, client_fd, fd, true) < 0) {
+        int e = x ? errno : ENOMEM;
+        tls_sock_free(x);
+        if (fd < 0) close(client_fd);
+        errno = e;
+        return -1;
+    }
+    Proxy *p = ps->head; /* pair_start puts it first */
+    p->tls = x;
+    p->want_id = want_id;
+    memcpy(p->hello, hello, n);
+    p->hello_len = n;
+    if (!connecting && connect_done(p) < 0) {
+        pair_close(p);
+        return 0; /* ends as a connect failing later would */
+    }
+    pair_update(p);
+    return 0;
+}
+
+int
 proxy_start_fd(ProxySet *ps, int client_fd, int up_fd)
 {
     int flags = fcntl(up_fd, F_GETFL);
@@ -299,6 +389,9 @@ pair_start(ProxySet *ps, int client_fd, int fd, bool connecting)
     setsockopt(client_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     p->set = ps;
     p->connecting = connecting;
+    p->handshaking = p->notified = false;
+    p->tls = NULL;
+    p->hello_len = 0;
     side_init(p, CLIENT, client_fd);
     side_init(p, UPSTREAM, fd);
     ev_timer_init(&p->timer, on_timeout, ps->connect_timeout, 0.);

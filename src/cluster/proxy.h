@@ -30,6 +30,8 @@
 #include <ev.h>
 #include <netinet/in.h>
 
+#include "net/tls.h"
+
 /* Bytes buffered per direction and pair: 64 KiB, one recv's worth, so a job
  * of the default size limit (65535 bytes) mostly passes in one read and
  * write; a larger message just takes several. 128 KiB per pair in all. */
@@ -38,6 +40,9 @@
 /* Seconds the upstream has to accept a connect before the pair is closed
  * (the client sees its connection closed and may retry). */
 #define PROXY_CONNECT_TIMEOUT 5.0
+
+/* Bytes a TLS upstream is sent first, at most (proxy_start_tls). */
+#define PROXY_HELLO_MAX 64
 
 /* One client <-> upstream pair; opaque, owned by its ProxySet. */
 typedef struct Proxy Proxy;
@@ -79,6 +84,17 @@ int proxy_start(ProxySet *ps, int client_fd, const struct sockaddr_in *up);
  * cluster/peer.h), owned from now on and made non-blocking. Returns 0, or
  * -1 with errno set and both fds closed. */
 int proxy_start_fd(ProxySet *ps, int client_fd, int up_fd);
+
+/* As proxy_start, with TLS toward the upstream on this loop: t (a client
+ * session, owned from now on) runs its handshake once connected; the
+ * upstream's certificate must name node id want_id (tls_peer_node_id),
+ * then hello (n <= PROXY_HELLO_MAX bytes, copied: the peer preamble of a
+ * relayed client's link, cluster/peerauth.h) goes first, and the client's
+ * bytes follow. Connect, handshake and hello share ps->connect_timeout.
+ * An upstream that fails the handshake or names another id closes the
+ * pair. Returns 0, or -1 with errno and client_fd closed and t freed. */
+int proxy_start_tls(ProxySet *ps, int client_fd, const struct sockaddr_in *up,
+                    TlsConn *t, uint64_t want_id, const void *hello, size_t n);
 
 /* Closes every pair of ps at once (both fds, buffered bytes dropped) and
  * frees them; count is 0 afterwards. For a change of leader: the clients

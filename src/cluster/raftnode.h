@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "cluster/cluster.h"
+#include "cluster/peer.h"
 #include "net/tls.h"
 
 /* Roles as published (RaftNodeStatus.role). NONE: not running (before
@@ -106,9 +107,10 @@ typedef struct RaftNodeCallbacks {
      * Cheap and non-blocking, e.g. ev_async_send. May be NULL. */
     void (*notify)(void *arg);
     /* With mutual TLS (RaftNodeOptions.tls): an authenticated peer opened
-     * a link of another channel than Raft (peer.h, PeerServeFn: fd is the
-     * callee's). Must not block. May be NULL: such links are refused. */
-    void (*serve)(void *arg, unsigned channel, uint64_t peer_id, int fd);
+     * a link of another channel than Raft (peer.h, PeerServeFn: what svc
+     * holds is the callee's). Must not block. May be NULL: such links are
+     * refused. */
+    PeerServeFn serve;
 } RaftNodeCallbacks;
 
 /* Tuning; zero fields take the defaults. */

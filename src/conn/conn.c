@@ -28,19 +28,34 @@ static void write_cb(struct ev_loop *loop, ev_io *w, int revents);
 Conn *
 conn_new(Server *s, int fd)
 {
-    Conn *c = calloc(1, sizeof *c);
-    if (!c || !(c->ibuf = malloc(IBUF_MIN))) {
-        if (c) free(c->ibuf);
+    return conn_new_via(s, fd, CONN_VIA_TCP, NULL, NULL, 0);
+}
+
+Conn *
+conn_new_via(Server *s, int fd, uint8_t via, TlsSock *tls, const void *head,
+             size_t n)
+{
+    size_t cap = IBUF_MIN;
+    while (cap < n && cap < IBUF_MAX)
+        cap *= 2;
+    Conn *c = n <= IBUF_MAX ? calloc(1, sizeof *c) : NULL;
+    if (!c || !(c->ibuf = malloc(cap))) {
         free(c);
+        tls_sock_free(tls);
         close(fd);
         return NULL;
     }
     c->srv = s;
     c->fd = fd;
-    c->icap = IBUF_MIN;
+    c->via = via;
+    c->tls = tls;
+    c->icap = cap;
+    if (n) memcpy(c->ibuf, head, n);
+    c->iend = n;
     if (s->handler->opened(c) < 0) {
         free(c->ibuf);
         free(c);
+        tls_sock_free(tls);
         close(fd);
         return NULL;
     }
@@ -52,7 +67,10 @@ conn_new(Server *s, int fd)
     s->conns = c;
     s->cur_conns++;
     s->total_conns++;
+    if (n) conn_schedule(c);
     conn_update_read(c);
+    /* a session handed over may hold records already read off the socket */
+    if (tls && c->reading) ev_feed_event(s->loop, &c->read_w, EV_READ);
     return c;
 }
 
@@ -64,6 +82,7 @@ conn_close(Conn *c)
     c->closed = 1;
     ev_io_stop(s->loop, &c->read_w);
     ev_io_stop(s->loop, &c->write_w);
+    if (c->tls) (void)tls_sock_close_notify(c->tls, c->fd); /* best effort */
     close(c->fd);
     s->handler->closed(c);
     if (c->producer) s->cur_producers--;
@@ -88,6 +107,8 @@ conn_reap(Server *s)
         free(c->obuf);
         free(c->marks);
         free(c->in_body);
+        tls_sock_free(c->tls);
+        free(c->peer_cn);
         free(c);
     }
 }
@@ -101,8 +122,31 @@ out_parked(const Conn *c)
 const char *
 conn_peer_cn(const Conn *c)
 {
-    (void)c; /* no TLS client sessions yet */
-    return NULL;
+    return c->peer_cn;
+}
+
+/* Once c's TLS handshake has completed: notes its client certificate's
+ * CN, if it sent one that verified. */
+static void
+tls_secured(Conn *c)
+{
+    char cn[256];
+    if (c->secured) return;
+    c->secured = 1;
+    if (c->via != CONN_VIA_RELAY && /* a relay's certificate is a node's */
+        tls_peer_cn(tls_conn_ssl(tls_sock_conn(c->tls)), cn, sizeof cn) == 0)
+        c->peer_cn = strdup(cn);
+}
+
+/* Watches c's socket for writability while TLS holds ciphertext for it
+ * (a handshake flight or a record the socket did not take). */
+static void
+tls_want_write(Conn *c)
+{
+    if (c->tls && !c->writing && !c->closed && tls_sock_want_write(c->tls)) {
+        c->writing = 1;
+        ev_io_start(c->srv->loop, &c->write_w);
+    }
 }
 
 void
@@ -119,6 +163,10 @@ conn_update_read(Conn *c)
     else if (!want && c->reading)
         ev_io_stop(s->loop, &c->read_w);
     c->reading = (uint8_t)want;
+    /* plaintext TLS decrypted past the buffer's end: the socket may stay
+     * quiet, so the read is run without it */
+    if (want && c->tls && tls_sock_more(c->tls))
+        ev_feed_event(s->loop, &c->read_w, EV_READ);
 }
 
 static void
@@ -272,9 +320,16 @@ out_release(Conn *c)
 static int
 out_write(Conn *c)
 {
+    if (c->tls && !c->writing && tls_sock_flush(c->tls, c->fd) < 0) {
+        conn_close(c);
+        return -1;
+    }
+    tls_want_write(c);
     while (c->orel > c->osent && !c->writing) {
-        ssize_t n = write(c->fd, c->obuf + (c->osent - c->obase),
-                          (size_t)(c->orel - c->osent));
+        const char *p = c->obuf + (c->osent - c->obase);
+        size_t len = (size_t)(c->orel - c->osent);
+        ssize_t n = c->tls ? tls_sock_write(c->tls, c->fd, p, len)
+                           : write(c->fd, p, len);
         if (n > 0) {
             c->osent += (uint64_t)n;
         } else if (n < 0 && errno == EINTR) {
@@ -287,6 +342,7 @@ out_write(Conn *c)
             return -1;
         }
     }
+    tls_want_write(c);
     if (c->osent == c->oend) {
         c->obase = c->osent;
         if (c->ocap > 65536) { /* give a burst's buffer back */
@@ -306,7 +362,8 @@ conn_flush(Conn *c)
     int parked = out_parked(c);
     out_release(c);
     if (out_write(c) < 0) return;
-    if (c->osent != c->oend || c->mlen)
+    if (c->osent != c->oend || c->mlen ||
+        (c->tls && tls_sock_want_write(c->tls)))
         pending_add(c);
     else if (c->closing) {
         conn_close(c);
@@ -467,6 +524,7 @@ conn_linger(Conn *c)
 {
     if (c->closed || c->lingering) return;
     c->lingering = 1;
+    if (c->tls) (void)tls_sock_close_notify(c->tls, c->fd); /* best effort */
     shutdown(c->fd, SHUT_WR);
     conn_update_read(c);
 }
@@ -504,7 +562,10 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
         conn_update_read(c);
         return;
     }
-    ssize_t n = read(c->fd, dst, room);
+    ssize_t n = c->tls ? tls_sock_read(c->tls, c->fd, dst, room)
+                       : read(c->fd, dst, room);
+    if (c->tls && tls_sock_handshaken(c->tls)) tls_secured(c);
+    tls_want_write(c);
     if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             conn_close(c);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "net/tlssock.h"
 #include "proto/proto.h"
 #include "queue/session.h"
 #include "queue/state.h"
@@ -59,6 +60,9 @@ typedef struct Conn {
     uint8_t lingering;      /* shutting down: FIN sent, input discarded */
     uint32_t active_window; /* Server.active_window when it last read */
     uint8_t via;            /* CONN_VIA_*: set by whoever accepted it */
+    TlsSock *tls;           /* the socket's TLS, or NULL (plaintext) */
+    char *peer_cn;          /* conn_peer_cn's answer once known, or NULL */
+    uint8_t secured;        /* tls: the handshake has completed */
 
     /* input */
     char *ibuf;
@@ -105,9 +109,18 @@ conn_of(Session *se)
     return (Conn *)(void *)((char *)se - offsetof(Conn, se));
 }
 
-/* Accepts fd (non-blocking, owned from now on) as a new connection and
- * calls the handler's opened. Returns the conn, or NULL (fd closed). */
+/* Accepts fd (non-blocking, owned from now on) as a new plaintext TCP
+ * connection and calls the handler's opened. Returns the conn, or NULL
+ * (fd closed). */
 Conn *conn_new(Server *s, int fd);
+
+/* The same for a connection that arrived by via (CONN_VIA_*) and speaks
+ * TLS through tls (owned from now on, NULL for plaintext; its handshake
+ * done already, or run by the first reads). head (n bytes, copied, at
+ * most 65536) is input that came before: it is run as if read first.
+ * NULL (fd and tls freed) when memory lacks or the handler refuses. */
+Conn *conn_new_via(Server *s, int fd, uint8_t via, TlsSock *tls,
+                   const void *head, size_t n);
 
 /* Closes the connection now (the handler's closed releases its protocol
  * state first); conn_reap frees it. */

@@ -462,6 +462,28 @@ tls_source_close(TlsSource *s)
     free(s);
 }
 
+int
+tls_peer_cn(SSL *ssl, char *buf, size_t cap)
+{
+    X509 *peer = SSL_get0_peer_certificate(ssl);
+    X509_NAME *name = peer ? X509_get_subject_name(peer) : NULL;
+    int i = name ? X509_NAME_get_index_by_NID(name, NID_commonName, -1) : -1;
+
+    if (i < 0 || SSL_get_verify_result(ssl) != X509_V_OK ||
+        X509_NAME_get_index_by_NID(name, NID_commonName, i) >= 0)
+        return -1;
+    const ASN1_STRING *v =
+        X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i));
+    const unsigned char *d = ASN1_STRING_get0_data(v);
+    int n = ASN1_STRING_length(v);
+    if (n <= 0 || (size_t)n >= cap) return -1;
+    for (int k = 0; k < n; k++)
+        if (d[k] < 0x20 || d[k] > 0x7e) return -1;
+    memcpy(buf, d, (size_t)n);
+    buf[n] = '\0';
+    return 0;
+}
+
 /* ---- a session over memory BIOs ---- */
 
 TlsConn *

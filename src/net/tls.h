@@ -111,6 +111,13 @@ void tls_source_close(TlsSource *s);
  * SSL_get0_peer_certificate(3). */
 int tls_peer_node_id(SSL *ssl, uint64_t *id);
 
+/* After a completed handshake: the subject CN (RFC 5280 commonName) of
+ * the certificate the peer presented, if it verified, into buf
+ * (NUL-terminated). 0, or -1 when there is none, it did not verify, its
+ * subject has no CN or two, or the CN does not fit in cap - 1 bytes or
+ * holds a byte outside printable ASCII. */
+int tls_peer_cn(SSL *ssl, char *buf, size_t cap);
+
 /* ---- a session over memory BIOs ---- */
 
 /* One TLS session with no socket: ciphertext goes in with tls_conn_feed and
