@@ -243,7 +243,7 @@ function target(row, a, b, goal, pct,    x, shown, res) {
         failed++
     printf "%-14s %-20s %-18s %8s %7s  %s\n", rowname[row], srvname[a], \
         srvname[b], shown, \
-        pct ? ">=" 100 * goal "%" : ">=" sprintf("%.1f", goal) "x", res
+        pct ? ">=" 100 * goal "%" : ">=" sprintf("%g", goal) "x", res
 }
 
 function targets_table() {

@@ -2,6 +2,7 @@
 #include "net/tlssock.h"
 
 #include <errno.h>
+#include <openssl/ssl.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
@@ -12,6 +13,7 @@ struct TlsSock {
     TlsConn *t;
     int done;          /* the handshake completed */
     int more;          /* the last read filled the caller's buffer */
+    int dry;           /* the session holds nothing unread */
     size_t obeg, oend; /* out[obeg..oend): taken from t, not yet sent */
     char out[TLS_SOCK_OUT];
 };
@@ -104,6 +106,7 @@ feed(TlsSock *x, int fd)
         errno = EPROTO;
         return -1;
     }
+    x->dry = 0;
     return 1;
 }
 
@@ -129,18 +132,30 @@ tls_sock_handshake(TlsSock *x, int fd)
     return 1;
 }
 
+/* 1 when the session holds nothing unread: no ciphertext fed and not
+ * yet decrypted, no plaintext decrypted and not yet read. */
+static int
+empty(TlsSock *x)
+{
+    return tls_conn_feed_room(x->t) == TLS_BUF_MAX &&
+           SSL_pending(tls_conn_ssl(x->t)) == 0;
+}
+
 /* Plaintext the session holds, into buf[got..cap): the new total, or -1
  * (errno EPROTO) on a failed session with nothing read; *closed is set at
- * close_notify. */
+ * close_notify. Stops without asking OpenSSL again once nothing is left
+ * (x->dry). */
 static ssize_t
 drain(TlsSock *x, char *buf, size_t got, size_t cap, int *closed)
 {
-    while (got < cap) {
+    while (got < cap && !x->dry) {
         ssize_t n = tls_conn_read(x->t, buf + got, cap - got);
         if (n > 0) {
             got += (size_t)n;
+            x->dry = empty(x);
             continue;
         }
+        if (n == 0) x->dry = 1; /* a partial record at most */
         if (n == TLS_CLOSED) *closed = 1;
         if (n < 0 && n != TLS_CLOSED && got == 0) {
             errno = EPROTO; /* reported now; after bytes, at the next call */
@@ -165,7 +180,7 @@ tls_sock_read(TlsSock *x, int fd, void *buf, size_t cap)
         int r = feed(x, fd);
         if (r <= 0) return r; /* the end (a FIN), or errno */
     }
-    if (got > 0 && (size_t)got == cap) x->more = 1;
+    if (got > 0 && (size_t)got == cap && !x->dry) x->more = 1;
     /* reading may have produced output (a key update's answer): what the
      * socket refuses now waits, and a socket error shows in the next
      * write */
