@@ -442,7 +442,7 @@ relay_tls(Node *n, int fd, uint64_t leader, int k)
         return;
     }
     peer_preamble_put(pre, n->cfg.self_id, PEER_CHANNEL_CLIENT);
-    proxy_start_tls(&n->proxies, fd, &a, t, leader, pre, sizeof pre);
+    proxy_start_tls(&n->proxies, fd, NULL, &a, t, leader, pre, sizeof pre);
 }
 
 static void

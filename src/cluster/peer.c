@@ -11,7 +11,6 @@
 #include "cluster/peer.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +21,6 @@
 #include <raft.h>
 
 #include "cluster/peer_impl.h"
-
-static void on_wake(uv_async_t *h);
 
 /* ---- authentication ---- */
 
@@ -130,9 +127,8 @@ hand_service(Link *l, const unsigned char *rest, size_t n)
     return 0;
 }
 
-/* An outbound link whose server proved the id asked for: the preamble
- * goes out, then libraft gets the stream (Raft) or the tunnel's user's
- * bytes start to flow (the others). */
+/* An outbound (Raft) link whose server proved the id asked for: the
+ * preamble goes out, then libraft gets the stream. */
 static void
 hand_outbound(Link *l)
 {
@@ -141,17 +137,12 @@ hand_outbound(Link *l)
 
     peer_preamble_put(pre, l->p->cfg.self_id, l->channel);
     if (tls_conn_write(l->tls, pre, sizeof pre) != (ssize_t)sizeof pre ||
-        link_flush(l) != 0 ||
-        (l->channel == PEER_CHANNEL_RAFT && !(s = raft_stream(l)))) {
+        link_flush(l) != 0 || !(s = raft_stream(l))) {
         link_close(l, 0);
         return;
     }
     l->state = LINK_OPEN;
     uv_timer_stop(&l->timer);
-    if (l->channel != PEER_CHANNEL_RAFT) {
-        link_read_inner(l);
-        return;
-    }
     struct raft_uv_connect *req = l->req;
     l->req = NULL;
     l->cb(req, s, 0);
@@ -274,13 +265,6 @@ t_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
         snprintf(t->errmsg, sizeof t->errmsg, "bad address %s", addr);
         return RAFT_INVALID;
     }
-    /* the tunnels' wake-up: made here, as libraft closes the transport
-     * (t_close closes it) once it has listened */
-    uv_async_init(p->loop, &p->wake, on_wake);
-    p->wake.data = p;
-    pthread_mutex_lock(&p->mu);
-    p->wake_open = 1;
-    pthread_mutex_unlock(&p->mu);
     uv_tcp_init(p->loop, &p->listener);
     p->listener.data = p;
     p->listening = 1;
@@ -325,96 +309,6 @@ t_connect(struct raft_uv_transport *t, struct raft_uv_connect *req, raft_id id,
     return 0;
 }
 
-/* ---- tunnels (peer_tunnel) ---- */
-
-/* Raft thread: an outbound link of t's channel, carrying t->fd; on any
- * failure t->fd is closed, so the tunnel's user reads EOF. */
-static void
-open_tunnel(Peer *p, Tunnel *t)
-{
-    const ClusterPeer *v = peer_voter(&p->cfg, t->id);
-    struct sockaddr_in sa;
-    Link *l;
-
-    if (p->closing || peer_parse_addr(v->addr, &sa) != 0 ||
-        !(l = link_new(p, 0))) {
-        close(t->fd);
-        return;
-    }
-    l->id = t->id;
-    l->channel = t->channel;
-    l->conn_req.data = l;
-    if (link_attach_inner(l, t->fd) != 0 ||
-        uv_tcp_connect(&l->conn_req, &l->tcp, (struct sockaddr *)&sa,
-                       link_on_connected) != 0)
-        link_close(l, 0);
-}
-
-static void
-on_wake(uv_async_t *h)
-{
-    Peer *p = h->data;
-    Tunnel *t;
-
-    pthread_mutex_lock(&p->mu);
-    t = p->tunnels;
-    p->tunnels = NULL;
-    pthread_mutex_unlock(&p->mu);
-    while (t) {
-        Tunnel *next = t->next;
-        open_tunnel(p, t);
-        free(t);
-        t = next;
-    }
-}
-
-static void
-on_wake_closed(uv_handle_t *h)
-{
-    Peer *p = h->data;
-
-    on_wake((uv_async_t *)h); /* requests that came meanwhile: closed */
-    pthread_mutex_lock(&p->mu);
-    p->wake_open = 0;
-    pthread_mutex_unlock(&p->mu);
-    peer_maybe_closed(p);
-}
-
-int
-peer_tunnel(struct raft_uv_transport *tr, uint64_t id, unsigned channel)
-{
-    Peer *p = tr->impl;
-    int fd[2];
-    Tunnel *t;
-
-    if (!p || id == p->cfg.self_id || !peer_voter(&p->cfg, id) ||
-        channel == PEER_CHANNEL_RAFT || channel > PEER_CHANNEL_MAX ||
-        !(t = malloc(sizeof *t)))
-        return -1;
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd) != 0) {
-        free(t);
-        return -1;
-    }
-    t->id = id;
-    t->channel = channel;
-    t->fd = fd[1];
-    pthread_mutex_lock(&p->mu);
-    int open = p->wake_open && !p->closing;
-    if (open) {
-        t->next = p->tunnels;
-        p->tunnels = t;
-        uv_async_send(&p->wake);
-    }
-    pthread_mutex_unlock(&p->mu);
-    if (!open) {
-        close(fd[0]);
-        close(fd[1]);
-        free(t);
-        return -1;
-    }
-    return fd[0];
-}
-
 void
 peer_serve(struct raft_uv_transport *tr, PeerServeFn fn, void *arg)
 {
@@ -438,11 +332,8 @@ t_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
 {
     Peer *p = t->impl;
 
-    pthread_mutex_lock(&p->mu);
-    p->closing = 1; /* peer_tunnel refuses from now on */
-    pthread_mutex_unlock(&p->mu);
+    p->closing = 1;
     p->close_cb = cb;
-    if (p->wake_open) uv_close((uv_handle_t *)&p->wake, on_wake_closed);
     if (p->listening) uv_close((uv_handle_t *)&p->listener, on_listener_closed);
     for (Link *l = p->links; l; l = l->next)
         link_close(l, 0);
@@ -460,7 +351,6 @@ peer_init(struct raft_uv_transport *t, uv_loop_t *loop,
     p->loop = loop;
     p->cfg = *cfg;
     p->tls = tls;
-    pthread_mutex_init(&p->mu, NULL);
     t->impl = p;
     t->init = t_init;
     t->listen = t_listen;
@@ -475,7 +365,6 @@ peer_free(struct raft_uv_transport *t)
     Peer *p = t->impl;
 
     if (!p) return;
-    pthread_mutex_destroy(&p->mu);
     free(p);
     t->impl = NULL;
 }

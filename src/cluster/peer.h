@@ -16,8 +16,11 @@
  *   - on an outgoing connection, that id is the one libraft asked for;
  *   - on an incoming one, the peer's preamble (peerauth.h) names the same
  *     id and the Raft channel.
- * The same links carry a follower's relayed clients and the state stream
- * (channels, peerauth.h): peer_tunnel opens one, peer_serve takes them.
+ * The same port takes the links of the other channels (peerauth.h),
+ * authenticated the same way and handed to peer_serve's callee: a
+ * follower's relayed clients (the follower's loop dials them itself,
+ * cluster/proxy.h; this side hands each link over whole, socket and TLS
+ * session, to the loop) and the state stream (cluster/peerdial.h).
  * libraft learns the peer's id from the certificate and its address from
  * the configuration, never from the wire. An outgoing connection to an id
  * or address that is not a configured voter is refused without a connect,
@@ -94,17 +97,6 @@ void peer_serve(struct raft_uv_transport *t, PeerServeFn fn, void *arg);
 /* Closes svc's fd and frees its session and head; the fields are left
  * cleared (fd -1). Any thread. */
 void peer_service_free(PeerService *svc);
-
-/* Any thread: opens a link of channel (PEER_CHANNEL_CLIENT or _SNAPSHOT)
- * to voter id and returns the caller's end of a socketpair (blocking,
- * close-on-exec; the caller's to close): what is written to it goes to the
- * peer through TLS once the link is authenticated, what the peer sends
- * comes out of it. A link that cannot be made or authenticated within
- * PEER_HANDSHAKE_MS closes the other end (the caller reads EOF). The raft
- * thread must be running its loop for the link to progress. Returns -1 if
- * id is not another voter, the transport is closing, or a descriptor or
- * memory is lacking. */
-int peer_tunnel(struct raft_uv_transport *t, uint64_t id, unsigned channel);
 
 /* Connections refused so far: failed or timed-out handshakes, unknown or
  * wrong node ids, bad preambles, connections over a bound. Any thread. */

@@ -1,12 +1,11 @@
 /* peer_impl.h - the mutual-TLS transport's insides, shared by peer.c (the
- * transport: libraft's methods, who a link is, channels and tunnels) and
+ * transport: libraft's methods, who a link is, channels) and
  * peerlink.c (a link's bytes: TCP, TLS, the socketpair toward the local
  * user, backpressure). Private to those two files; the rest of the
  * process sees peer.h. Raft thread only, but for Peer.mu's fields. */
 #ifndef ROCKSTALK_PEER_IMPL_H
 #define ROCKSTALK_PEER_IMPL_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,22 +65,10 @@ struct Peer {
     _Atomic uint64_t refused;
     PeerServeFn serve; /* incoming links of the other channels */
     void *serve_arg;
-    uv_async_t wake; /* peer_tunnel's requests are queued */
-    int wake_open;
-    pthread_mutex_t mu; /* guards tunnels and wake_open */
-    struct Tunnel *tunnels;
     /* rbuf: TCP reads; pbuf: libraft's side's reads; obuf: ciphertext out;
      * xbuf: plaintext out of TLS. Each is used up within one callback. */
     char rbuf[READ_CHUNK], pbuf[READ_CHUNK], obuf[READ_CHUNK], xbuf[READ_CHUNK];
 };
-
-/* A tunnel asked for by peer_tunnel, until the raft thread takes it. */
-typedef struct Tunnel {
-    struct Tunnel *next;
-    uint64_t id;
-    unsigned channel;
-    int fd; /* the transport's end of the socketpair */
-} Tunnel;
 
 /* An incoming link not yet authenticated (it counts in pending_in). */
 static inline int

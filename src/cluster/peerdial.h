@@ -1,7 +1,6 @@
 /* peerdial.h - a blocking tunnel to a peer over the nodes' mutual TLS, for
- * a caller that cannot wait on the raft thread's loop (peer_tunnel needs
- * it running): the state fetch, which runs on the raft thread itself
- * while libraft restores a snapshot.
+ * a caller that cannot wait on an event loop: the state fetch, which runs
+ * on the raft thread itself while libraft restores a snapshot.
  *
  * peer_dial connects, completes the TLS handshake, checks that the
  * server's certificate names the voter called and sends the preamble

@@ -28,8 +28,7 @@ static void on_inner_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
 void
 peer_maybe_closed(Peer *p)
 {
-    if (p->closing && !p->links && !p->listening && !p->wake_open &&
-        p->close_cb) {
+    if (p->closing && !p->links && !p->listening && p->close_cb) {
         raft_uv_transport_close_cb cb = p->close_cb;
         p->close_cb = NULL;
         cb(p->t);

@@ -26,6 +26,8 @@ typedef struct ProxySide {
     size_t start, end; /* buf[start..end) read here, not yet sent onward */
     bool eof;          /* recv returned 0: nothing more comes from fd */
     bool shut;         /* shutdown(fd, SHUT_WR) done: nothing more goes out */
+    bool notified;     /* tls: close_notify queued */
+    TlsSock *tls;      /* the socket's TLS, or NULL */
 } ProxySide;
 
 struct Proxy {
@@ -36,8 +38,6 @@ struct Proxy {
     bool connecting;    /* the upstream connect (and with TLS, the
                          * handshake and hello) has not completed yet */
     bool handshaking;   /* TLS: connected, the handshake under way */
-    bool notified;      /* TLS: close_notify queued toward the upstream */
-    TlsSock *tls;       /* TLS toward the upstream, or NULL */
     uint64_t want_id;   /* TLS: the node id its certificate must name */
     unsigned char hello[PROXY_HELLO_MAX]; /* TLS: sent first, inside */
     size_t hello_len;
@@ -68,8 +68,8 @@ pair_close(Proxy *p)
         ev_io_stop(ps->loop, &p->side[i].rd);
         ev_io_stop(ps->loop, &p->side[i].wr);
         close(p->side[i].fd);
+        tls_sock_free(p->side[i].tls);
     }
-    tls_sock_free(p->tls);
     ev_timer_stop(ps->loop, &p->timer);
     if (p->prev)
         p->prev->next = p->next;
@@ -83,7 +83,7 @@ pair_close(Proxy *p)
 /* One recv into s's buffer (there is room: rd is active only then).
  * Returns 0 (bytes taken, EOF noted, or nothing yet), -1 on an error. */
 static int
-side_recv(Proxy *p, ProxySide *s)
+side_recv(ProxySide *s)
 {
     if (s->start == s->end) {
         s->start = s->end = 0;
@@ -94,9 +94,8 @@ side_recv(Proxy *p, ProxySide *s)
     }
     char *dst = s->buf + s->end;
     size_t room = PROXY_BUF_SIZE - s->end;
-    ssize_t n = p->tls && s == &p->side[UPSTREAM]
-                    ? tls_sock_read(p->tls, s->fd, dst, room)
-                    : recv(s->fd, dst, room, 0);
+    ssize_t n = s->tls ? tls_sock_read(s->tls, s->fd, dst, room)
+                       : recv(s->fd, dst, room, 0);
     if (n > 0)
         s->end += (size_t)n;
     else if (n == 0)
@@ -110,9 +109,9 @@ side_recv(Proxy *p, ProxySide *s)
  * upstream, whose waiting ciphertext goes first). Returns 0 (sent some,
  * all or none yet), -1 on an error (EPIPE, ECONNRESET: never SIGPIPE). */
 static int
-side_send(Proxy *p, ProxySide *to, ProxySide *from)
+side_send(ProxySide *to, ProxySide *from)
 {
-    TlsSock *x = to == &p->side[UPSTREAM] ? p->tls : NULL;
+    TlsSock *x = to->tls;
     size_t len = from->end - from->start;
     const char *b = from->buf + from->start;
     if (x && tls_sock_flush(x, to->fd) < 0) return -1;
@@ -132,13 +131,13 @@ static int
 tls_step(Proxy *p)
 {
     int fd = p->side[UPSTREAM].fd;
+    TlsSock *x = p->side[UPSTREAM].tls;
     uint64_t id;
 
-    if (tls_sock_handshake(p->tls, fd) < 0) return again() ? 0 : -1;
-    if (tls_peer_node_id(tls_conn_ssl(tls_sock_conn(p->tls)), &id) != 0 ||
+    if (tls_sock_handshake(x, fd) < 0) return again() ? 0 : -1;
+    if (tls_peer_node_id(tls_conn_ssl(tls_sock_conn(x)), &id) != 0 ||
         id != p->want_id ||
-        tls_sock_write(p->tls, fd, p->hello, p->hello_len) !=
-            (ssize_t)p->hello_len)
+        tls_sock_write(x, fd, p->hello, p->hello_len) != (ssize_t)p->hello_len)
         return -1;
     p->handshaking = p->connecting = false;
     ev_timer_stop(p->set->loop, &p->timer);
@@ -158,7 +157,7 @@ connect_done(Proxy *p)
         errno = err;
         return -1;
     }
-    if (p->tls) {
+    if (p->side[UPSTREAM].tls) {
         p->handshaking = true; /* the timer goes on */
         return tls_step(p);
     }
@@ -175,11 +174,11 @@ pair_shutdowns(Proxy *p)
     for (int i = 0; i < 2; i++) {
         ProxySide *to = &p->side[i], *from = &p->side[!i];
         if (!from->eof || from->start != from->end || to->shut) continue;
-        if (i == UPSTREAM && p->tls) { /* close_notify, sent, then FIN */
-            if (!p->notified && tls_sock_close_notify(p->tls, to->fd) < 0)
+        if (to->tls) { /* close_notify, sent, then FIN */
+            if (!to->notified && tls_sock_close_notify(to->tls, to->fd) < 0)
                 return -1;
-            p->notified = true;
-            if (tls_sock_want_write(p->tls)) continue;
+            to->notified = true;
+            if (tls_sock_want_write(to->tls)) continue;
         }
         if (shutdown(to->fd, SHUT_WR) < 0) return -1;
         to->shut = true;
@@ -206,13 +205,13 @@ pair_update(Proxy *p)
         ProxySide *s = &p->side[i], *o = &p->side[!i];
         bool up = i == UPSTREAM;
         bool wait_up = up && p->connecting && !p->handshaking;
-        bool tls_out = up && p->tls && tls_sock_want_write(p->tls);
+        bool tls_out = s->tls && tls_sock_want_write(s->tls);
         bool rd = !s->eof && !wait_up && s->end - s->start < PROXY_BUF_SIZE;
         io_set(loop, &s->rd, rd);
         io_set(loop, &s->wr,
                wait_up || tls_out || (!p->connecting && o->end > o->start));
         /* plaintext TLS decrypted past the buffer's end */
-        if (rd && up && p->tls && tls_sock_more(p->tls))
+        if (rd && s->tls && tls_sock_more(s->tls))
             ev_feed_event(loop, &s->rd, EV_READ);
     }
 }
@@ -232,7 +231,7 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
         return;
     }
     // Forward at once: saves a loop iteration per chunk when o can take it.
-    if (side_recv(p, s) < 0 || (!p->connecting && side_send(p, o, s) < 0)) {
+    if (side_recv(s) < 0 || (!p->connecting && side_send(o, s) < 0)) {
         pair_close(p);
         return;
     }
@@ -247,7 +246,7 @@ on_write(struct ev_loop *loop, ev_io *w, int revents)
     int i = w == &p->side[UPSTREAM].wr;
     int rc = p->handshaking ? tls_step(p) : p->connecting ? connect_done(p) : 0;
     if (rc < 0 ||
-        (!p->connecting && side_send(p, &p->side[i], &p->side[!i]) < 0)) {
+        (!p->connecting && side_send(&p->side[i], &p->side[!i]) < 0)) {
         pair_close(p);
         return;
     }
@@ -293,7 +292,8 @@ side_init(Proxy *p, int i, int fd)
     s->fd = fd;
     s->buf = p->bufs[i];
     s->start = s->end = 0;
-    s->eof = s->shut = false;
+    s->eof = s->shut = s->notified = false;
+    s->tls = NULL;
     ev_io_init(&s->rd, on_read, fd, EV_READ);
     ev_io_init(&s->wr, on_write, fd, EV_WRITE);
     s->rd.data = s->wr.data = p;
@@ -314,60 +314,42 @@ static int pair_start(ProxySet *ps, int client_fd, int fd, bool connecting);
 int
 proxy_start(ProxySet *ps, int client_fd, const struct sockaddr_in *up)
 {
-    bool connecting = false;
-    int fd = upstream_connect(up, &connecting);
-
-    if (fd < 0) {
-        int e = errno;
-        close(client_fd);
-        errno = e;
-        return -1;
-    }
-    return pair_start(ps, client_fd, fd, connecting);
+    return proxy_start_tls(ps, client_fd, NULL, up, NULL, 0, NULL, 0);
 }
 
 int
-proxy_start_tls(ProxySet *ps, int client_fd, const struct sockaddr_in *up,
-                TlsConn *t, uint64_t want_id, const void *hello, size_t n)
+proxy_start_tls(ProxySet *ps, int client_fd, TlsSock *client_tls,
+                const struct sockaddr_in *up, TlsConn *t, uint64_t want_id,
+                const void *hello, size_t n)
 {
-    TlsSock *x = n <= PROXY_HELLO_MAX ? tls_sock_new(t) : NULL;
+    TlsSock *x = NULL;
     bool connecting = false;
-    int fd = x ? upstream_connect(up, &connecting) : -1;
+    int fd = -1, e = ENOMEM;
 
-    if (!x && n > PROXY_HELLO_MAX) tls_conn_free(t);
-    if (fd < 0 || pair_start(ps, client_fd, fd, true) < 0) {
-        int e = x ? errno : ENOMEM;
+    if (n <= PROXY_HELLO_MAX && (!t || (x = tls_sock_new(t))))
+        fd = upstream_connect(up, &connecting), e = errno;
+    else if (n > PROXY_HELLO_MAX)
+        tls_conn_free(t);
+    if (fd < 0 || pair_start(ps, client_fd, fd, connecting || x) < 0) {
+        e = fd < 0 ? e : errno;
         tls_sock_free(x);
+        tls_sock_free(client_tls);
         if (fd < 0) close(client_fd);
         errno = e;
         return -1;
     }
     Proxy *p = ps->head; /* pair_start puts it first */
-    p->tls = x;
+    p->side[CLIENT].tls = client_tls;
+    p->side[UPSTREAM].tls = x;
     p->want_id = want_id;
-    memcpy(p->hello, hello, n);
+    if (n) memcpy(p->hello, hello, n);
     p->hello_len = n;
-    if (!connecting && connect_done(p) < 0) {
+    if (x && !connecting && connect_done(p) < 0) {
         pair_close(p);
         return 0; /* ends as a connect failing later would */
     }
     pair_update(p);
     return 0;
-}
-
-int
-proxy_start_fd(ProxySet *ps, int client_fd, int up_fd)
-{
-    int flags = fcntl(up_fd, F_GETFL);
-
-    if (flags < 0 || fcntl(up_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-        int e = errno;
-        close(client_fd);
-        close(up_fd);
-        errno = e;
-        return -1;
-    }
-    return pair_start(ps, client_fd, up_fd, false);
 }
 
 /* A pair of client_fd and fd (upstream, connecting or connected), both
@@ -389,8 +371,7 @@ pair_start(ProxySet *ps, int client_fd, int fd, bool connecting)
     setsockopt(client_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     p->set = ps;
     p->connecting = connecting;
-    p->handshaking = p->notified = false;
-    p->tls = NULL;
+    p->handshaking = false;
     p->hello_len = 0;
     side_init(p, CLIENT, client_fd);
     side_init(p, UPSTREAM, fd);

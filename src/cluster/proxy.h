@@ -31,6 +31,7 @@
 #include <netinet/in.h>
 
 #include "net/tls.h"
+#include "net/tlssock.h"
 
 /* Bytes buffered per direction and pair: 64 KiB, one recv's worth, so a job
  * of the default size limit (65535 bytes) mostly passes in one read and
@@ -79,22 +80,22 @@ void proxy_set_init(ProxySet *ps, struct ev_loop *loop);
  * if it sent more than the buffer took). */
 int proxy_start(ProxySet *ps, int client_fd, const struct sockaddr_in *up);
 
-/* The same with an upstream already there: up_fd, a connected stream
- * socket (one end of a tunnel to the leader over the nodes' mutual TLS,
- * cluster/peer.h), owned from now on and made non-blocking. Returns 0, or
- * -1 with errno set and both fds closed. */
-int proxy_start_fd(ProxySet *ps, int client_fd, int up_fd);
-
-/* As proxy_start, with TLS toward the upstream on this loop: t (a client
- * session, owned from now on) runs its handshake once connected; the
- * upstream's certificate must name node id want_id (tls_peer_node_id),
- * then hello (n <= PROXY_HELLO_MAX bytes, copied: the peer preamble of a
- * relayed client's link, cluster/peerauth.h) goes first, and the client's
- * bytes follow. Connect, handshake and hello share ps->connect_timeout.
- * An upstream that fails the handshake or names another id closes the
- * pair. Returns 0, or -1 with errno and client_fd closed and t freed. */
-int proxy_start_tls(ProxySet *ps, int client_fd, const struct sockaddr_in *up,
-                    TlsConn *t, uint64_t want_id, const void *hello, size_t n);
+/* As proxy_start, with TLS on either side, run on this loop:
+ *   - client_tls (owned from now on, or NULL): the client's socket speaks
+ *     TLS (a tls:// listener's connection; its handshake runs in the
+ *     first reads);
+ *   - t (a client session, owned from now on, or NULL for a plaintext
+ *     upstream): once connected the handshake runs, the upstream's
+ *     certificate must name node id want_id (tls_peer_node_id), then hello
+ *     (n <= PROXY_HELLO_MAX bytes, copied: the peer preamble of a relayed
+ *     client's link, cluster/peerauth.h) goes first, and the client's
+ *     bytes follow. Connect, handshake and hello share
+ *     ps->connect_timeout; an upstream that fails the handshake or names
+ *     another id closes the pair.
+ * Returns 0, or -1 with errno, client_fd closed and both sessions freed. */
+int proxy_start_tls(ProxySet *ps, int client_fd, TlsSock *client_tls,
+                    const struct sockaddr_in *up, TlsConn *t, uint64_t want_id,
+                    const void *hello, size_t n);
 
 /* Closes every pair of ps at once (both fds, buffered bytes dropped) and
  * frees them; count is 0 afterwards. For a change of leader: the clients

@@ -409,12 +409,6 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
 }
 
 int
-raftnode_tunnel(RaftNode *n, uint64_t id, unsigned channel)
-{
-    return n && n->opt.tls ? peer_tunnel(&n->transport, id, channel) : -1;
-}
-
-int
 raftnode_propose(RaftNode *n, const void *data, size_t len, uint64_t *seq)
 {
     if (len > RAFTNODE_ENTRY_MAX) return RAFTNODE_ETOOBIG;

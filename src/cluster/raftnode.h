@@ -156,12 +156,6 @@ int raftnode_start(const ClusterConfig *cfg, const char *dir,
                    const RaftNodeOptions *opt, const RaftNodeCallbacks *cb,
                    RaftNode **out, char *err, size_t errcap);
 
-/* Any thread until raftnode_stop: a tunnel of channel (peerauth.h) to
- * voter id over the nodes' mutual TLS: the caller's end of a socketpair
- * (peer_tunnel), or -1 without certificates, for a bad id or channel, or
- * when stopping. */
-int raftnode_tunnel(RaftNode *n, uint64_t id, unsigned channel);
-
 /* Any thread: queues data[0..len) (copied, and padded with zero bytes to
  * a multiple of 8, as libraft's log needs: apply gets the padded length)
  * as one log entry. Returns

@@ -34,7 +34,8 @@ struct TlsCreds {
 struct TlsSource {
     pthread_mutex_t mu; /* guards cur */
     TlsCreds *cur;
-    char *cert, *key, *ca;
+    char *cert, *key, *ca; /* ca NULL: a listener's, without client certs */
+    int serve;             /* a client-facing listener's (load_serve) */
 };
 
 struct TlsConn {
@@ -369,6 +370,77 @@ tls_creds_load(const char *cert_pem, const char *key_pem, const char *ca_pem,
     return 0;
 }
 
+/* A context for a client-facing listener: TLS 1.2 (forward-secret AEAD
+ * suites only) and 1.3, no renegotiation or compression, one session
+ * ticket so that a client reconnecting resumes cheaply; with ca, a client
+ * must send a certificate that verifies against it. */
+static SSL_CTX *
+ctx_serve_new(const char *ca)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) return NULL;
+    if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+        !SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20")) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+                                 SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_num_tickets(ctx, 1);
+    if (ca)
+        SSL_CTX_set_verify(
+            ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    return ctx;
+}
+
+int
+tls_creds_load_serve(const char *cert_pem, const char *key_pem,
+                     const char *ca_pem, TlsCreds **out, char *err,
+                     size_t errcap)
+{
+    TlsCreds *c = calloc(1, sizeof *c);
+    char why[96];
+    ERR_clear_error();
+    if (!c || !(c->ctx = ctx_serve_new(ca_pem))) {
+        seterr(err, errcap, "TLS context: out of memory");
+        free(c);
+        ERR_clear_error();
+        return -1;
+    }
+    int rc = 0;
+    if (SSL_CTX_use_certificate_chain_file(c->ctx, cert_pem) != 1) {
+        seterr(err, errcap, "certificate %s: %s", cert_pem,
+               ossl_reason(why, sizeof why));
+        rc = -1;
+    } else if (load_key(c->ctx, key_pem, cert_pem, &c->key_exposed, err,
+                        errcap) < 0) {
+        rc = -1;
+    } else if (ca_pem &&
+               SSL_CTX_load_verify_locations(c->ctx, ca_pem, NULL) != 1) {
+        seterr(err, errcap, "CA certificates %s: %s", ca_pem,
+               ossl_reason(why, sizeof why));
+        rc = -1;
+    }
+    ERR_clear_error();
+    if (rc < 0) {
+        SSL_CTX_free(c->ctx);
+        free(c);
+        return -1;
+    }
+    atomic_init(&c->refs, 1);
+    *out = c;
+    return 0;
+}
+
+/* The source's files loaded as its kind says. */
+static int
+source_load(const TlsSource *s, TlsCreds **out, char *err, size_t errcap)
+{
+    return s->serve
+               ? tls_creds_load_serve(s->cert, s->key, s->ca, out, err, errcap)
+               : tls_creds_load(s->cert, s->key, s->ca, out, err, errcap);
+}
+
 void
 tls_creds_ref(TlsCreds *c)
 {
@@ -399,17 +471,19 @@ tls_creds_key_exposed(const TlsCreds *c)
 
 /* ---- reloadable credentials ---- */
 
-int
-tls_source_open(const char *cert, const char *key, const char *ca,
-                TlsSource **out, char *err, size_t errcap)
+/* A source of either kind (serve: tls_creds_load_serve, ca may be NULL). */
+static int
+source_open(const char *cert, const char *key, const char *ca, int serve,
+            TlsSource **out, char *err, size_t errcap)
 {
     TlsSource *s = calloc(1, sizeof *s);
     if (!s || !(s->cert = strdup(cert)) || !(s->key = strdup(key)) ||
-        !(s->ca = strdup(ca))) {
+        (ca && !(s->ca = strdup(ca)))) {
         seterr(err, errcap, "TLS credentials: out of memory");
         goto fail;
     }
-    if (tls_creds_load(cert, key, ca, &s->cur, err, errcap) < 0) goto fail;
+    s->serve = serve;
+    if (source_load(s, &s->cur, err, errcap) < 0) goto fail;
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
         seterr(err, errcap, "TLS credentials: cannot make a mutex");
         tls_creds_unref(s->cur);
@@ -428,10 +502,24 @@ fail:
 }
 
 int
+tls_source_open(const char *cert, const char *key, const char *ca,
+                TlsSource **out, char *err, size_t errcap)
+{
+    return source_open(cert, key, ca, 0, out, err, errcap);
+}
+
+int
+tls_source_open_serve(const char *cert, const char *key, const char *ca,
+                      TlsSource **out, char *err, size_t errcap)
+{
+    return source_open(cert, key, ca, 1, out, err, errcap);
+}
+
+int
 tls_source_reload(TlsSource *s, char *err, size_t errcap)
 {
     TlsCreds *c, *old;
-    if (tls_creds_load(s->cert, s->key, s->ca, &c, err, errcap) < 0) return -1;
+    if (source_load(s, &c, err, errcap) < 0) return -1;
     pthread_mutex_lock(&s->mu);
     old = s->cur;
     s->cur = c;

@@ -59,6 +59,20 @@ int tls_creds_load(const char *cert_pem, const char *key_pem,
                    const char *ca_pem, TlsCreds **out, char *err,
                    size_t errcap);
 
+/* Loads the credentials of a client-facing TLS listener (tls://,
+ * rockstalkd(1) SECURITY): our certificate chain and key as
+ * tls_creds_load (an encrypted key refused), and ca_pem NULL (clients send
+ * no certificate) or the CA file whose certificates are the only trust
+ * anchors for the client certificate every client must then present
+ * (mutual TLS). TLS 1.2 (ECDHE with AES-GCM or ChaCha20-Poly1305 only) and
+ * TLS 1.3; no renegotiation, no compression; one session ticket per
+ * handshake, so a client that reconnects may resume. The sessions made
+ * from these are servers only. 0 with *out (one reference), or -1 with a
+ * message in err naming the file and OpenSSL's reason. */
+int tls_creds_load_serve(const char *cert_pem, const char *key_pem,
+                         const char *ca_pem, TlsCreds **out, char *err,
+                         size_t errcap);
+
 /* Takes one more reference (atomic; any thread). */
 void tls_creds_ref(TlsCreds *c);
 
@@ -87,10 +101,16 @@ typedef struct TlsSource TlsSource;
 int tls_source_open(const char *cert, const char *key, const char *ca,
                     TlsSource **out, char *err, size_t errcap);
 
-/* Reads the three files again. On success the new credentials replace the
- * current ones for every later tls_source_get (connections made before
- * keep theirs) and 0 is returned; on failure the current credentials stay
- * and -1 is returned with a message in err. Any thread. */
+/* As tls_source_open for a client-facing listener's credentials
+ * (tls_creds_load_serve; ca may be NULL). */
+int tls_source_open_serve(const char *cert, const char *key, const char *ca,
+                          TlsSource **out, char *err, size_t errcap);
+
+/* Reads the files again, as the source was opened. On success the new
+ * credentials replace the current ones for every later tls_source_get
+ * (connections made before keep theirs) and 0 is returned; on failure the
+ * current credentials stay and -1 is returned with a message in err. Any
+ * thread. */
 int tls_source_reload(TlsSource *s, char *err, size_t errcap);
 
 /* A new reference to the current credentials (the caller unrefs it); any

@@ -54,6 +54,10 @@ typedef struct ServerConfig {
     const char *peer_key;     /* --cluster-key: its private key (PEM) */
     const char *peer_ca;      /* --cluster-ca: the cluster's CA (PEM) */
     int peer_insecure;        /* --cluster-insecure */
+    const char *tls_cert;     /* --tls-cert: tls:// listeners' PEM chain */
+    const char *tls_key;      /* --tls-key: its private key (PEM) */
+    const char *tls_ca;       /* --tls-ca: CA of client certificates, or
+                                 NULL (clients send none) */
     const struct ClusterConfig *cluster; /* both parsed; NULL:
                                              standalone */
     char *const *argv; /* main's, for a cluster node that steps
@@ -86,6 +90,7 @@ typedef struct Server {
     ev_timer metrics_w;      /* publishes the metrics text each second */
     struct Metrics *metrics; /* NULL unless --metrics */
     struct Node *node;       /* cluster mode (node.h); NULL: standalone */
+    struct TlsSource *tls;   /* tls:// listeners' credentials, or NULL */
 
     /* queue state */
     JobTable jobs;

@@ -76,6 +76,11 @@ usage(FILE *f)
             "                        (PEM): mutual TLS between the nodes\n"
             "     --cluster-insecure  let the nodes talk in plaintext, "
             "unauthenticated\n"
+            "     --tls-cert FILE, --tls-key FILE  the certificate (PEM chain) "
+            "and key of\n"
+            "                        tls:// listeners\n"
+            "     --tls-ca FILE      tls:// clients must present a "
+            "certificate from this CA\n"
             " -V, --verbose          more log output (repeatable)\n"
             " -v, --version          show version information\n"
             " -h, --help             show this help\n");
@@ -117,6 +122,9 @@ static const struct option longopts[] = {
     {"cluster-key", required_argument, NULL, 1002},
     {"cluster-ca", required_argument, NULL, 1003},
     {"cluster-insecure", no_argument, NULL, 1004},
+    {"tls-cert", required_argument, NULL, 1101},
+    {"tls-key", required_argument, NULL, 1102},
+    {"tls-ca", required_argument, NULL, 1103},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -193,6 +201,15 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 1004:
         cfg->peer_insecure = 1;
+        break;
+    case 1101:
+        cfg->tls_cert = arg;
+        break;
+    case 1102:
+        cfg->tls_key = arg;
+        break;
+    case 1103:
+        cfg->tls_ca = arg;
         break;
     case 'm':
         cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);

@@ -21,6 +21,7 @@
 #include "http/metrics.h"
 #include "net/net.h"
 #include "queue/queue.h"
+#include "server/clienttls.h"
 #include "server/cmd.h"
 #include "server/ext.h"
 #include "server/jobreply.h"
@@ -334,10 +335,9 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
         return;
     }
     if (w->signum == SIGHUP) {
-        if (s->node)
-            node_reload_tls(s);
-        else
-            log_msg(0, "SIGHUP: nothing to re-read");
+        if (s->node) node_reload_tls(s);
+        if (s->tls) clienttls_reload(s);
+        if (!s->node && !s->tls) log_msg(0, "SIGHUP: nothing to re-read");
         return;
     }
     if (s->stopping) {
@@ -488,6 +488,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     ext_init(s);
     dedup_init(&s->dedup);
     init_watchers(s);
+    if (clienttls_open(s, err, errcap) < 0) return -1;
     /* Listen before the (possibly long) recovery, so a taken port is
      * reported at once; connections wait in the backlog until accepted. */
     s->listen_fd = net_inherited();
@@ -550,6 +551,7 @@ server_free(Server *s)
     ptrset_free(&s->clearing);
     dedup_free(&s->dedup);
     bodycache_free(&s->bodies);
+    clienttls_close(s);
     if (s->listen_fd >= 0) close(s->listen_fd);
     ev_loop_destroy(s->loop);
 }
