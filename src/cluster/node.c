@@ -252,10 +252,11 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
                             "node needs a directory of its own",
                             s->cfg.dir);
     /* with mutual TLS relays go over the peer links, not to client ports */
-    if ((!s->cfg.peer_cert &&
-         cluster_check_relay(cc, s->listen_fd, s->cfg.port, err, errcap) < 0) ||
-        cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0)
-        return -1;
+    for (int i = 0; !s->cfg.peer_cert && i < s->nlisteners; i++)
+        if (cluster_check_relay(cc, s->listeners[i].fd, s->cfg.port, err,
+                                errcap) < 0)
+            return -1;
+    if (cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0) return -1;
     if (!(n = calloc(1, sizeof *n)))
         return cluster_errf(err, errcap, "out of memory");
     if (open_security(s, n, cc, err, errcap) < 0) {
@@ -447,7 +448,7 @@ relay(Node *n, int fd, uint64_t leader)
 }
 
 int
-node_accept(Server *s, int fd)
+node_accept(Server *s, int fd, int via)
 {
     Node *n = s->node;
     RaftNodeStatus st;
@@ -464,6 +465,7 @@ node_accept(Server *s, int fd)
         return 1;
     }
     n->parked_at[n->nparked] = mono_ns();
+    n->parked_via[n->nparked] = (uint8_t)via;
     n->parked[n->nparked++] = fd;
     return 1;
 }
@@ -482,38 +484,44 @@ promote(Server *s, const RaftNodeStatus *st)
     log_msg(0, "cluster: leader in term %llu; serving %zu jobs (next id %llu)",
             (unsigned long long)st->term, s->jobs.len,
             (unsigned long long)s->next_id);
-    for (int i = 0; i < n->nparked; i++)
-        conn_new(s, n->parked[i]);
+    for (int i = 0; i < n->nparked; i++) {
+        Conn *c = conn_new(s, n->parked[i]);
+        if (c) c->via = n->parked_via[i];
+    }
     n->nparked = 0;
 }
 
 /* Starts this program again in this process (see node.h, stepping down),
- * the listening socket handed over as systemd does (net_inherited),
- * without stopping anything first: to the data that is the same as a
- * kill -9 (the Raft log is synced, the shards' WALs are written), which
- * recovery is built for, and every other descriptor is close-on-exec. An
- * orderly stop is not safe here: closing libraft 0.15 while its libuv
- * threadpool still works for it (a snapshot being installed, a segment
- * being finalised) frees what that work reads (ASan: heap-use-after-free
- * under raft_uv_close, seen in 1 of ~13 runs of
+ * every listening socket handed over as systemd does (net_hand_over, each
+ * named for its kind: listen_handover_name), without stopping anything first:
+ * to the data that is the same as a kill -9 (the Raft log is synced, the
+ * shards' WALs are written), which recovery is built for, and every other
+ * descriptor is close-on-exec. An orderly stop is not safe here: closing
+ * libraft 0.15 while its libuv threadpool still works for it (a snapshot
+ * being installed, a segment being finalised) frees what that work reads
+ * (ASan: heap-use-after-free under raft_uv_close, seen in 1 of ~13 runs of
  * test_paused_leader_steps_down). */
 static void
 restart(Server *s)
 {
-    char pid[24];
+    int fds[SERVER_LISTENERS_MAX];
+    const char *names[SERVER_LISTENERS_MAX];
+    int n = s->nlisteners;
 
-    if ((s->listen_fd != 3 && dup2(s->listen_fd, 3) < 0) ||
-        fcntl(3, F_SETFD, 0) < 0) {
-        log_msg(0, "cluster: cannot keep the listening socket: %s",
+    for (int i = 0; i < n; i++) {
+        fds[i] = s->listeners[i].fd;
+        names[i] = listen_handover_name(s->listeners[i].addr.kind,
+                                        s->listeners[i].owned);
+    }
+    if (net_hand_over(fds, names, n) < 0) {
+        log_msg(0, "cluster: cannot keep the listening sockets: %s",
                 strerror(errno));
         _exit(1);
     }
-    /* only 0-3 go on, whatever a library opened without O_CLOEXEC (every
-     * open of ours has it; this kernel may lack close_range: no harm) */
-    close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
-    snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    setenv("LISTEN_PID", pid, 1);
-    setenv("LISTEN_FDS", "1", 1);
+    /* only 0 to 2 and the listeners go on, whatever a library opened
+     * without O_CLOEXEC (every open of ours has it; this kernel may lack
+     * close_range: no harm) */
+    close_range(3 + (unsigned)n, ~0U, CLOSE_RANGE_CLOEXEC);
     execv("/proc/self/exe", s->node->argv);
     log_msg(0, "cluster: execv: %s", strerror(errno));
     _exit(1);
@@ -535,6 +543,7 @@ unpark(Node *n, const RaftNodeStatus *st)
             close(n->parked[i]);
         else {
             n->parked_at[k] = n->parked_at[i];
+            n->parked_via[k] = n->parked_via[i];
             n->parked[k++] = n->parked[i];
         }
     }

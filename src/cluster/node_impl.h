@@ -53,7 +53,8 @@ struct Node {
     ev_async served_w;
     Server *srv; /* the Server this node is part of */
     int parked[NODE_PARK_MAX];
-    int64_t parked_at[NODE_PARK_MAX]; /* monotonic ns */
+    uint8_t parked_via[NODE_PARK_MAX]; /* CONN_VIA_* */
+    int64_t parked_at[NODE_PARK_MAX];  /* monotonic ns */
     int nparked;
 };
 
