@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -169,14 +170,21 @@ net_listen(const char *addr, int port, char *err, size_t errcap)
 int
 net_socket_file(const char *path, NetFileId *id)
 {
-    struct stat st;
-    if (lstat(path, &st) < 0) return -1;
-    if (!S_ISSOCK(st.st_mode)) {
+    struct statx st;
+    if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW,
+              STATX_TYPE | STATX_INO | STATX_BTIME, &st) < 0)
+        return -1;
+    if (!S_ISSOCK(st.stx_mode)) {
         errno = EINVAL;
         return -1;
     }
-    id->dev = st.st_dev;
-    id->ino = st.st_ino;
+    memset(id, 0, sizeof *id);
+    id->dev = makedev(st.stx_dev_major, st.stx_dev_minor);
+    id->ino = st.stx_ino;
+    if (st.stx_mask & STATX_BTIME) {
+        id->btime_s = st.stx_btime.tv_sec;
+        id->btime_ns = st.stx_btime.tv_nsec;
+    }
     return 0;
 }
 
@@ -185,7 +193,8 @@ net_unlink_socket(const char *path, const NetFileId *id)
 {
     NetFileId now;
     if (net_socket_file(path, &now) < 0) return -1;
-    if (now.dev != id->dev || now.ino != id->ino) {
+    if (now.dev != id->dev || now.ino != id->ino ||
+        now.btime_s != id->btime_s || now.btime_ns != id->btime_ns) {
         errno = ESTALE;
         return -1;
     }

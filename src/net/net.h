@@ -16,10 +16,14 @@
  * connect, others not (rockstalkd(1), -u gives the file to that user). */
 #define NET_UNIX_MODE 0660
 
-/* A file's identity (its device and inode). */
+/* A file's identity: its device and inode, and its birth time where the
+ * file system keeps one (an inode number is reused once a file is gone,
+ * the birth time is not; chmod and chown change neither). */
 typedef struct NetFileId {
     dev_t dev;
     ino_t ino;
+    long long btime_s; /* 0 with btime_ns: not known */
+    long btime_ns;
 } NetFileId;
 
 /* Opens a non-blocking listening socket for a (listen.h). TCP and TLS:
