@@ -374,6 +374,21 @@ def test_socket_activation_two_sockets(daemons, tmp_path):
     assert os.path.lexists(upath), "an inherited socket's file was removed"
 
 
+def test_socket_activation_and_listen_at_its_address_refused(tmp_path):
+    t = socket.socket()
+    t.bind(("127.0.0.1", 0))
+    t.listen()
+    port = t.getsockname()[1]
+    p = subprocess.run([sys.executable, "-c", ACTIVATE, str(t.fileno()), "",
+                        ROCKSTALKD, "--memory", "--listen",
+                        "tcp://127.0.0.1:%d" % port], pass_fds=[t.fileno()],
+                       capture_output=True, text=True, timeout=20)
+    t.close()
+    assert p.returncode != 0
+    assert "listener tcp://127.0.0.1:%d is given twice" % port in p.stderr, \
+        p.stderr
+
+
 def test_socket_activation_named_tls_refused(tmp_path):
     """An inherited socket named "tls" (FileDescriptorName=tls) is a TLS
     listener: refused like tls:// until TLS for clients exists."""
