@@ -512,12 +512,15 @@ def put_reserve(a, b, tube):
     cmd(b, b"delete %d\r\n" % jid, b"DELETED")
 
 
-def test_cluster_follower_relays_both_listeners(tmp_path):
+@pytest.mark.parametrize("tls", [True, False], ids=["mtls", "plaintext"])
+def test_cluster_follower_relays_both_listeners(tmp_path, tls):
     """A follower relays clients from its -l/-p port and from a unix
-    --listen to the leader; a leader that steps down (SIGSTOP until
-    another leads) execs itself with every listener handed over: it keeps
-    both, opens no new one, and still removes its socket file at exit."""
-    c = Cluster(tmp_path, start=False)
+    --listen to the leader (over the peer links with mutual TLS, to the
+    leader's client port in plaintext); a leader that steps down (SIGSTOP
+    until another leads) execs itself with every listener handed over: it
+    keeps both, opens no new one, and still removes its socket file at
+    exit."""
+    c = Cluster(tmp_path, start=False, tls=tls)
     try:
         for nd in c.nodes:
             nd.flags = ["--listen", "unix:%s/n%d.sock" % (tmp_path, nd.id)]
