@@ -252,10 +252,11 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
                             "node needs a directory of its own",
                             s->cfg.dir);
     /* with mutual TLS relays go over the peer links, not to client ports */
-    if ((!s->cfg.peer_cert &&
-         cluster_check_relay(cc, s->listen_fd, s->cfg.port, err, errcap) < 0) ||
-        cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0)
-        return -1;
+    for (int i = 0; !s->cfg.peer_cert && i < s->nlisteners; i++)
+        if (cluster_check_relay(cc, s->listeners[i].fd, s->cfg.port, err,
+                                errcap) < 0)
+            return -1;
+    if (cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0) return -1;
     if (!(n = calloc(1, sizeof *n)))
         return cluster_errf(err, errcap, "out of memory");
     if (open_security(s, n, cc, err, errcap) < 0) {
@@ -394,8 +395,10 @@ node_close(Server *s)
     if (n->raft) hand_over(n);
     stop_raft(n);
     proxy_close_all(&n->proxies);
-    for (int i = 0; i < n->nparked; i++)
-        close(n->parked[i]);
+    for (int i = 0; i < n->nparked; i++) {
+        close(n->parked[i].fd);
+        tls_sock_free(n->parked[i].tls);
+    }
     n->nparked = 0;
 }
 
@@ -428,7 +431,7 @@ node_free(Server *s)
  * this loop drives itself (proxy_start_tls), as the peer transport would:
  * the leader's certificate must name it, the preamble goes first. */
 static void
-relay_tls(Node *n, int fd, uint64_t leader, int k)
+relay_tls(Node *n, int fd, TlsSock *x, uint64_t leader, int k)
 {
     struct sockaddr_in a;
     unsigned char pre[PEER_PREAMBLE_LEN];
@@ -438,33 +441,36 @@ relay_tls(Node *n, int fd, uint64_t leader, int k)
     tls_creds_unref(c);
     if (!t || peer_parse_addr(n->cfg.voters[k].addr, &a) != 0) {
         tls_conn_free(t);
+        tls_sock_free(x);
         close(fd);
         return;
     }
     peer_preamble_put(pre, n->cfg.self_id, PEER_CHANNEL_CLIENT);
-    proxy_start_tls(&n->proxies, fd, NULL, &a, t, leader, pre, sizeof pre);
+    proxy_start_tls(&n->proxies, fd, x, &a, t, leader, pre, sizeof pre);
 }
 
+/* A client (x: its TLS session, or NULL) relayed to the leader. */
 static void
-relay(Node *n, int fd, uint64_t leader)
+relay(Node *n, int fd, TlsSock *x, uint64_t leader)
 {
     struct sockaddr_in a;
     int k = cluster_find(&n->cfg, leader);
 
     if (k < 0) {
         close(fd);
+        tls_sock_free(x);
         return;
     }
     if (n->tls) { /* to the leader's Raft port, over the nodes' mTLS */
-        relay_tls(n, fd, leader, k);
+        relay_tls(n, fd, x, leader, k);
         return;
     }
     cluster_client_addr(&n->cfg, k, n->port, &a);
-    proxy_start(&n->proxies, fd, &a);
+    proxy_start_tls(&n->proxies, fd, x, &a, NULL, 0, NULL, 0);
 }
 
 int
-node_accept(Server *s, int fd)
+node_accept(Server *s, int fd, int via, TlsSock *tls)
 {
     Node *n = s->node;
     RaftNodeStatus st;
@@ -473,15 +479,16 @@ node_accept(Server *s, int fd)
     raftnode_status(n->raft, &st);
     if (st.leader_id && st.leader_id != n->cfg.self_id &&
         st.leader_id == n->proxied_leader) {
-        relay(n, fd, st.leader_id);
+        relay(n, fd, tls, st.leader_id);
         return 1;
     }
     if (n->nparked == NODE_PARK_MAX) {
         close(fd);
+        tls_sock_free(tls);
         return 1;
     }
-    n->parked_at[n->nparked] = mono_ns();
-    n->parked[n->nparked++] = fd;
+    n->parked[n->nparked++] = (struct Parked){
+        .fd = fd, .via = (uint8_t)via, .tls = tls, .at = mono_ns()};
     return 1;
 }
 
@@ -500,37 +507,42 @@ promote(Server *s, const RaftNodeStatus *st)
             (unsigned long long)st->term, s->jobs.len,
             (unsigned long long)s->next_id);
     for (int i = 0; i < n->nparked; i++)
-        conn_new(s, n->parked[i]);
+        conn_new_via(s, n->parked[i].fd, n->parked[i].via, n->parked[i].tls,
+                     NULL, 0);
     n->nparked = 0;
 }
 
 /* Starts this program again in this process (see node.h, stepping down),
- * the listening socket handed over as systemd does (net_inherited),
- * without stopping anything first: to the data that is the same as a
- * kill -9 (the Raft log is synced, the shards' WALs are written), which
- * recovery is built for, and every other descriptor is close-on-exec. An
- * orderly stop is not safe here: closing libraft 0.15 while its libuv
- * threadpool still works for it (a snapshot being installed, a segment
- * being finalised) frees what that work reads (ASan: heap-use-after-free
- * under raft_uv_close, seen in 1 of ~13 runs of
+ * every listening socket handed over as systemd does (net_hand_over, each
+ * named for its kind: listen_handover_name), without stopping anything first:
+ * to the data that is the same as a kill -9 (the Raft log is synced, the
+ * shards' WALs are written), which recovery is built for, and every other
+ * descriptor is close-on-exec. An orderly stop is not safe here: closing
+ * libraft 0.15 while its libuv threadpool still works for it (a snapshot
+ * being installed, a segment being finalised) frees what that work reads
+ * (ASan: heap-use-after-free under raft_uv_close, seen in 1 of ~13 runs of
  * test_paused_leader_steps_down). */
 static void
 restart(Server *s)
 {
-    char pid[24];
+    int fds[SERVER_LISTENERS_MAX];
+    const char *names[SERVER_LISTENERS_MAX];
+    int n = s->nlisteners;
 
-    if ((s->listen_fd != 3 && dup2(s->listen_fd, 3) < 0) ||
-        fcntl(3, F_SETFD, 0) < 0) {
-        log_msg(0, "cluster: cannot keep the listening socket: %s",
+    for (int i = 0; i < n; i++) {
+        fds[i] = s->listeners[i].fd;
+        names[i] = listen_handover_name(s->listeners[i].addr.kind,
+                                        s->listeners[i].owned);
+    }
+    if (net_hand_over(fds, names, n) < 0) {
+        log_msg(0, "cluster: cannot keep the listening sockets: %s",
                 strerror(errno));
         _exit(1);
     }
-    /* only 0-3 go on, whatever a library opened without O_CLOEXEC (every
-     * open of ours has it; this kernel may lack close_range: no harm) */
-    close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
-    snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    setenv("LISTEN_PID", pid, 1);
-    setenv("LISTEN_FDS", "1", 1);
+    /* only 0 to 2 and the listeners go on, whatever a library opened
+     * without O_CLOEXEC (every open of ours has it; this kernel may lack
+     * close_range: no harm) */
+    close_range(3 + (unsigned)n, ~0U, CLOSE_RANGE_CLOEXEC);
     execv("/proc/self/exe", s->node->argv);
     log_msg(0, "cluster: execv: %s", strerror(errno));
     _exit(1);
@@ -546,13 +558,14 @@ unpark(Node *n, const RaftNodeStatus *st)
     int lead = st->leader_id && st->leader_id != n->cfg.self_id;
 
     for (int i = 0; i < n->nparked; i++) {
-        if (lead)
-            relay(n, n->parked[i], st->leader_id);
-        else if (n->parked_at[i] < old)
-            close(n->parked[i]);
-        else {
-            n->parked_at[k] = n->parked_at[i];
-            n->parked[k++] = n->parked[i];
+        struct Parked *p = &n->parked[i];
+        if (lead) {
+            relay(n, p->fd, p->tls, st->leader_id);
+        } else if (p->at < old) {
+            close(p->fd);
+            tls_sock_free(p->tls);
+        } else {
+            n->parked[k++] = *p;
         }
     }
     n->nparked = k;

@@ -69,7 +69,7 @@ typedef struct Node Node; /* in Server.node */
  * the raft thread waits for it (about 500 bytes each). */
 #define NODE_REPLAY_MAX 32768
 
-/* Main thread, before the store opens, with s->listen_fd open: refuses a
+/* Main thread, before the store opens, with s->listeners open: refuses a
  * voter set that would relay clients to this node itself
  * (cluster_check_relay), binds the data directory to this node
  * (cluster_identity_check; a standalone directory, one with FORMAT but no
@@ -90,10 +90,13 @@ int node_standalone_dir(const char *dir, char *err, size_t errcap);
  * Returns 0, or -1 with a message in err. */
 int node_start(Server *s, char *err, size_t errcap);
 
-/* Loop thread: an accepted client socket (fd, non-blocking). Returns 0 if
- * this node serves (the caller makes it a Conn), 1 if the node took it
- * (relayed to the leader, or waiting for one). */
-int node_accept(Server *s, int fd);
+/* Loop thread: an accepted client socket (fd, non-blocking) from a
+ * listener of kind via (CONN_VIA_*, kept for a connection that waits and
+ * is served here later), with tls its TLS session (a tls:// listener's;
+ * NULL: plaintext). Returns 0 if this node serves (the caller makes it a
+ * Conn with tls), 1 if the node took fd and tls (relayed to the leader,
+ * this node running the client's TLS, or waiting for one). */
+int node_accept(Server *s, int fd, int via, TlsSock *tls);
 
 /* Loop thread, each iteration (prepare): stops the process on a Raft or
  * store failure, starts serving once leading and ready, steps down once

@@ -51,8 +51,12 @@ struct Node {
     int nserved;
     ev_async served_w;
     Server *srv; /* the Server this node is part of */
-    int parked[NODE_PARK_MAX];
-    int64_t parked_at[NODE_PARK_MAX]; /* monotonic ns */
+    struct Parked {
+        int fd;
+        uint8_t via;  /* CONN_VIA_* */
+        TlsSock *tls; /* a tls:// client's session, or NULL */
+        int64_t at;   /* monotonic ns */
+    } parked[NODE_PARK_MAX];
     int nparked;
 };
 

@@ -1,5 +1,5 @@
 /* state.h - the server's state: every piece of state the event-loop thread
- * owns (listening socket, connections, jobs, tubes, timer heaps, counters,
+ * owns (listening sockets, connections, jobs, tubes, timer heaps, counters,
  * the store's loop side), in one struct. Data only: the modules that act on
  * it (queue, bodycache, conn, cmd, stats, server) each include this header,
  * and none of them needs another's to see the state. One Server per
@@ -14,6 +14,8 @@
 
 #include "base/heap.h"
 #include "base/ptrset.h"
+#include "net/listen.h"
+#include "net/net.h"
 #include "proto/proto.h"
 #include "queue/bodycache.h"
 #include "queue/dedup.h"
@@ -26,12 +28,19 @@ struct Conn;
 struct ConnHandler;
 struct QueueEvents;
 
+/* Listeners a server has at most: inherited, -l/-p and --listen together
+ * (a start with more is refused). */
+#define SERVER_LISTENERS_MAX 16
+
 /* How the daemon was asked to run (command line, see rockstalkd.1). */
 typedef struct ServerConfig {
     const char *listen_addr; /* "0.0.0.0", an IP, or "unix:PATH" */
     int port;                /* TCP port, default 11300 */
-    const char *dir;         /* data directory; NULL with memory_only */
-    int memory_only;         /* --memory: no store at all */
+    int listen_flags;        /* -l or -p given */
+    int nlisten;             /* --listen URLs given, in listen[] */
+    ListenAddr listen[SERVER_LISTENERS_MAX]; /* ...parsed */
+    const char *dir; /* data directory; NULL with memory_only */
+    int memory_only; /* --memory: no store at all */
     StoreSyncMode sync_mode;
     int sync_ms;              /* -f MS, for STORE_SYNC_INTERVAL */
     int nshards;              /* -S, 0 = recorded or default */
@@ -64,12 +73,25 @@ typedef struct ServerConfig {
                           down (node.h) */
 } ServerConfig;
 
+/* One listening socket (server.c opens them; node.c hands them over when
+ * it execs). */
+typedef struct Listener {
+    ListenAddr addr;  /* as configured (inherited: as bound) */
+    ListenAddr bound; /* as bound: numeric host, real port (for
+                         listen_is_loopback) */
+    int fd;
+    int owned;      /* a unix socket file this process made: removed at
+                       a clean exit if the path still is that file */
+    NetFileId file; /* ...that file */
+    ev_io w;        /* accepts; data: the Server */
+} Listener;
+
 typedef struct Server {
     struct ev_loop *loop;
     ServerConfig cfg;
 
-    int listen_fd;
-    ev_io accept_w;
+    Listener listeners[SERVER_LISTENERS_MAX];
+    int nlisteners;
     ev_timer accept_pause_w; /* resumes accepting after EMFILE */
     ev_prepare prepare_w;    /* hands mutations to the store, releases replies,
                                 arms the tick */

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "cluster/cluster.h"
 #include "cluster/peer.h"
+#include "server/listeners.h"
 #include "server/server.h"
 
 #define DEFAULT_DIR "/var/lib/rockstalkd"
@@ -38,9 +39,14 @@ usage(FILE *f)
             "     --memory           keep nothing on disk\n"
             " -S, --shards N         RocksDB shards for a new data directory "
             "(1-64)\n"
-            " -l, --listen ADDR      listen address (default 0.0.0.0), or "
+            " -l ADDR                listen address (default 0.0.0.0), or "
             "unix:PATH\n"
             " -p, --port PORT        listen port (default 11300)\n"
+            "     --listen URL       one more listener (repeatable): "
+            "tcp://HOST:PORT,\n"
+            "                        tls://HOST:PORT or unix:PATH; alone "
+            "(without -l/-p),\n"
+            "                        the only ones\n"
             " -u, --user USER        become user and group USER\n"
             " -m, --cache-bytes N    bytes of job bodies kept in memory "
             "(default 64 MiB);\n"
@@ -100,13 +106,29 @@ num(const char *opt, const char *s, long lo, long hi)
     return v;
 }
 
+/* --listen URL: parsed now, so a bad one stops the start at once. */
+static void
+add_listen(ServerConfig *cfg, const char *url)
+{
+    char err[512];
+    if (cfg->nlisten == SERVER_LISTENERS_MAX) {
+        fprintf(stderr, "rockstalkd: more than %d listeners\n",
+                SERVER_LISTENERS_MAX);
+        exit(1);
+    }
+    if (listen_parse(url, &cfg->listen[cfg->nlisten++], err, sizeof err) < 0) {
+        fprintf(stderr, "rockstalkd: %s\n", err);
+        exit(1);
+    }
+}
+
 static const struct option longopts[] = {
     {"dir", required_argument, NULL, 'b'},
     {"fsync-ms", required_argument, NULL, 'f'},
     {"no-fsync", no_argument, NULL, 'F'},
     {"memory", no_argument, NULL, 'M'},
     {"shards", required_argument, NULL, 'S'},
-    {"listen", required_argument, NULL, 'l'},
+    {"listen", required_argument, NULL, 1005},
     {"port", required_argument, NULL, 'p'},
     {"user", required_argument, NULL, 'u'},
     {"max-job-size", required_argument, NULL, 'z'},
@@ -153,9 +175,14 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 'l':
         cfg->listen_addr = arg;
+        cfg->listen_flags = 1;
         break;
     case 'p':
         cfg->port = (int)num("-p", arg, 0, 65535);
+        cfg->listen_flags = 1;
+        break;
+    case 1005:
+        add_listen(cfg, arg);
         break;
     case 'u':
         cfg->user = arg;
@@ -272,6 +299,16 @@ give_dir(const char *dir, const char *user, char *err, size_t errcap)
     return 0;
 }
 
+/* Running as root with -u: the unix socket files made go to USER. */
+static int
+give_sockets(Server *s, const char *user, char *err, size_t errcap)
+{
+    struct passwd *pw = getpwnam(user);
+    if (geteuid() != 0) return 0; /* drop_privileges will refuse */
+    if (!pw) return snprintf(err, errcap, "unknown user %s", user), -1;
+    return listeners_chown(s, pw->pw_uid, pw->pw_gid, err, errcap);
+}
+
 static int
 drop_privileges(const char *user, char *err, size_t errcap)
 {
@@ -369,14 +406,13 @@ main(int argc, char **argv)
     if ((give && give_dir(cfg.dir, cfg.user, err, sizeof err) < 0) ||
         server_init(&srv, &cfg, err, sizeof err) < 0 ||
         (give && give_dir(cfg.dir, cfg.user, err, sizeof err) < 0) ||
+        (cfg.user && give_sockets(&srv, cfg.user, err, sizeof err) < 0) ||
         (cfg.user && drop_privileges(cfg.user, err, sizeof err) < 0)) {
         log_msg(0, "%s", err);
         if (!cfg.memory_only && strcmp(cfg.dir, DEFAULT_DIR) == 0)
             log_msg(0, "(the default data directory; -b DIR chooses another)");
         return 1;
     }
-    log_msg(0, "listening on %s:%d",
-            cfg.listen_addr ? cfg.listen_addr : "0.0.0.0", cfg.port);
     int code = server_run(&srv);
     server_free(&srv);
     return code ? code : srv.exit_code;

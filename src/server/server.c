@@ -25,6 +25,7 @@
 #include "server/cmd.h"
 #include "server/ext.h"
 #include "server/jobreply.h"
+#include "server/listeners.h"
 #include "server/stats.h"
 #include "store/prefetch.h"
 
@@ -279,20 +280,67 @@ tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
     queue_tick(w->data, mono_ns());
 }
 
+/* The kind of connection a listener's accepts make (Conn.via). */
+static uint8_t
+via_of(ListenKind kind)
+{
+    return kind == LISTEN_TLS    ? CONN_VIA_TLS
+           : kind == LISTEN_UNIX ? CONN_VIA_UNIX
+                                 : CONN_VIA_TCP;
+}
+
+static void
+start_accepting(Server *s)
+{
+    for (int i = 0; i < s->nlisteners; i++)
+        ev_io_start(s->loop, &s->listeners[i].w);
+}
+
+static void
+stop_accepting(Server *s)
+{
+    for (int i = 0; i < s->nlisteners; i++)
+        ev_io_stop(s->loop, &s->listeners[i].w);
+}
+
+/* A new connection fd from listener l: to the relay (a follower's), or a
+ * client of ours. */
+static void
+accepted(Server *s, const Listener *l, int fd)
+{
+    uint8_t via = via_of(l->addr.kind);
+    if (l->addr.kind != LISTEN_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        /* a client gone with its host or link must not keep its reserves
+         * (or, relayed by a cut-off follower, take jobs) */
+        net_keepalive(fd);
+    }
+    TlsSock *x = NULL;
+    if (via == CONN_VIA_TLS && !(x = clienttls_session(s))) {
+        close(fd); /* no memory for a session */
+        return;
+    }
+    if (node_accept(s, fd, via, x)) return;
+    conn_new_via(s, fd, via, x, NULL, 0);
+}
+
 static void
 accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     Server *s = w->data;
+    const Listener *l =
+        (const Listener *)((const char *)w - offsetof(Listener, w));
     (void)revents;
     for (;;) {
-        int fd =
-            accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
                 errno == ENOMEM) {
-                /* out of descriptors: pause accepting instead of spinning */
+                /* out of descriptors: pause accepting (on every listener:
+                 * they share the limit) instead of spinning */
                 log_msg(0, "accept: %s; pausing accepts", strerror(errno));
-                ev_io_stop(loop, w);
+                stop_accepting(s);
                 ev_timer_set(&s->accept_pause_w, 0.1, 0.);
                 ev_timer_start(loop, &s->accept_pause_w);
             }
@@ -306,13 +354,7 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
                         s->cfg.max_conns);
             continue;
         }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        /* a client gone with its host or link must not keep its reserves
-         * (or, relayed by a cut-off follower, take jobs): fails harmlessly
-         * on a unix socket */
-        net_keepalive(fd);
-        if (!node_accept(s, fd)) conn_new(s, fd);
+        accepted(s, l, fd);
     }
 }
 
@@ -320,8 +362,8 @@ static void
 accept_resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     Server *s = w->data;
-    (void)revents;
-    ev_io_start(loop, &s->accept_w);
+    (void)loop, (void)revents;
+    if (!s->stopping) start_accepting(s);
 }
 
 static void
@@ -347,7 +389,7 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     }
     log_msg(0, "signal %d: shutting down", w->signum);
     s->stopping = 1;
-    ev_io_stop(loop, &s->accept_w);
+    stop_accepting(s);
     ev_timer_stop(loop, &s->accept_pause_w);
     for (Conn *c = s->conns; c; c = c->next)
         conn_update_read(c); /* stopping: nothing more is read */
@@ -436,7 +478,6 @@ open_store(Server *s, char *err, size_t errcap)
 static void
 init_watchers(Server *s)
 {
-    ev_io_init(&s->accept_w, accept_cb, s->listen_fd, EV_READ);
     ev_timer_init(&s->accept_pause_w, accept_resume_cb, 0.1, 0.);
     ev_prepare_init(&s->prepare_w, prepare_cb);
     ev_timer_init(&s->tick_w, tick_cb, 0., 0.);
@@ -449,7 +490,7 @@ init_watchers(Server *s)
     ev_signal_init(&s->sighup_w, signal_cb, SIGHUP);
     ev_timer_init(&s->stop_w, stop_cb, SHUTDOWN_GRACE_S, 0.);
     ev_timer_init(&s->second_w, second_cb, 1., 1.);
-    s->accept_w.data = s->accept_pause_w.data = s->prepare_w.data = s;
+    s->accept_pause_w.data = s->prepare_w.data = s;
     s->tick_w.data = s->store_w.data = s->stop_w.data = s->second_w.data = s;
     s->sigterm_w.data = s->sigint_w.data = s->sigusr1_w.data = s;
     s->sighup_w.data = s;
@@ -469,7 +510,6 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
     s->bodies.max = cfg->cache_max;
-    s->listen_fd = -1;
     s->next_id = 1;
     s->active_window = 1; /* a new connection's 0 counts in the first */
     s->started_at = mono_ns();
@@ -491,14 +531,17 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     if (clienttls_open(s, err, errcap) < 0) return -1;
     /* Listen before the (possibly long) recovery, so a taken port is
      * reported at once; connections wait in the backlog until accepted. */
-    s->listen_fd = net_inherited();
-    if (s->listen_fd < 0)
-        s->listen_fd = net_listen(cfg->listen_addr, cfg->port, err, errcap);
-    if (s->listen_fd < 0) return -1;
-    if (!cfg->memory_only && open_store(s, err, errcap) < 0) return -1;
-    if (open_metrics(s, err, errcap) < 0) return -1;
-    ev_io_set(&s->accept_w, s->listen_fd, EV_READ);
-    ev_io_start(s->loop, &s->accept_w);
+    if (listeners_open(s, cfg, err, errcap) < 0 ||
+        (!cfg->memory_only && open_store(s, err, errcap) < 0) ||
+        open_metrics(s, err, errcap) < 0) {
+        listeners_close(s); /* and the unix socket files made */
+        return -1;
+    }
+    for (int i = 0; i < s->nlisteners; i++) {
+        ev_io_init(&s->listeners[i].w, accept_cb, s->listeners[i].fd, EV_READ);
+        s->listeners[i].w.data = s;
+    }
+    start_accepting(s);
     return 0;
 }
 
@@ -552,6 +595,6 @@ server_free(Server *s)
     dedup_free(&s->dedup);
     bodycache_free(&s->bodies);
     clienttls_close(s);
-    if (s->listen_fd >= 0) close(s->listen_fd);
+    listeners_close(s);
     ev_loop_destroy(s->loop);
 }
