@@ -38,6 +38,7 @@ import re
 import select
 import shlex
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -235,12 +236,19 @@ def parse_file(path):
         return parse_text(f.read(), path)
 
 
+# An ssl.SSLContext: every Conn speaks TLS through it (a tls:// listener,
+# tests/test_tls_clients.py); None: plaintext.
+SSL_CONTEXT = None
+
+
 class Conn:
     """One client connection with a receive buffer."""
 
     def __init__(self, host, port, timeout):
         self.sock = socket.create_connection((host, port), timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if SSL_CONTEXT is not None:  # the handshake blocks, then as plain
+            self.sock = SSL_CONTEXT.wrap_socket(self.sock)
         self.sock.setblocking(False)
         self.buf = bytearray()
         self.eof = False
@@ -253,14 +261,17 @@ class Conn:
             left = deadline - time.monotonic()
             if left < 0:
                 left = 0
-            r, _, _ = select.select([self.sock], [], [], left)
-            if not r:
+            # TLS may hold decrypted bytes the socket no longer shows
+            held = SSL_CONTEXT is not None and self.sock.pending()
+            r, _, _ = select.select([self.sock], [], [], 0 if held else left)
+            if not r and not held:
                 return False
             try:
                 b = self.sock.recv(65536)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError):
                 continue
-            except (ConnectionResetError, ConnectionAbortedError):
+            except (ConnectionResetError, ConnectionAbortedError,
+                    ssl.SSLError):
                 b = b""
             if not b:
                 self.eof = True
@@ -445,7 +456,9 @@ class Runner:
 
     def do_shutdown(self, st):
         try:
-            self.conn(st.conn).sock.shutdown(socket.SHUT_WR)
+            # TLS: a FIN alone (ssl's own shutdown would drop the session
+            # and read ciphertext after it); the server takes it as the end
+            socket.socket.shutdown(self.conn(st.conn).sock, socket.SHUT_WR)
         except OSError as e:
             return Mismatch(st, "half-close", "shutdown failed: %s" % e)
         return None
