@@ -60,6 +60,13 @@ typedef struct Conn {
     uint32_t active_window; /* Server.active_window when it last read */
     uint8_t via;            /* CONN_VIA_*: set by whoever accepted it */
 
+    /* access control (server/access.h), used only with --auth-file */
+    uint8_t auth_state;         /* ACCESS_PRE, _USER or _TRUSTED */
+    uint8_t use_bits;           /* the identity's classes on se.use */
+    struct AuthUser *user;      /* ACCESS_USER: its identity */
+    struct Conn *aprev, *anext; /* ACCESS_PRE: Access.head, oldest first */
+    int64_t opened_ns;          /* monotonic, for the pre-auth timeout */
+
     /* input */
     char *ibuf;
     size_t ibeg, iend, icap;

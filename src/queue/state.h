@@ -22,6 +22,7 @@
 #include "store/store.h"
 
 struct ClusterConfig; /* cluster/cluster.h: the queue knows only its name */
+struct Access;        /* server/access.h */
 struct Conn;
 struct ConnHandler;
 struct QueueEvents;
@@ -54,6 +55,13 @@ typedef struct ServerConfig {
     const char *peer_key;     /* --cluster-key: its private key (PEM) */
     const char *peer_ca;      /* --cluster-ca: the cluster's CA (PEM) */
     int peer_insecure;        /* --cluster-insecure */
+    const char *auth_file;    /* --auth-file: identities and rules
+                                 (server/auth.h); NULL: open */
+    int auth_unix;            /* --auth-unix: unix sockets authenticate
+                                 too */
+    int allow_plaintext_auth; /* --allow-plaintext-auth */
+    uint32_t max_unauth;      /* --max-unauth: unauthenticated
+                                 connections kept (server/access.h) */
     const struct ClusterConfig *cluster; /* both parsed; NULL:
                                              standalone */
     char *const *argv; /* main's, for a cluster node that steps
@@ -86,6 +94,7 @@ typedef struct Server {
     ev_timer metrics_w;      /* publishes the metrics text each second */
     struct Metrics *metrics; /* NULL unless --metrics */
     struct Node *node;       /* cluster mode (node.h); NULL: standalone */
+    struct Access *access;   /* --auth-file (access.h); NULL: open */
 
     /* queue state */
     JobTable jobs;

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "cluster/cluster.h"
 #include "cluster/peer.h"
+#include "server/access.h"
 #include "server/server.h"
 
 #define DEFAULT_DIR "/var/lib/rockstalkd"
@@ -76,6 +77,19 @@ usage(FILE *f)
             "                        (PEM): mutual TLS between the nodes\n"
             "     --cluster-insecure  let the nodes talk in plaintext, "
             "unauthenticated\n"
+            "     --auth-file FILE   identities, their tokens or certificates "
+            "and their\n"
+            "                        per-tube rules (mode 600; SIGHUP "
+            "re-reads it): clients\n"
+            "                        must authenticate (auth TOKEN)\n"
+            "     --auth-unix        unix-socket clients authenticate too "
+            "(default: trusted)\n"
+            "     --allow-plaintext-auth  let tokens cross a plaintext "
+            "listener beyond\n"
+            "                        loopback\n"
+            "     --max-unauth N     unauthenticated connections kept "
+            "(default 128;\n"
+            "                        beyond it the oldest is closed)\n"
             " -V, --verbose          more log output (repeatable)\n"
             " -v, --version          show version information\n"
             " -h, --help             show this help\n");
@@ -117,6 +131,10 @@ static const struct option longopts[] = {
     {"cluster-key", required_argument, NULL, 1002},
     {"cluster-ca", required_argument, NULL, 1003},
     {"cluster-insecure", no_argument, NULL, 1004},
+    {"auth-file", required_argument, NULL, 1005},
+    {"auth-unix", no_argument, NULL, 1006},
+    {"allow-plaintext-auth", no_argument, NULL, 1007},
+    {"max-unauth", required_argument, NULL, 1008},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -193,6 +211,18 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 1004:
         cfg->peer_insecure = 1;
+        break;
+    case 1005:
+        cfg->auth_file = arg;
+        break;
+    case 1006:
+        cfg->auth_unix = 1;
+        break;
+    case 1007:
+        cfg->allow_plaintext_auth = 1;
+        break;
+    case 1008:
+        cfg->max_unauth = (uint32_t)num("--max-unauth", arg, 1, 1 << 20);
         break;
     case 'm':
         cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);
@@ -303,6 +333,7 @@ main(int argc, char **argv)
                         .binlog_size = 10485760,
                         .cache_max = 64 << 20,
                         .dedup_window = 300,
+                        .max_unauth = ACCESS_MAX_UNAUTH_DEFAULT,
                         .journal_bytes = STORE_JOURNAL_SIZE_DEFAULT};
     static Server srv; /* the one Server; everything hangs off it */
     char err[1024];

@@ -21,6 +21,7 @@
 #include "http/metrics.h"
 #include "net/net.h"
 #include "queue/queue.h"
+#include "server/access.h"
 #include "server/cmd.h"
 #include "server/ext.h"
 #include "server/jobreply.h"
@@ -334,9 +335,10 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
         return;
     }
     if (w->signum == SIGHUP) {
+        if (s->access) access_reload(s);
         if (s->node)
             node_reload_tls(s);
-        else
+        else if (!s->access)
             log_msg(0, "SIGHUP: nothing to re-read");
         return;
     }
@@ -494,6 +496,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     if (s->listen_fd < 0)
         s->listen_fd = net_listen(cfg->listen_addr, cfg->port, err, errcap);
     if (s->listen_fd < 0) return -1;
+    if (access_init(s, err, errcap) < 0) return -1; /* before recovery */
     if (!cfg->memory_only && open_store(s, err, errcap) < 0) return -1;
     if (open_metrics(s, err, errcap) < 0) return -1;
     ev_io_set(&s->accept_w, s->listen_fd, EV_READ);
@@ -538,6 +541,7 @@ server_free(Server *s)
     for (Conn *c = s->conns; c; c = s->conns)
         conn_close(c);
     conn_reap(s);
+    access_free(s);
     jobtable_each(&s->jobs, free_job, NULL);
     jobtable_free(&s->jobs);
     tubes_free(&s->tubes);
