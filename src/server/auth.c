@@ -316,7 +316,7 @@ auth_bits(const AuthUser *u, const char *name)
     if (u->superuser) return AUTH_ALL;
     if (!name) return 0;
     for (size_t i = 0; i < u->nrules; i++)
-        if (!(bits & u->rules[i].bits) &&
+        if ((bits | u->rules[i].bits) != bits &&
             fnmatch(u->rules[i].glob, name, 0) == 0)
             bits |= u->rules[i].bits;
     return bits;
