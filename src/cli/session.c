@@ -314,3 +314,33 @@ session_command(Session *s, int argc, char **argv, const Body *body, char *err,
     }
     return run_line(s, spec, line, err, errcap);
 }
+
+int
+session_auth(Session *s, const char *token, char *err, size_t errcap)
+{
+    char line[SESSION_TOKEN_MAX + 8];
+    size_t n = strlen(token);
+    Reply r;
+    if (!n || n > SESSION_TOKEN_MAX || strpbrk(token, "\r\n")) {
+        snprintf(err, errcap, "a token takes 1-%d bytes, no CR or LF",
+                 SESSION_TOKEN_MAX);
+        return RC_FAIL;
+    }
+    int len = snprintf(line, sizeof line, "auth %s\r\n", token);
+    int rc = client_send(&s->conn, line, (size_t)len, err, errcap);
+    memset(line, 0, sizeof line);
+    if (rc < 0 || client_read_reply(&s->conn, &r, err, errcap) < 0)
+        return RC_FAIL;
+    rc = RC_OK;
+    if (reply_is(&r, "UNKNOWN_COMMAND")) {
+        snprintf(err, errcap,
+                 "warning: %s takes no auth (no --auth-file); going on",
+                 s->conn.where);
+    } else if (!reply_is(&r, "AUTHENTICATED")) {
+        snprintf(err, errcap, "%s refused the token (%s)", s->conn.where,
+                 r.line);
+        rc = RC_FAIL;
+    }
+    reply_free(&r);
+    return rc;
+}
