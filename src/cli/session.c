@@ -130,7 +130,10 @@ session_tube(Session *s, const char *tube, char *err, size_t errcap)
         snprintf(line, sizeof line, "%s %s", verbs[i],
                  i == 2 ? "default" : tube);
         if (session_ask(s, line, &r, err, errcap) < 0) return RC_FAIL;
-        int ok = reply_is(&r, i == 0 ? "USING" : "WATCHING");
+        /* DENIED (--auth-file): the identity lacks that class on the
+         * tube; the command itself gets DENIED if it needed it */
+        int ok = reply_is(&r, i == 0 ? "USING" : "WATCHING") ||
+                 reply_is(&r, "DENIED");
         if (!ok) print_reply(s, &r);
         reply_free(&r);
         if (!ok) return RC_REPLY;
