@@ -699,3 +699,51 @@ def test_cli_token_repl_and_top(authd, tmp_path):
     t.expect(pexpect.EOF)
     t.close()
     assert t.exitstatus != 0
+
+
+# --- cluster mode -----------------------------------------------------------
+
+def test_cluster_needs_certificates_with_auth(tmp_path):
+    p = write_auth(tmp_path / "auth", auth_text())
+    out = start_fail("-l", "127.0.0.1", "--auth-file", p, "--cluster",
+                     "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3",
+                     "--node-id", "1")
+    assert "--auth-file in cluster mode needs --cluster-cert" in out, out
+
+
+def test_cluster_follower_relays_the_handshake(tmp_path):
+    """A follower relays its clients' bytes to the leader, which runs the
+    handshake and the checks: a token works through a follower."""
+    from cluster import Cluster
+    p = write_auth(tmp_path / "auth", auth_text())
+    c = Cluster(tmp_path / "c", flags=["--auth-file", p])
+    try:
+        wait_for(lambda: c.leader() != 0, timeout=20, what="a leader")
+        lead = c.leader()
+        f = next(nd for nd in c.nodes if nd.id != lead)
+
+        def served():
+            try:
+                cl = Client(f, TOKENS["prod"])
+            except (OSError, EOFError, AssertionError):
+                return False
+            ok = cl.cmd("use p.cl") == ("USING p.cl", None)
+            cl.close()
+            return ok
+        wait_for(served, timeout=20, what="an authenticated relay")
+        cl = Client(f, TOKENS["prod"])
+        assert cl.cmd("use p.cl") == ("USING p.cl", None)
+        assert cl.word("put 0 0 10 2", b"hi") == "INSERTED"
+        assert cl.cmd("use default") == ("DENIED", None)
+        bad = Client(f)
+        bad.send(b"auth nope\r\n")
+        assert bad.line() == "UNAUTHORIZED" and bad.closed()
+        pre = Client(f)
+        pre.send(b"stats\r\n")
+        assert pre.line() == "UNAUTHORIZED" and pre.closed()
+        root = Client(c.node(lead), TOKENS["root"])
+        st = stats(root)
+        assert st["rockstalk-auth-failures"] == "2"
+        assert st["rockstalk-auth-connections-prod"] == "1"
+    finally:
+        c.stop()

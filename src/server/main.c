@@ -352,6 +352,13 @@ main(int argc, char **argv)
                         "--cluster-ca and --cluster-insecure need --cluster\n");
         return 1;
     }
+    if (cfg.auth_file && cfg.cluster_arg && !cfg.peer_cert) {
+        /* a node that fell behind fetches the state through a peer's
+         * client port (rockstalk-snapshot), which the auth file closes */
+        fprintf(stderr, "rockstalkd: --auth-file in cluster mode needs "
+                        "--cluster-cert, --cluster-key and --cluster-ca\n");
+        return 1;
+    }
     if (cfg.cluster_arg || cfg.node_id_arg) {
         if (check_cluster(&cfg, &cc, err, sizeof err) < 0) {
             fprintf(stderr, "rockstalkd: %s\n", err);
