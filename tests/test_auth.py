@@ -535,6 +535,13 @@ def test_sighup_reload(authd, tmp_path):
     assert cons.cmd("watch p.h") == ("WATCHING 1", None)
     other = Client(s, TOKENS["other"])
     assert prod.cmd("use p.h") == ("USING p.h", None)
+    # a reserve blocked on p.h when the reload takes p.h away
+    waiter = Client(s, TOKENS["cons"])
+    assert waiter.cmd("watch p.h") == ("WATCHING 1", None)
+    waiter.send(b"reserve-with-timeout 3\r\n")
+    root0 = Client(s, TOKENS["root"])
+    wait_for(lambda: stats(root0)["current-waiting"] == "1",
+             what="the reserve blocked")
     # prod loses p.*, gains h.*; cons loses p.h; other is removed
     text = auth_text([n for n in TOKENS if n != "other"],
                      {"prod": "produce:h.*", "cons": "consume:p.x*"})
@@ -542,6 +549,9 @@ def test_sighup_reload(authd, tmp_path):
     s.proc.send_signal(signal.SIGHUP)
     assert other.closed(5)
     assert prod.word("put 0 0 10 1", b"x") == "DENIED"  # p.h: no more
+    put_job(root0, "p.h")
+    assert waiter.reply() == ("TIMED_OUT", None)  # p.h left its watch list
+    assert stats(root0)["rockstalk-auth-connections-cons"] == "2"
     assert prod.cmd("use h.a") == ("USING h.a", None)
     assert prod.word("put 0 0 10 1", b"x") == "INSERTED"
     assert cons.cmd("list-tubes-watched")[1] == b"---\n"  # p.h pruned
