@@ -1,6 +1,8 @@
 /* helpers.c - see helpers.h. */
 #include "helpers.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -194,6 +196,40 @@ h_drain(Session *s, int argc, char **argv, char *err, size_t errcap)
     return RC_FAIL;
 }
 
+/* hash-token TOKEN (or - : the first line of stdin, so the token stays
+ * out of the process list): the auth file's sha256:<hex> of its bytes. */
+static int
+h_hash_token(Session *s, int argc, char **argv, char *err, size_t errcap)
+{
+    char buf[CLIENT_LINE_MAX + 2];
+    const char *tok = argv[1];
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    (void)s, (void)argc;
+    if (strcmp(tok, "-") == 0) {
+        if (!fgets(buf, sizeof buf, stdin)) {
+            snprintf(err, errcap, "hash-token -: no line on stdin");
+            return RC_FAIL;
+        }
+        buf[strcspn(buf, "\r\n")] = '\0';
+        tok = buf;
+    }
+    if (!*tok || strlen(tok) > SESSION_TOKEN_MAX) {
+        snprintf(err, errcap, "a token takes 1-%d bytes", SESSION_TOKEN_MAX);
+        return RC_FAIL;
+    }
+    if (!EVP_Digest(tok, strlen(tok), d, &n, EVP_sha256(), NULL)) {
+        snprintf(err, errcap, "SHA-256 failed (OpenSSL)");
+        return RC_FAIL;
+    }
+    OPENSSL_cleanse(buf, sizeof buf);
+    printf("sha256:");
+    for (unsigned int i = 0; i < n; i++)
+        printf("%02x", d[i]);
+    printf("\n");
+    return RC_OK;
+}
+
 static int
 h_help(Session *s, int argc, char **argv, char *err, size_t errcap)
 {
@@ -219,6 +255,8 @@ static const Helper helpers[] = {
     {"clear", 1, 1, "TUBE", "delete every job of TUBE, after asking "
      "(extension)", h_clear},
     {"drain", 0, 0, "", "not offered; see rockstalk(1)", h_drain},
+    {"hash-token", 1, 1, "TOKEN|-", "print the auth file's sha256:<hex> of "
+     "TOKEN (-: read it from stdin)", h_hash_token},
     {"help", 0, 0, "", "this list", h_help},
 };
 /* clang-format on */
@@ -244,7 +282,7 @@ int
 helpers_offline(int argc, char **argv)
 {
     const Helper *h = find_helper(argc, argv);
-    return h && (h->fn == h_help || h->fn == h_drain);
+    return h && (h->fn == h_help || h->fn == h_drain || h->fn == h_hash_token);
 }
 
 static int

@@ -19,7 +19,7 @@ int helpers_run(Session *s, int argc, char **argv, const Body *body, char *err,
 int helpers_check(int argc, char **argv, char *err, size_t errcap);
 
 /* Nonzero when argv names a command that needs no connection (help,
- * drain). */
+ * drain, hash-token). */
 int helpers_offline(int argc, char **argv);
 
 /* Prints the command list (helpers, then protocol commands) to f. */

@@ -14,6 +14,7 @@
 
 typedef struct Options {
     const char *host, *port, *unix_path, *tube;
+    const char *token; /* --token, else $ROCKSTALK_TOKEN; NULL: none */
     int verbose, yes;
 } Options;
 
@@ -28,6 +29,8 @@ usage(FILE *f)
                " -t TUBE        use and watch TUBE for the command\n"
                " -v             status lines to stdout, not stderr\n"
                " -y             clear without asking\n"
+               "     --token T  authenticate first (auth T); default: "
+               "$ROCKSTALK_TOKEN\n"
                "     --help     this help\n"
                "     --version  show the version\n\n"
                "Without a COMMAND on a terminal: an interactive prompt.\n"
@@ -49,6 +52,7 @@ parse_options(int argc, char **argv, Options *o)
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'H'},
         {"version", no_argument, NULL, 'V'},
+        {"token", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
     int ch;
@@ -73,6 +77,9 @@ parse_options(int argc, char **argv, Options *o)
             break;
         case 'y':
             o->yes = 1;
+            break;
+        case 'T':
+            o->token = optarg;
             break;
         case 'H':
             usage(stdout);
@@ -114,7 +121,13 @@ run(const Options *o, int argc, char **argv)
         fail(err);
         return RC_FAIL;
     }
-    int rc = o->tube ? session_tube(&s, o->tube, err, sizeof err) : RC_OK;
+    int rc = RC_OK;
+    if (o->token) {
+        rc = session_auth(&s, o->token, err, sizeof err);
+        if (err[0]) fail(err); /* the refusal, or the warning */
+        err[0] = '\0';
+    }
+    if (rc == RC_OK && o->tube) rc = session_tube(&s, o->tube, err, sizeof err);
     if (rc == RC_OK && argc == 0)
         rc = repl_run(&s);
     else if (rc == RC_OK)
@@ -128,6 +141,8 @@ int
 main(int argc, char **argv)
 {
     Options o = {.host = "127.0.0.1", .port = "11300"};
+    const char *env = getenv("ROCKSTALK_TOKEN");
+    if (env && *env) o.token = env;
     int rc = parse_options(argc, argv, &o);
     if (rc != 0) return rc < 0 ? 0 : rc;
     argc -= optind;

@@ -130,7 +130,10 @@ session_tube(Session *s, const char *tube, char *err, size_t errcap)
         snprintf(line, sizeof line, "%s %s", verbs[i],
                  i == 2 ? "default" : tube);
         if (session_ask(s, line, &r, err, errcap) < 0) return RC_FAIL;
-        int ok = reply_is(&r, i == 0 ? "USING" : "WATCHING");
+        /* DENIED (--auth-file): the identity lacks that class on the
+         * tube; the command itself gets DENIED if it needed it */
+        int ok = reply_is(&r, i == 0 ? "USING" : "WATCHING") ||
+                 reply_is(&r, "DENIED");
         if (!ok) print_reply(s, &r);
         reply_free(&r);
         if (!ok) return RC_REPLY;
@@ -313,4 +316,34 @@ session_command(Session *s, int argc, char **argv, const Body *body, char *err,
         return RC_FAIL;
     }
     return run_line(s, spec, line, err, errcap);
+}
+
+int
+session_auth(Session *s, const char *token, char *err, size_t errcap)
+{
+    char line[SESSION_TOKEN_MAX + 8];
+    size_t n = strlen(token);
+    Reply r;
+    if (!n || n > SESSION_TOKEN_MAX || strpbrk(token, "\r\n")) {
+        snprintf(err, errcap, "a token takes 1-%d bytes, no CR or LF",
+                 SESSION_TOKEN_MAX);
+        return RC_FAIL;
+    }
+    int len = snprintf(line, sizeof line, "auth %s\r\n", token);
+    int rc = client_send(&s->conn, line, (size_t)len, err, errcap);
+    memset(line, 0, sizeof line);
+    if (rc < 0 || client_read_reply(&s->conn, &r, err, errcap) < 0)
+        return RC_FAIL;
+    rc = RC_OK;
+    if (reply_is(&r, "UNKNOWN_COMMAND")) {
+        snprintf(err, errcap,
+                 "warning: %s takes no auth (no --auth-file); going on",
+                 s->conn.where);
+    } else if (!reply_is(&r, "AUTHENTICATED")) {
+        snprintf(err, errcap, "%s refused the token (%s)", s->conn.where,
+                 r.line);
+        rc = RC_FAIL;
+    }
+    reply_free(&r);
+    return rc;
 }

@@ -52,6 +52,17 @@ int session_finish(Session *s, const CmdSpec *spec, const Reply *r, char *err,
  * -t. Returns RC_*; an error reply is printed. */
 int session_tube(Session *s, const char *tube, char *err, size_t errcap);
 
+/* Longest token auth may carry (bytes): the server's 224-byte command
+ * line less "auth " and CRLF. */
+#define SESSION_TOKEN_MAX 217
+
+/* Sends "auth TOKEN" first (--token, ROCKSTALK_TOKEN). Returns RC_OK once
+ * AUTHENTICATED; also RC_OK, with a warning in err, when the server has no
+ * --auth-file (it answers UNKNOWN_COMMAND); RC_FAIL with the reason in err
+ * when it refuses the token or the token is malformed. Never prints the
+ * token. */
+int session_auth(Session *s, const char *token, char *err, size_t errcap);
+
 /* Prints a status line the way replies are printed (stderr for one-shot
  * unless verbose, stdout in the REPL). */
 void session_status(const Session *s, const char *line);

@@ -64,6 +64,13 @@ typedef struct Conn {
     char *peer_cn;          /* conn_peer_cn's answer once known, or NULL */
     uint8_t secured;        /* tls: the handshake has completed */
 
+    /* access control (server/access.h), used only with --auth-file */
+    uint8_t auth_state;         /* ACCESS_PRE, _USER or _TRUSTED */
+    uint8_t use_bits;           /* the identity's classes on se.use */
+    struct AuthUser *user;      /* ACCESS_USER: its identity */
+    struct Conn *aprev, *anext; /* ACCESS_PRE: Access.head, oldest first */
+    int64_t opened_ns;          /* monotonic, for the pre-auth timeout */
+
     /* input */
     char *ibuf;
     size_t ibeg, iend, icap;

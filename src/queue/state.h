@@ -24,6 +24,7 @@
 #include "store/store.h"
 
 struct ClusterConfig; /* cluster/cluster.h: the queue knows only its name */
+struct Access;        /* server/access.h */
 struct Conn;
 struct ConnHandler;
 struct QueueEvents;
@@ -67,6 +68,13 @@ typedef struct ServerConfig {
     const char *tls_key;      /* --tls-key: its private key (PEM) */
     const char *tls_ca;       /* --tls-ca: CA of client certificates, or
                                  NULL (clients send none) */
+    const char *auth_file;    /* --auth-file: identities and rules
+                                 (server/auth.h); NULL: open */
+    int auth_unix;            /* --auth-unix: unix sockets authenticate
+                                 too */
+    int allow_plaintext_auth; /* --allow-plaintext-auth */
+    uint32_t max_unauth;      /* --max-unauth: unauthenticated
+                                 connections kept (server/access.h) */
     const struct ClusterConfig *cluster; /* both parsed; NULL:
                                              standalone */
     char *const *argv; /* main's, for a cluster node that steps
@@ -113,6 +121,7 @@ typedef struct Server {
     struct Metrics *metrics; /* NULL unless --metrics */
     struct Node *node;       /* cluster mode (node.h); NULL: standalone */
     struct TlsSource *tls;   /* tls:// listeners' credentials, or NULL */
+    struct Access *access;   /* --auth-file (access.h); NULL: open */
 
     /* queue state */
     JobTable jobs;

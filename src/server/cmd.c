@@ -9,6 +9,7 @@
 #include "cluster/node.h"
 #include "proto/proto.h"
 #include "queue/queue.h"
+#include "server/access.h"
 #include "server/ext.h"
 #include "server/jobreply.h"
 #include "server/stats.h"
@@ -337,6 +338,7 @@ cmd_use(Conn *c, const Cmd *cmd)
     queue_tube_unref(s, c->se.use);
     c->se.use = t;
     t->using_ct++;
+    if (s->access) access_used(c);
     conn_replyf(c, "USING %s\r\n", t->name);
 }
 
@@ -390,13 +392,27 @@ cmd_pause(Conn *c, const Cmd *cmd)
     conn_reply_lit(c, "PAUSED\r\n");
 }
 
+/* list-tubes with --auth-file: only the tubes c may inspect. */
+static void
+list_permitted(Conn *c, StatsBuf *b)
+{
+    PtrSet shown = {0};
+    const PtrSet *all = &c->srv->tubes.list;
+    for (size_t i = 0; i < all->len; i++)
+        if (access_may_list(c, all->items[i]) &&
+            ptrset_append(&shown, all->items[i]) < 0)
+            abort(); /* out of memory, as stats' own buffer */
+    stats_list(&shown, b);
+    ptrset_free(&shown);
+}
+
 static void
 cmd_stats(Conn *c, const Cmd *cmd)
 {
     Server *s = c->srv;
     StatsBuf b = {0};
     if (cmd->op == OP_STATS) {
-        stats_server(s, &b);
+        stats_server(s, !s->access || access_sees_all(c), &b);
     } else if (cmd->op == OP_STATS_JOB) {
         Job *j = jobtable_find(&s->jobs, cmd->id);
         if (!j) {
@@ -411,6 +427,8 @@ cmd_stats(Conn *c, const Cmd *cmd)
             return;
         }
         stats_tube(t, &b);
+    } else if (cmd->op == OP_LIST_TUBES && s->access) {
+        list_permitted(c, &b);
     } else {
         stats_list(cmd->op == OP_LIST_TUBES ? &s->tubes.list : &c->se.watch,
                    &b);
@@ -472,16 +490,30 @@ cmd_run(Conn *c, const Cmd *cmd)
     }
 }
 
+/* The identity may not run cmd: DENIED (a put's body is discarded). */
+static void
+deny(Conn *c, const Cmd *cmd)
+{
+    if (cmd->op == OP_PUT || cmd->op == OP_PUT_UNIQUE)
+        skip_body(c, cmd, "DENIED\r\n");
+    else
+        conn_reply_lit(c, "DENIED\r\n");
+}
+
 void
 cmd_dispatch(Conn *c, const char *line, size_t len)
 {
+    Server *s = c->srv;
     Cmd cmd;
+    if (s->access && access_line(c, line, len)) return; /* the handshake */
     ParseStatus st = proto_parse(line, len, &cmd);
-    if (cmd.counted) c->srv->op_ct[cmd.op]++;
+    if (cmd.counted) s->op_ct[cmd.op]++;
     if (st == PARSE_UNKNOWN_COMMAND)
         conn_reply_lit(c, "UNKNOWN_COMMAND\r\n");
     else if (st == PARSE_BAD_FORMAT)
         conn_reply_lit(c, "BAD_FORMAT\r\n");
+    else if (s->access && access_denied(c, &cmd))
+        deny(c, &cmd);
     else
         cmd_run(c, &cmd);
 }
@@ -491,12 +523,15 @@ cmd_dispatch(Conn *c, const char *line, size_t len)
 static int
 on_opened(Conn *c)
 {
-    return queue_session_open(c->srv, &c->se);
+    if (queue_session_open(c->srv, &c->se) < 0) return -1;
+    if (c->srv->access) access_opened(c);
+    return 0;
 }
 
 static void
 on_bad_line(Conn *c)
 {
+    if (c->srv->access && access_bad_line(c)) return;
     conn_reply_lit(c, "BAD_FORMAT\r\n");
 }
 
@@ -516,6 +551,7 @@ on_closed(Conn *c)
 {
     jobreply_cancel(c);
     ext_clear_cancel(c);
+    if (c->srv->access) access_closed(c);
     queue_session_close(c->srv, &c->se);
 }
 

@@ -140,11 +140,6 @@ log_listeners(const Server *s)
             log_msg(0, "listening on %s", url);
         else
             log_msg(0, "listening on %s (%s)", url, bound);
-        if (!listen_is_loopback(&l->bound))
-            log_msg(0,
-                    "warning: %s is reachable from other hosts, and "
-                    "whoever reaches it may use every tube",
-                    bound);
     }
 }
 

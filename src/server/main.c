@@ -20,6 +20,7 @@
 #include "cluster/cluster.h"
 #include "cluster/peer.h"
 #include "server/listeners.h"
+#include "server/access.h"
 #include "server/server.h"
 
 #define DEFAULT_DIR "/var/lib/rockstalkd"
@@ -87,6 +88,19 @@ usage(FILE *f)
             "                        tls:// listeners\n"
             "     --tls-ca FILE      tls:// clients must present a "
             "certificate from this CA\n"
+            "     --auth-file FILE   identities, their tokens or certificates "
+            "and their\n"
+            "                        per-tube rules (mode 600; SIGHUP "
+            "re-reads it): clients\n"
+            "                        must authenticate (auth TOKEN)\n"
+            "     --auth-unix        unix-socket clients authenticate too "
+            "(default: trusted)\n"
+            "     --allow-plaintext-auth  let tokens cross a plaintext "
+            "listener beyond\n"
+            "                        loopback\n"
+            "     --max-unauth N     unauthenticated connections kept "
+            "(default 128;\n"
+            "                        beyond it the oldest is closed)\n"
             " -V, --verbose          more log output (repeatable)\n"
             " -v, --version          show version information\n"
             " -h, --help             show this help\n");
@@ -147,6 +161,10 @@ static const struct option longopts[] = {
     {"tls-cert", required_argument, NULL, 1101},
     {"tls-key", required_argument, NULL, 1102},
     {"tls-ca", required_argument, NULL, 1103},
+    {"auth-file", required_argument, NULL, 1201},
+    {"auth-unix", no_argument, NULL, 1202},
+    {"allow-plaintext-auth", no_argument, NULL, 1203},
+    {"max-unauth", required_argument, NULL, 1204},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -237,6 +255,18 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 1103:
         cfg->tls_ca = arg;
+        break;
+    case 1201:
+        cfg->auth_file = arg;
+        break;
+    case 1202:
+        cfg->auth_unix = 1;
+        break;
+    case 1203:
+        cfg->allow_plaintext_auth = 1;
+        break;
+    case 1204:
+        cfg->max_unauth = (uint32_t)num("--max-unauth", arg, 1, 1 << 20);
         break;
     case 'm':
         cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);
@@ -357,6 +387,7 @@ main(int argc, char **argv)
                         .binlog_size = 10485760,
                         .cache_max = 64 << 20,
                         .dedup_window = 300,
+                        .max_unauth = ACCESS_MAX_UNAUTH_DEFAULT,
                         .journal_bytes = STORE_JOURNAL_SIZE_DEFAULT};
     static Server srv; /* the one Server; everything hangs off it */
     char err[1024];
@@ -373,6 +404,13 @@ main(int argc, char **argv)
         (cfg.peer_cert || cfg.peer_key || cfg.peer_ca || cfg.peer_insecure)) {
         fprintf(stderr, "rockstalkd: --cluster-cert, --cluster-key, "
                         "--cluster-ca and --cluster-insecure need --cluster\n");
+        return 1;
+    }
+    if (cfg.auth_file && cfg.cluster_arg && !cfg.peer_cert) {
+        /* a node that fell behind fetches the state through a peer's
+         * client port (rockstalk-snapshot), which the auth file closes */
+        fprintf(stderr, "rockstalkd: --auth-file in cluster mode needs "
+                        "--cluster-cert, --cluster-key and --cluster-ca\n");
         return 1;
     }
     if (cfg.cluster_arg || cfg.node_id_arg) {

@@ -22,6 +22,7 @@
 #include "net/net.h"
 #include "queue/queue.h"
 #include "server/clienttls.h"
+#include "server/access.h"
 #include "server/cmd.h"
 #include "server/ext.h"
 #include "server/jobreply.h"
@@ -377,9 +378,11 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
         return;
     }
     if (w->signum == SIGHUP) {
+        if (s->access) access_reload(s);
         if (s->node) node_reload_tls(s);
         if (s->tls) clienttls_reload(s);
-        if (!s->node && !s->tls) log_msg(0, "SIGHUP: nothing to re-read");
+        if (!s->node && !s->tls && !s->access)
+            log_msg(0, "SIGHUP: nothing to re-read");
         return;
     }
     if (s->stopping) {
@@ -532,6 +535,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     /* Listen before the (possibly long) recovery, so a taken port is
      * reported at once; connections wait in the backlog until accepted. */
     if (listeners_open(s, cfg, err, errcap) < 0 ||
+        access_init(s, err, errcap) < 0 || /* before recovery */
         (!cfg->memory_only && open_store(s, err, errcap) < 0) ||
         open_metrics(s, err, errcap) < 0) {
         listeners_close(s); /* and the unix socket files made */
@@ -582,6 +586,7 @@ server_free(Server *s)
     for (Conn *c = s->conns; c; c = s->conns)
         conn_close(c);
     conn_reap(s);
+    access_free(s);
     jobtable_each(&s->jobs, free_job, NULL);
     jobtable_free(&s->jobs);
     tubes_free(&s->tubes);

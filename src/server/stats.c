@@ -11,6 +11,7 @@
 
 #include "base/common.h"
 #include "cluster/node.h"
+#include "server/access.h"
 
 static void __attribute__((format(printf, 2, 3)))
 put(StatsBuf *b, const char *fmt, ...)
@@ -99,8 +100,28 @@ stats_counts(Server *s, StatsBuf *b)
     put(b, "total-connections: %u\n", s->total_conns);
 }
 
+/* rockstalk-auth-*: how clients authenticate, failures, and with
+ * identities each identity's open connections. */
+static void
+stats_auth(Server *s, int identities, StatsBuf *b)
+{
+    const Access *a = s->access;
+    put(b, "rockstalk-auth: %s\n", a ? "file" : "none");
+    if (!a) return;
+    put(b, "rockstalk-auth-failures: %" PRIu64 "\n", a->failures);
+    put(b, "rockstalk-auth-timeouts: %" PRIu64 "\n", a->timeouts);
+    put(b, "rockstalk-auth-evicted: %" PRIu64 "\n", a->evicted);
+    put(b, "rockstalk-auth-unauthenticated: %u\n", a->unauth);
+    put(b, "rockstalk-auth-reloads: %" PRIu64 "\n", a->reloads);
+    if (!identities) return;
+    put(b, "rockstalk-auth-trusted-connections: %u\n", a->trusted);
+    for (size_t i = 0; i < a->table.n; i++)
+        put(b, "rockstalk-auth-connections-%s: %u\n", a->table.users[i].name,
+            a->table.users[i].conns);
+}
+
 void
-stats_server(Server *s, StatsBuf *b)
+stats_server(Server *s, int identities, StatsBuf *b)
 {
     struct rusage ru;
     struct utsname un;
@@ -153,6 +174,7 @@ stats_server(Server *s, StatsBuf *b)
     put(b, "rockstalk-cluster-security: %s\n",
         ns.security ? ns.security : "none");
     put(b, "rockstalk-cluster-peer-refused: %" PRIu64 "\n", ns.peer_refused);
+    stats_auth(s, identities, b);
     put(b, "\r\n");
 }
 
@@ -281,6 +303,33 @@ prom_store(Server *s, StatsBuf *b)
     put(b, "rockstalk_store_sync_seconds_count %" PRIu64 "\n", st.syncs);
 }
 
+/* rockstalk_auth_*: the same as stats' rockstalk-auth-* lines. */
+static void
+prom_auth(Server *s, StatsBuf *b)
+{
+    const Access *a = s->access;
+    put(b, "# TYPE rockstalk_auth_enabled gauge\nrockstalk_auth_enabled %d\n",
+        a != NULL);
+    if (!a) return;
+    put(b,
+        "# TYPE rockstalk_auth_failures_total counter\n"
+        "rockstalk_auth_failures_total %" PRIu64 "\n"
+        "# TYPE rockstalk_auth_timeouts_total counter\n"
+        "rockstalk_auth_timeouts_total %" PRIu64 "\n"
+        "# TYPE rockstalk_auth_evicted_total counter\n"
+        "rockstalk_auth_evicted_total %" PRIu64 "\n"
+        "# TYPE rockstalk_auth_unauthenticated gauge\n"
+        "rockstalk_auth_unauthenticated %u\n"
+        "# TYPE rockstalk_auth_connections gauge\n"
+        "rockstalk_auth_connections{identity=\"\",kind=\"trusted\"} %u\n",
+        a->failures, a->timeouts, a->evicted, a->unauth, a->trusted);
+    for (size_t i = 0; i < a->table.n; i++)
+        put(b,
+            "rockstalk_auth_connections{identity=\"%s\",kind=\"identity\"} "
+            "%u\n",
+            a->table.users[i].name, a->table.users[i].conns);
+}
+
 void
 stats_prometheus(Server *s, StatsBuf *b)
 {
@@ -339,5 +388,6 @@ stats_prometheus(Server *s, StatsBuf *b)
         s->dedup.len);
     prom_store(s, b);
     prom_cluster(s, b);
+    prom_auth(s, b);
     prom_tubes(s, b);
 }

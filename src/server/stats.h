@@ -18,8 +18,10 @@ typedef struct StatsBuf {
 } StatsBuf;
 
 /* Each appends a complete body ("---\n" ... "\r\n") to b; on allocation
- * failure the process aborts. */
-void stats_server(Server *s, StatsBuf *b);
+ * failure the process aborts. stats_server names every --auth-file
+ * identity with its connection count only when identities is nonzero (the
+ * asker may see them all). */
+void stats_server(Server *s, int identities, StatsBuf *b);
 void stats_job(const Job *j, StatsBuf *b);
 void stats_tube(const Tube *t, StatsBuf *b);
 void stats_list(const PtrSet *tubes, StatsBuf *b);
