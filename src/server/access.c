@@ -309,9 +309,11 @@ check_listener(Server *s, char *err, size_t errcap)
         int rc = auth_listener_check(
             s->cfg.auth_file != NULL, s->cfg.allow_plaintext_auth,
             (struct sockaddr *)&ss, len, via, msg, sizeof msg);
-        if (rc > 0) log_msg(0, "%s", msg);
+        char url[LISTEN_URL_MAX];
+        listen_format(&l->bound, url, sizeof url);
+        if (rc > 0) log_msg(0, "warning: %s %s", url, msg);
         if (rc < 0) {
-            snprintf(err, errcap, "%s", msg);
+            snprintf(err, errcap, "%s %s", url, msg);
             return -1;
         }
     }

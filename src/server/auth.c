@@ -346,7 +346,7 @@ auth_listener_check(int auth_on, int allow_plaintext, const struct sockaddr *sa,
     if (via == CONN_VIA_UNIX || auth_addr_local(sa, len)) return 0;
     if (!auth_on) {
         snprintf(msg, msgcap,
-                 "warning: a listener beyond loopback with no --auth-file: "
+                 "is reachable from other hosts with no --auth-file: "
                  "whoever reaches it may peek, delete, kick or clear any "
                  "tube (see --auth-file, --tls-cert, -l 127.0.0.1)");
         return 1;
@@ -354,14 +354,14 @@ auth_listener_check(int auth_on, int allow_plaintext, const struct sockaddr *sa,
     if (via == CONN_VIA_TLS) return 0;
     if (!allow_plaintext) {
         snprintf(msg, msgcap,
-                 "--auth-file with a plaintext listener beyond loopback "
+                 "is plaintext beyond loopback: with --auth-file it "
                  "would carry tokens in the clear: listen on TLS "
                  "(--tls-cert), on loopback or a unix socket, or pass "
                  "--allow-plaintext-auth");
         return -1;
     }
     snprintf(msg, msgcap,
-             "warning: --allow-plaintext-auth: tokens cross the network in "
-             "the clear on a listener beyond loopback");
+             "is plaintext beyond loopback: with --allow-plaintext-auth, "
+             "tokens cross the network in the clear there");
     return 1;
 }

@@ -108,7 +108,8 @@ int auth_addr_local(const struct sockaddr *sa, socklen_t len);
  * listener beyond loopback would carry tokens in the clear: refused (-1)
  * unless allow_plaintext (then 1, a warning). Without auth, any listener
  * beyond loopback is open to whoever reaches it: 1, a warning naming the
- * flags. 0: nothing to say. The message (1 and -1) goes to msg. */
+ * flags. 0: nothing to say. The message (1 and -1) goes to msg, worded
+ * to follow the listener's name ("tcp://0.0.0.0:11300 is ..."). */
 int auth_listener_check(int auth_on, int allow_plaintext,
                         const struct sockaddr *sa, socklen_t len, int via,
                         char *msg, size_t msgcap);
