@@ -8,6 +8,7 @@ Certificates: scripts/cluster-certs.sh makes a CA and certificates (the
 server presents node1's); client certificates with a chosen CN are signed
 by that CA with the openssl CLI; another CA's come from a second run."""
 import glob
+import hashlib
 import os
 import signal
 import socket
@@ -271,5 +272,111 @@ def test_follower_runs_the_clients_tls(tmp_path):
             assert got == b"RESERVED 1 5\r\nhello\r\n"
         with tls_connect(ports[lead], ctx) as s:
             assert ask(s, b"stats-job 1\r\n").startswith(b"OK ")
+        # a client of the follower that never finishes its handshake is
+        # dropped by the relay's deadline (5 s)
+        t0 = time.monotonic()
+        with socket.create_connection(("127.0.0.1", ports[f.id]), 30) as s:
+            s.sendall(b"\x16\x03\x01\x00\xff")
+            assert s.recv(100) == b""
+        assert time.monotonic() - t0 <= 8
     finally:
         c.stop()
+
+
+def auth_file(tmp_path, text):
+    p = tmp_path / "auth"
+    p.write_text(text)
+    os.chmod(str(p), 0o600)
+    return str(p)
+
+
+def token_line(name, token, rules):
+    return "%s sha256:%s %s\n" % (
+        name, hashlib.sha256(token.encode()).hexdigest(), rules)
+
+
+def test_cert_identities(rockstalkd, certs, tmp_path):
+    """With --auth-file and --tls-ca, a client certificate whose CN names a
+    `cert` identity authenticates the session: its rules apply at once, no
+    auth command. A certificate naming no identity, or a plaintext client,
+    must authenticate by token first."""
+    f = auth_file(tmp_path, "mailer cert produce:emails.*\n" +
+                  token_line("ops", "ops-token", "admin"))
+    s, port = start(rockstalkd, certs, mutual=True, extra=("--auth-file", f))
+    with tls_connect(port, context(certs, cert=os.path.join(
+            certs, "mailer"))) as c:
+        assert ask(c, b"use emails.a\r\n") == b"USING emails.a\r\n"
+        assert ask(c, b"put 0 0 60 2\r\nhi\r\n") == b"INSERTED 1\r\n"
+        assert ask(c, b"use other\r\n") == b"DENIED\r\n"
+        assert ask(c, b"peek 1\r\n") == b"DENIED\r\n"
+    # node2's certificate verifies but names no identity
+    with tls_connect(port, context(certs, cert=os.path.join(
+            certs, "node2"))) as c:
+        assert ask(c, b"use emails.a\r\n") == b"UNAUTHORIZED\r\n"
+        assert c.recv(100) == b""
+    with tls_connect(port, context(certs, cert=os.path.join(
+            certs, "node2"))) as c:
+        assert ask(c, b"auth ops-token\r\n") == b"AUTHENTICATED\r\n"
+        assert ask(c, b"peek 1\r\n", 2) == b"FOUND 1 2\r\nhi\r\n"
+    with socket.create_connection(("127.0.0.1", s.port), 5) as c:
+        assert ask(c, b"use emails.a\r\n") == b"UNAUTHORIZED\r\n"
+
+
+def test_unix_listener_trust(rockstalkd, tmp_path):
+    """With --auth-file a unix: listener trusts its socket file's mode; with
+    --auth-unix its clients authenticate like the others."""
+    f = auth_file(tmp_path, token_line("ops", "ops-token", "admin"))
+    for extra, first in (((), b"USING x\r\n"),
+                         (("--auth-unix",), b"UNAUTHORIZED\r\n")):
+        path = str(tmp_path / ("s%d.sock" % len(extra)))
+        rockstalkd("--auth-file", f, "--listen", "unix:" + path, *extra)
+        with socket.socket(socket.AF_UNIX) as c:
+            c.settimeout(5)
+            c.connect(path)
+            assert ask(c, b"use x\r\n") == first
+
+
+def test_listener_policy_with_auth(tmp_path, certs):
+    """--auth-file refuses a plaintext listener beyond loopback (tokens in
+    the clear), naming it; a tls:// one there is fine."""
+    exe = os.path.join(ROOT, os.environ.get("ROCKSTALKD", "rockstalkd"))
+    f = auth_file(tmp_path, token_line("ops", "ops-token", "admin"))
+    p = free_port()
+    r = subprocess.run([exe, "--memory", "--auth-file", f, "-l", "127.0.0.1",
+                        "-p", str(free_port()), "--listen",
+                        "tcp://0.0.0.0:%d" % p], capture_output=True,
+                       timeout=20)
+    assert r.returncode != 0
+    assert b"tcp://0.0.0.0:%d is plaintext beyond loopback" % p in r.stderr
+    proc = subprocess.Popen(
+        [exe, "--memory", "--auth-file", f, "-l", "127.0.0.1", "-p",
+         str(free_port()), "--listen", "tls://0.0.0.0:%d" % p] +
+        tls_flags(certs), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def up():
+            try:
+                with tls_connect(p, context(certs)) as c:
+                    return ask(c, b"auth ops-token\r\n") == \
+                        b"AUTHENTICATED\r\n"
+            except OSError:
+                return False
+        wait_for(up, what="the tls:// listener beyond loopback serving")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_handshake_deadline(rockstalkd, certs):
+    """A connection to a tls:// listener that never finishes its handshake
+    is closed after about 10 s; an idle plaintext one stays (beanstalkd has
+    no idle timeout)."""
+    s, port = start(rockstalkd, certs)
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), 30) as stuck, \
+            socket.create_connection(("127.0.0.1", s.port), 30) as idle:
+        stuck.sendall(b"\x16\x03\x01\x00\xff")  # half a ClientHello header
+        assert stuck.recv(100) == b""
+        took = time.monotonic() - t0
+        assert 9 <= took <= 13, took
+        idle.sendall(b"list-tube-used\r\n")
+        assert idle.recv(100) == b"USING default\r\n"

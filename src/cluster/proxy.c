@@ -186,6 +186,20 @@ pair_shutdowns(Proxy *p)
     return 0;
 }
 
+/* The pair's deadline (ps->connect_timeout after it began) runs while
+ * the upstream is not yet connected and ready, or a TLS client has not
+ * finished its handshake: a client that never does holds no pair. */
+static void
+pair_deadline(Proxy *p)
+{
+    TlsSock *ct = p->side[CLIENT].tls;
+    bool need = p->connecting || (ct && !tls_sock_handshaken(ct));
+    if (need && !ev_is_active(&p->timer))
+        ev_timer_start(p->set->loop, &p->timer);
+    else if (!need && ev_is_active(&p->timer))
+        ev_timer_stop(p->set->loop, &p->timer);
+}
+
 /* After any event: propagates finished directions, closes p once both are
  * finished (or shutdown failed), else starts exactly the watchers that
  * have something to do. p may be freed on return. */
@@ -214,6 +228,7 @@ pair_update(Proxy *p)
         if (rd && s->tls && tls_sock_more(s->tls))
             ev_feed_event(loop, &s->rd, EV_READ);
     }
+    pair_deadline(p);
 }
 
 static void

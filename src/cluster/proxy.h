@@ -83,7 +83,8 @@ int proxy_start(ProxySet *ps, int client_fd, const struct sockaddr_in *up);
 /* As proxy_start, with TLS on either side, run on this loop:
  *   - client_tls (owned from now on, or NULL): the client's socket speaks
  *     TLS (a tls:// listener's connection; its handshake runs in the
- *     first reads);
+ *     first reads and must end within ps->connect_timeout, or the pair
+ *     closes);
  *   - t (a client session, owned from now on, or NULL for a plaintext
  *     upstream): once connected the handshake runs, the upstream's
  *     certificate must name node id want_id (tls_peer_node_id), then hello

@@ -49,6 +49,7 @@ conn_new_via(Server *s, int fd, uint8_t via, TlsSock *tls, const void *head,
     c->fd = fd;
     c->via = via;
     c->tls = tls;
+    c->opened_ns = mono_ns();
     c->icap = cap;
     if (n) memcpy(c->ibuf, head, n);
     c->iend = n;
@@ -136,6 +137,17 @@ tls_secured(Conn *c)
     if (c->via != CONN_VIA_RELAY && /* a relay's certificate is a node's */
         tls_peer_cn(tls_conn_ssl(tls_sock_conn(c->tls)), cn, sizeof cn) == 0)
         c->peer_cn = strdup(cn);
+}
+
+void
+conn_sweep_handshakes(Server *s, int64_t cut)
+{
+    Conn *next;
+    for (Conn *c = s->conns; c; c = next) {
+        next = c->next;
+        if (c->tls && !tls_sock_handshaken(c->tls) && c->opened_ns <= cut)
+            conn_close(c);
+    }
 }
 
 /* Watches c's socket for writability while TLS holds ciphertext for it

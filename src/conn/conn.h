@@ -69,7 +69,8 @@ typedef struct Conn {
     uint8_t use_bits;           /* the identity's classes on se.use */
     struct AuthUser *user;      /* ACCESS_USER: its identity */
     struct Conn *aprev, *anext; /* ACCESS_PRE: Access.head, oldest first */
-    int64_t opened_ns;          /* monotonic, for the pre-auth timeout */
+    int64_t opened_ns;          /* monotonic, for the pre-auth and TLS
+                                   handshake timeouts */
 
     /* input */
     char *ibuf;
@@ -183,6 +184,16 @@ void conn_linger(Conn *c);
  * (issue 32: an auth-file identity "cert" matches it), or NULL when c is
  * not TLS or sent no certificate. Owned by c; valid while c is open. */
 const char *conn_peer_cn(const Conn *c);
+
+/* How long a connection's TLS handshake may take (seconds) before
+ * conn_sweep_handshakes closes it: a peer that connects to a tls://
+ * listener and never finishes its handshake holds no session for long. */
+#define CONN_HANDSHAKE_S 10
+
+/* Closes every TLS connection opened at or before cut (monotonic ns)
+ * whose handshake has not completed. O(connections); the server calls it
+ * each second while it has tls:// listeners. */
+void conn_sweep_handshakes(Server *s, int64_t cut);
 
 /* Re-evaluates whether c's socket is read (backpressure, buffer space). */
 void conn_update_read(Conn *c);
