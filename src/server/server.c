@@ -183,8 +183,8 @@ maybe_trim(Server *s)
 }
 
 /* Each second: gives memory back if idle (maybe_trim), closes TLS
- * connections stuck in their handshake, and forgets the put-unique keys whose window has ended (a bounded number per second; the
- * rest the next second). */
+ * connections stuck in their handshake, and forgets the put-unique keys whose
+ * window has ended (a bounded number per second; the rest the next second). */
 static void
 second_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
