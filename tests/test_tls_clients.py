@@ -380,3 +380,54 @@ def test_handshake_deadline(rockstalkd, certs):
         assert 9 <= took <= 13, took
         idle.sendall(b"list-tube-used\r\n")
         assert idle.recv(100) == b"USING default\r\n"
+
+
+CLI = os.path.abspath(
+    os.path.join(ROOT, os.environ.get("ROCKSTALK_CLI", "rockstalk")))
+
+
+def cli(port, *args, stdin=None):
+    return subprocess.run([CLI, "-p", str(port)] + list(args), input=stdin,
+                          capture_output=True, timeout=30)
+
+
+def test_cli_tls(rockstalkd, certs, tmp_path):
+    """rockstalk --tls: the server's certificate must verify against
+    --cacert and carry the name dialled (or --tls-name); with --cert/--key
+    it authenticates by certificate; --token works over TLS; one-shot and
+    the prompt fed on stdin."""
+    ca = os.path.join(certs, "ca.pem")
+    f = auth_file(tmp_path, "mailer cert produce:emails.* inspect:emails.*\n"
+                  + token_line("ops", "ops-token", "admin"))
+    s, port = start(rockstalkd, certs, mutual=True, extra=("--auth-file", f))
+    me = ["--cert", os.path.join(certs, "mailer.pem"), "--key",
+          os.path.join(certs, "mailer.key")]
+    ok = ["--tls", "--cacert", ca, "--tls-name", "rockstalk-node-1"]
+    r = cli(port, *ok, *me, "-t", "emails.x", "put", stdin=b"hello")
+    assert r.returncode == 0 and r.stderr == b"INSERTED 1\n", r
+    r = cli(port, *ok, *me, "-t", "emails.x", "peek-ready")
+    assert r.returncode == 0 and b"hello" in r.stdout, r
+    r = cli(port, *ok, *me, "-t", "other", "put", stdin=b"x")
+    assert r.returncode != 0 and b"DENIED" in r.stdout + r.stderr, r
+    r = cli(port, *ok, *me, stdin=b"use emails.y\nput 0 0 60\nhi\n")
+    assert r.returncode == 0 and \
+        r.stdout == b"USING emails.y\nINSERTED 2\n", r
+    # a token instead of a certificate: the server wants one (--tls-ca)
+    r = cli(port, *ok, "--token", "ops-token", "stats")
+    assert r.returncode == 2, r
+    # the certificate names rockstalk-node-1, not 127.0.0.1
+    r = cli(port, "--tls", "--cacert", ca, *me, "stats")
+    assert r.returncode == 2 and b"TLS handshake" in r.stderr, r
+    r = cli(port, "--tls", "--cacert", ca, "--tls-name", "example.org", *me,
+            "stats")
+    assert r.returncode == 2 and b"verify" in r.stderr, r
+    r = cli(port, "--tls", *me, "stats")  # no --cacert: not in the system's
+    assert r.returncode == 2, r
+    r = cli(port, "--cacert", ca, "stats")
+    assert r.returncode == 2 and b"go with --tls" in r.stderr, r
+    r = cli(port, "--tls", "--cert", ca, "stats")
+    assert r.returncode == 2 and b"go together" in r.stderr, r
+    # without --tls-ca the token does it over TLS
+    s2, port2 = start(rockstalkd, certs, extra=("--auth-file", f))
+    r = cli(port2, *ok, "--token", "ops-token", "-t", "q", "put", stdin=b"z")
+    assert r.returncode == 0 and r.stderr == b"INSERTED 1\n", r

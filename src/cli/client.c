@@ -69,21 +69,35 @@ open_tcp(Client *c, const char *host, const char *port, char *err,
 
 int
 client_open(Client *c, const char *host, const char *port,
-            const char *unix_path, char *err, size_t errcap)
+            const char *unix_path, const ClientTls *tls, char *err,
+            size_t errcap)
 {
+    char why[CLIENT_ERR_LEN];
+    int rc;
     memset(c, 0, sizeof *c);
     c->fd = -1;
     if (unix_path) {
         snprintf(c->where, sizeof c->where, "unix:%s", unix_path);
-        return open_unix(c, unix_path, err, errcap);
+        rc = open_unix(c, unix_path, err, errcap);
+    } else {
+        snprintf(c->where, sizeof c->where, "%s:%s", host, port);
+        rc = open_tcp(c, host, port, err, errcap);
     }
-    snprintf(c->where, sizeof c->where, "%s:%s", host, port);
-    return open_tcp(c, host, port, err, errcap);
+    if (rc < 0 || !tls) return rc;
+    if (!(c->tls = clitls_open(c->fd, unix_path ? "localhost" : host, tls, why,
+                               sizeof why))) {
+        snprintf(err, errcap, "cannot connect to %s: %s", c->where, why);
+        client_close(c);
+        return -1;
+    }
+    return 0;
 }
 
 void
 client_close(Client *c)
 {
+    clitls_free(c->tls);
+    c->tls = NULL;
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     free(c->buf);
@@ -96,8 +110,15 @@ client_send(Client *c, const void *data, size_t len, char *err, size_t errcap)
 {
     const char *p = data;
     while (len > 0) {
-        ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
+        char why[CLIENT_ERR_LEN] = "";
+        ssize_t n = c->tls ? clitls_send(c->tls, p, len, why, sizeof why)
+                           : send(c->fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && !c->tls && errno == EINTR) continue;
+        if (n < 0 && c->tls) {
+            c->broken = 1;
+            snprintf(err, errcap, "cannot send to %s: %s", c->where, why);
+            return -1;
+        }
         if (n < 0) {
             c->broken = 1;
             snprintf(err, errcap, "cannot send to %s: %s", c->where,
@@ -131,13 +152,21 @@ fill(Client *c, size_t want, char *err, size_t errcap)
         c->cap = need + 1;
     }
     for (;;) {
-        ssize_t n = recv(c->fd, c->buf + c->len, c->cap - 1 - c->len, 0);
+        char why[CLIENT_ERR_LEN] = "";
+        char *dst = c->buf + c->len;
+        size_t room = c->cap - 1 - c->len;
+        ssize_t n = c->tls ? clitls_recv(c->tls, dst, room, why, sizeof why)
+                           : recv(c->fd, dst, room, 0);
         if (n > 0) {
             c->len += (size_t)n;
             return 0;
         }
-        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && !c->tls && errno == EINTR) continue;
         c->broken = 1;
+        if (n < 0 && c->tls) {
+            snprintf(err, errcap, "cannot read from %s: %s", c->where, why);
+            return -1;
+        }
         if (n == 0)
             snprintf(err, errcap, "connection closed by %s", c->where);
         else

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clitls.h"
+
 /* Size of the err buffers the functions below fill. */
 #define CLIENT_ERR_LEN 256
 
@@ -26,8 +28,9 @@
 #define CLIENT_BATCH_MAX 1000
 
 typedef struct Client {
-    int fd;    /* -1 when closed */
-    char *buf; /* bytes received and not yet consumed: [off, len) */
+    int fd;      /* -1 when closed */
+    CliTls *tls; /* the session over fd (--tls), or NULL */
+    char *buf;   /* bytes received and not yet consumed: [off, len) */
     size_t off, len, cap;
     int broken;      /* nonzero after a send or receive failed or the
                         peer closed: the connection is no longer usable */
@@ -50,11 +53,13 @@ typedef struct Reply {
 } Reply;
 
 /* Connects to unix_path when it is not NULL, else to host:port (names are
- * resolved; every address is tried). Returns 0, or -1 with "cannot connect
- * to WHERE: REASON" in err. The Client owns its socket and buffer until
+ * resolved; every address is tried), then with tls (not NULL) runs TLS
+ * over it (clitls.h). Returns 0, or -1 with "cannot connect to WHERE:
+ * REASON" in err. The Client owns its socket, session and buffer until
  * client_close(). */
 int client_open(Client *c, const char *host, const char *port,
-                const char *unix_path, char *err, size_t errcap);
+                const char *unix_path, const ClientTls *tls, char *err,
+                size_t errcap);
 
 /* Closes the socket and frees the buffer; safe to call twice. */
 void client_close(Client *c);

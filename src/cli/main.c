@@ -15,6 +15,8 @@
 typedef struct Options {
     const char *host, *port, *unix_path, *tube;
     const char *token; /* --token, else $ROCKSTALK_TOKEN; NULL: none */
+    int tls;           /* --tls */
+    ClientTls tlsopt;  /* --cacert, --cert, --key, --tls-name */
     int verbose, yes;
 } Options;
 
@@ -31,6 +33,13 @@ usage(FILE *f)
                " -y             clear without asking\n"
                "     --token T  authenticate first (auth T); default: "
                "$ROCKSTALK_TOKEN\n"
+               "     --tls      speak TLS (a tls:// listener); the server's "
+               "certificate\n"
+               "                must verify and name HOST (or --tls-name)\n"
+               "     --cacert F trust the CAs in F (default: the system's)\n"
+               "     --cert F --key F  a client certificate (mutual TLS)\n"
+               "     --tls-name N  the name the server's certificate "
+               "carries\n"
                "     --help     this help\n"
                "     --version  show the version\n\n"
                "Without a COMMAND on a terminal: an interactive prompt.\n"
@@ -53,6 +62,11 @@ parse_options(int argc, char **argv, Options *o)
         {"help", no_argument, NULL, 'H'},
         {"version", no_argument, NULL, 'V'},
         {"token", required_argument, NULL, 'T'},
+        {"tls", no_argument, NULL, 1001},
+        {"cacert", required_argument, NULL, 1002},
+        {"cert", required_argument, NULL, 1003},
+        {"key", required_argument, NULL, 1004},
+        {"tls-name", required_argument, NULL, 1005},
         {NULL, 0, NULL, 0},
     };
     int ch;
@@ -81,6 +95,21 @@ parse_options(int argc, char **argv, Options *o)
         case 'T':
             o->token = optarg;
             break;
+        case 1001:
+            o->tls = 1;
+            break;
+        case 1002:
+            o->tlsopt.cacert = optarg;
+            break;
+        case 1003:
+            o->tlsopt.cert = optarg;
+            break;
+        case 1004:
+            o->tlsopt.key = optarg;
+            break;
+        case 1005:
+            o->tlsopt.name = optarg;
+            break;
         case 'H':
             usage(stdout);
             return -1;
@@ -98,6 +127,15 @@ parse_options(int argc, char **argv, Options *o)
         return RC_FAIL;
     }
     if (o->unix_path) o->unix_path += 5;
+    if (!o->tls && (o->tlsopt.cacert || o->tlsopt.cert || o->tlsopt.key ||
+                    o->tlsopt.name)) {
+        fail("--cacert, --cert, --key and --tls-name go with --tls");
+        return RC_FAIL;
+    }
+    if (!o->tlsopt.cert != !o->tlsopt.key) {
+        fail("--cert and --key go together");
+        return RC_FAIL;
+    }
     int port = atoi(o->port);
     if (!commands_is_number(o->port) || port < 1 || port > 65535) {
         fail("-p takes a port number (1-65535)");
@@ -116,8 +154,8 @@ run(const Options *o, int argc, char **argv)
         fail(err);
         return RC_FAIL;
     }
-    if (client_open(&s.conn, o->host, o->port, o->unix_path, err, sizeof err) <
-        0) {
+    if (client_open(&s.conn, o->host, o->port, o->unix_path,
+                    o->tls ? &o->tlsopt : NULL, err, sizeof err) < 0) {
         fail(err);
         return RC_FAIL;
     }
