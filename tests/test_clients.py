@@ -121,3 +121,32 @@ def test_telnet_session(server):
     if shutil.which("nc") is None:
         pytest.fail("nc not found: run scripts/deps.sh (netcat-openbsd)")
     run_client("telnet", server)
+
+
+def test_fivebeans_over_tls(rockstalkd, node_modules, tmp_path):
+    """A stock client library over TLS: the whole fivebeans check, every
+    connection through a tls:// listener (fivebeans_check.js hands the
+    library a TLS socket when BEANSTALK_TLS_CA is set; the server's
+    certificate is verified)."""
+    from cluster import make_certs
+    from conftest import free_port
+    certs = make_certs(str(tmp_path / "certs"), 1)
+    port = free_port()
+    rockstalkd("--listen", "tls://127.0.0.1:%d" % port, "--tls-cert",
+               os.path.join(certs, "node1.pem"), "--tls-key",
+               os.path.join(certs, "node1.key"))
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node not found: run scripts/deps.sh")
+    env = dict(os.environ, BEANSTALK_TLS_CA=os.path.join(certs, "ca.pem"),
+               BEANSTALK_TLS_NAME="rockstalk-node-1")
+    env.pop("TOLERATE_BEANSTALKD_1_12_BUGS", None)
+    r = subprocess.run([node, os.path.join(CLIENTS_DIR, "fivebeans_check.js"),
+                        "127.0.0.1", str(port)], cwd=CLIENTS_DIR,
+                       capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                       env=env)
+    count = CLIENTS["fivebeans"][2]
+    report = "exit %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr)
+    assert r.stdout.splitlines()[-1:] == ["%d passed, 0 failed" % count], \
+        report
+    assert r.returncode == 0, report

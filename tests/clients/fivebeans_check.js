@@ -20,12 +20,37 @@ const {
   MAX_PRI, drainPriorities, drainOrder, binaryBodies,
 } = require('./common');
 
+// BEANSTALK_TLS_CA=FILE: every connection is TLS (a tls:// listener),
+// the server's certificate checked against FILE and, with
+// BEANSTALK_TLS_NAME, for that name: fivebeans builds its socket with
+// net.createConnection, which hands it a TLS socket here instead.
+const TLS_CA = process.env.BEANSTALK_TLS_CA;
+
+function connectClient(c) {
+  if (!TLS_CA) return c.connect();
+  const net = require('net');
+  const tls = require('tls');
+  const fs = require('fs');
+  const plain = net.createConnection;
+  net.createConnection = (port, host) => tls.connect({
+    port, host, ca: fs.readFileSync(TLS_CA),
+    servername: process.env.BEANSTALK_TLS_NAME || host,
+  });
+  try {
+    c.connect();
+  } finally {
+    net.createConnection = plain;
+  }
+  // fivebeans waits for 'connect'; a TLS socket is ready at 'secureConnect'
+  c.stream.once('secureConnect', () => c.emit('connect'));
+}
+
 async function open(host, port) {
   const c = new fivebeans.client(host, port);
   await new Promise((resolve, reject) => {
     c.once('connect', resolve);
     c.once('error', reject);
-    c.connect();
+    connectClient(c);
   });
   c.on('error', () => {}); // reported through the pending call
   c.tap = [];
