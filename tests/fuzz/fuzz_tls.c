@@ -1,7 +1,9 @@
 /* fuzz_tls.c - libFuzzer target for the TLS server session (src/net/tls.c).
  *
  * Each input is what a client sends first: it is fed whole to a new server
- * TlsConn (credentials loaded once, at start) and the handshake is run.
+ * TlsConn of each kind (a node's, a tls:// listener's with and without
+ * client certificates; credentials loaded once, at start) and the
+ * handshake is run.
  * Checks: feeding is refused only past TLS_BUF_MAX; the handshake waits or
  * fails, never completes (a client's Finished needs the server's fresh key
  * share); a failure has a reason and is final; all output can be taken;
@@ -64,8 +66,11 @@ static const char TEST_NODE1_KEY[] =
     "2whYD9Ks5NQU2q8MZAi4imAlb5/HgwURpk+4JpIuLHoVVYKJhCAm/xeV\n"
     "-----END PRIVATE KEY-----\n";
 
-/* The server's credentials, loaded by LLVMFuzzerInitialize. */
-static TlsCreds *creds;
+/* The servers' credentials, loaded by LLVMFuzzerInitialize: a node's
+ * (TLS 1.3, mutual), a tls:// listener's (TLS 1.2 and 1.3, no client
+ * certificate) and a tls:// listener's with --tls-ca (mutual). Every
+ * input goes to a session of each. */
+static TlsCreds *creds[3];
 
 /* Writes text to DIR/name (mode 0600); its path into p. */
 static void
@@ -90,7 +95,11 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     put_file(dir, "ca.pem", TEST_CA_PEM, ca, sizeof ca);
     put_file(dir, "node1.pem", TEST_NODE1_PEM, cert, sizeof cert);
     put_file(dir, "node1.key", TEST_NODE1_KEY, key, sizeof key);
-    int r = tls_creds_load(cert, key, ca, &creds, err, sizeof err);
+    int r = tls_creds_load(cert, key, ca, &creds[0], err, sizeof err);
+    if (r == 0)
+        r = tls_creds_load_serve(cert, key, NULL, &creds[1], err, sizeof err);
+    if (r == 0)
+        r = tls_creds_load_serve(cert, key, ca, &creds[2], err, sizeof err);
     unlink(ca);
     unlink(cert);
     unlink(key);
@@ -99,15 +108,16 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "fuzz_tls: %s\n", err);
         abort();
     }
-    CHECK(tls_creds_self_id(creds) == 1);
+    CHECK(tls_creds_self_id(creds[0]) == 1);
     return 0;
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* One server session of c fed the input whole. */
+static void
+one(TlsCreds *c, const uint8_t *data, size_t size)
 {
     unsigned char out[4096];
-    TlsConn *s = tls_conn_new(creds, 1);
+    TlsConn *s = tls_conn_new(c, 1);
     CHECK(s != NULL);
     if (tls_conn_feed(s, data, size) < 0) {
         CHECK(size > TLS_BUF_MAX);
@@ -123,5 +133,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     CHECK(ERR_peek_error() == 0);
     tls_conn_free(s);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    for (int i = 0; i < 3; i++)
+        one(creds[i], data, size);
     return 0;
 }
