@@ -431,3 +431,56 @@ def test_cli_tls(rockstalkd, certs, tmp_path):
     s2, port2 = start(rockstalkd, certs, extra=("--auth-file", f))
     r = cli(port2, *ok, "--token", "ops-token", "-t", "q", "put", stdin=b"z")
     assert r.returncode == 0 and r.stderr == b"INSERTED 1\n", r
+
+
+def test_cert_identity_through_a_follower(tmp_path, certs):
+    """A tls:// client of a follower that presents a certificate: the
+    follower verifies it and tells the leader its CN over the nodes'
+    authenticated link (channel 4), so a `cert` identity logs in there as
+    on the leader; a client without one must still send a token."""
+    c = Cluster(tmp_path / "c", start=False)
+    f = auth_file(tmp_path, "mailer cert produce:emails.* inspect:emails.*\n"
+                  + token_line("ops", "ops-token", "admin"))
+    ports = {nd.id: free_port() for nd in c.nodes}
+    for nd in c.nodes:
+        nd.flags = list(nd.flags) + [
+            "--listen", "tls://127.0.0.1:%d" % ports[nd.id],
+            "--tls-cert", c.cert(1), "--tls-key", c.cert(1, "key"),
+            "--tls-ca", os.path.join(certs, "ca.pem"), "--auth-file", f]
+        nd.start(wait=False)
+    try:
+        lead = 0
+        deadline = time.monotonic() + 20
+        while not lead and time.monotonic() < deadline:
+            lead = c.leader()
+            time.sleep(0.1)
+        assert lead, "no leader"
+        fol = next(nd for nd in c.nodes if nd.id != lead)
+        ctx = context(c.certs)
+        ctx.load_verify_locations(os.path.join(certs, "ca.pem"))
+        ctx.load_cert_chain(os.path.join(certs, "mailer.pem"),
+                            os.path.join(certs, "mailer.key"))
+
+        def served():
+            try:
+                with tls_connect(ports[fol.id], ctx) as s:
+                    return ask(s, b"use emails.a\r\n") == \
+                        b"USING emails.a\r\n"
+            except OSError:
+                return False
+        wait_for(served, timeout=20, what="the follower relaying")
+        with tls_connect(ports[fol.id], ctx) as s:
+            assert ask(s, b"use emails.a\r\n") == b"USING emails.a\r\n"
+            assert ask(s, b"put 0 0 60 2\r\nhi\r\n").startswith(b"INSERTED")
+            assert ask(s, b"use other\r\n") == b"DENIED\r\n"
+        # node2's certificate (this CA) names no identity: a token it is
+        ctx2 = context(c.certs)
+        ctx2.load_verify_locations(os.path.join(certs, "ca.pem"))
+        ctx2.load_cert_chain(os.path.join(certs, "node2.pem"),
+                             os.path.join(certs, "node2.key"))
+        with tls_connect(ports[fol.id], ctx2) as s:
+            assert ask(s, b"use emails.a\r\n") == b"UNAUTHORIZED\r\n"
+        with tls_connect(ports[fol.id], ctx2) as s:
+            assert ask(s, b"auth ops-token\r\n") == b"AUTHENTICATED\r\n"
+    finally:
+        c.stop()

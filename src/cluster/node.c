@@ -427,6 +427,29 @@ node_free(Server *s)
 
 /* ---- loop thread ---- */
 
+/* The preamble of a relayed client's link (ProxyHelloFn): the client
+ * channel, or with a tls:// client that presented a verified certificate,
+ * the channel that carries its CN first (peerauth.h), for the leader's
+ * cert identities. */
+static size_t
+relay_hello(void *arg, TlsSock *client, unsigned char *buf, size_t cap)
+{
+    Node *n = arg;
+    char cn[PEER_CN_MAX + 1];
+    size_t len = 0;
+
+    if (client &&
+        tls_peer_cn(tls_conn_ssl(tls_sock_conn(client)), cn, sizeof cn) == 0)
+        len = strlen(cn);
+    if (cap < PEER_PREAMBLE_LEN + 1 + len) return 0;
+    peer_preamble_put(buf, n->cfg.self_id,
+                      len ? PEER_CHANNEL_CLIENT_CN : PEER_CHANNEL_CLIENT);
+    if (!len) return PEER_PREAMBLE_LEN;
+    buf[PEER_PREAMBLE_LEN] = (unsigned char)len;
+    memcpy(buf + PEER_PREAMBLE_LEN + 1, cn, len);
+    return PEER_PREAMBLE_LEN + 1 + len;
+}
+
 /* A client relayed to the leader over a link of the client channel that
  * this loop drives itself (proxy_start_tls), as the peer transport would:
  * the leader's certificate must name it, the preamble goes first. */
@@ -434,7 +457,6 @@ static void
 relay_tls(Node *n, int fd, TlsSock *x, uint64_t leader, int k)
 {
     struct sockaddr_in a;
-    unsigned char pre[PEER_PREAMBLE_LEN];
     TlsCreds *c = tls_source_get(n->tls);
     TlsConn *t = tls_conn_new(c, 0);
 
@@ -445,8 +467,7 @@ relay_tls(Node *n, int fd, TlsSock *x, uint64_t leader, int k)
         close(fd);
         return;
     }
-    peer_preamble_put(pre, n->cfg.self_id, PEER_CHANNEL_CLIENT);
-    proxy_start_tls(&n->proxies, fd, x, &a, t, leader, pre, sizeof pre);
+    proxy_start_tls(&n->proxies, fd, x, &a, t, leader, relay_hello, n);
 }
 
 /* A client (x: its TLS session, or NULL) relayed to the leader. */
@@ -466,7 +487,7 @@ relay(Node *n, int fd, TlsSock *x, uint64_t leader)
         return;
     }
     cluster_client_addr(&n->cfg, k, n->port, &a);
-    proxy_start_tls(&n->proxies, fd, x, &a, NULL, 0, NULL, 0);
+    proxy_start_tls(&n->proxies, fd, x, &a, NULL, 0, NULL, NULL);
 }
 
 int

@@ -299,6 +299,18 @@ serve_client(Node *n, PeerService *svc)
         peer_service_free(svc);
         return;
     }
+    const unsigned char *head = svc->head;
+    size_t len = svc->head_len, cn = 0;
+    if (svc->channel == PEER_CHANNEL_CLIENT_CN) { /* the client's CN first */
+        cn = len ? head[0] : 0;
+        if (cn < 1 || cn > PEER_CN_MAX || len < 1 + cn ||
+            memchr(head + 1, '\0', cn)) {
+            peer_service_free(svc);
+            return;
+        }
+        head += 1 + cn;
+        len -= 1 + cn;
+    }
     if (svc->tls) {
         x = tls_sock_new(svc->tls); /* frees the session if it fails */
         svc->tls = NULL;
@@ -307,8 +319,10 @@ serve_client(Node *n, PeerService *svc)
             return;
         }
     }
-    conn_new_via(s, svc->fd, CONN_VIA_RELAY, x, svc->head, svc->head_len);
+    Conn *c = conn_new_via(s, svc->fd, CONN_VIA_RELAY, x, head, len);
     svc->fd = -1;
+    if (c && cn) /* the follower verified it; the peer link proves the node */
+        c->peer_cn = strndup((const char *)svc->head + 1, cn);
     peer_service_free(svc); /* the head, copied */
 }
 
@@ -347,7 +361,8 @@ node_served_cb(struct ev_loop *loop, ev_async *w, int revents)
     n->nserved = 0;
     pthread_mutex_unlock(&n->served_mu);
     for (int i = 0; i < k; i++) {
-        if (svc[i].channel == PEER_CHANNEL_CLIENT)
+        if (svc[i].channel == PEER_CHANNEL_CLIENT ||
+            (svc[i].channel == PEER_CHANNEL_CLIENT_CN && svc[i].tls))
             serve_client(n, &svc[i]);
         else if (svc[i].channel == PEER_CHANNEL_SNAPSHOT && !svc[i].tls)
             serve_snapshot(n, &svc[i]);

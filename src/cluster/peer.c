@@ -89,8 +89,9 @@ hand_whole(Link *l, const unsigned char *rest, size_t n)
     PeerService svc = {.channel = l->channel, .peer_id = l->id, .fd = -1};
     uv_os_fd_t fd;
 
-    if (l->channel != PEER_CHANNEL_CLIENT || l->to_tcp || l->to_inner ||
-        tls_conn_pending_out(l->tls) ||
+    if ((l->channel != PEER_CHANNEL_CLIENT &&
+         l->channel != PEER_CHANNEL_CLIENT_CN) ||
+        l->to_tcp || l->to_inner || tls_conn_pending_out(l->tls) ||
         uv_fileno((uv_handle_t *)&l->tcp, &fd) != 0)
         return 0;
     if (n && !(svc.head = malloc(n))) return -1;
@@ -121,6 +122,8 @@ hand_service(Link *l, const unsigned char *rest, size_t n)
 
     if (!p->serve) return -1;
     if ((rc = hand_whole(l, rest, n)) != 0) return rc;
+    /* a certificate's CN comes first: only the loop's connection reads it */
+    if (l->channel == PEER_CHANNEL_CLIENT_CN) return -1;
     if ((svc.fd = link_open_pair(l)) < 0) return -1;
     l->state = LINK_OPEN;
     p->serve(p->serve_arg, &svc);

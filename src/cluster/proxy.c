@@ -39,8 +39,8 @@ struct Proxy {
                          * handshake and hello) has not completed yet */
     bool handshaking;   /* TLS: connected, the handshake under way */
     uint64_t want_id;   /* TLS: the node id its certificate must name */
-    unsigned char hello[PROXY_HELLO_MAX]; /* TLS: sent first, inside */
-    size_t hello_len;
+    ProxyHelloFn hello; /* TLS: makes what goes first, inside */
+    void *hello_arg;
     char bufs[2][PROXY_BUF_SIZE];
 };
 
@@ -125,20 +125,24 @@ side_send(ProxySide *to, ProxySide *from)
 }
 
 /* TLS: advances the handshake; once done, checks that the upstream's
- * certificate names want_id and sends the hello. 0 (done or under way),
- * -1 (failed: close). */
+ * certificate names want_id and, once a TLS client has finished its own
+ * handshake too, sends the hello. 0 (done or under way), -1 (failed:
+ * close). */
 static int
 tls_step(Proxy *p)
 {
     int fd = p->side[UPSTREAM].fd;
-    TlsSock *x = p->side[UPSTREAM].tls;
+    TlsSock *x = p->side[UPSTREAM].tls, *ct = p->side[CLIENT].tls;
+    unsigned char hello[PROXY_HELLO_MAX];
     uint64_t id;
 
     if (tls_sock_handshake(x, fd) < 0) return again() ? 0 : -1;
     if (tls_peer_node_id(tls_conn_ssl(tls_sock_conn(x)), &id) != 0 ||
-        id != p->want_id ||
-        tls_sock_write(x, fd, p->hello, p->hello_len) != (ssize_t)p->hello_len)
+        id != p->want_id)
         return -1;
+    if (ct && !tls_sock_handshaken(ct)) return 0; /* its hello may say who */
+    size_t n = p->hello(p->hello_arg, ct, hello, sizeof hello);
+    if (n == 0 || tls_sock_write(x, fd, hello, n) != (ssize_t)n) return -1;
     p->handshaking = p->connecting = false;
     ev_timer_stop(p->set->loop, &p->timer);
     return 0;
@@ -246,7 +250,8 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
         return;
     }
     // Forward at once: saves a loop iteration per chunk when o can take it.
-    if (side_recv(s) < 0 || (!p->connecting && side_send(o, s) < 0)) {
+    if (side_recv(s) < 0 || (p->handshaking && tls_step(p) < 0) ||
+        (!p->connecting && side_send(o, s) < 0)) {
         pair_close(p);
         return;
     }
@@ -329,22 +334,20 @@ static int pair_start(ProxySet *ps, int client_fd, int fd, bool connecting);
 int
 proxy_start(ProxySet *ps, int client_fd, const struct sockaddr_in *up)
 {
-    return proxy_start_tls(ps, client_fd, NULL, up, NULL, 0, NULL, 0);
+    return proxy_start_tls(ps, client_fd, NULL, up, NULL, 0, NULL, NULL);
 }
 
 int
 proxy_start_tls(ProxySet *ps, int client_fd, TlsSock *client_tls,
                 const struct sockaddr_in *up, TlsConn *t, uint64_t want_id,
-                const void *hello, size_t n)
+                ProxyHelloFn hello, void *arg)
 {
     TlsSock *x = NULL;
     bool connecting = false;
     int fd = -1, e = ENOMEM;
 
-    if (n <= PROXY_HELLO_MAX && (!t || (x = tls_sock_new(t))))
+    if (!t || (x = tls_sock_new(t))) /* frees t if it fails */
         fd = upstream_connect(up, &connecting), e = errno;
-    else if (n > PROXY_HELLO_MAX)
-        tls_conn_free(t);
     if (fd < 0 || pair_start(ps, client_fd, fd, connecting || x) < 0) {
         e = fd < 0 ? e : errno;
         tls_sock_free(x);
@@ -357,8 +360,8 @@ proxy_start_tls(ProxySet *ps, int client_fd, TlsSock *client_tls,
     p->side[CLIENT].tls = client_tls;
     p->side[UPSTREAM].tls = x;
     p->want_id = want_id;
-    if (n) memcpy(p->hello, hello, n);
-    p->hello_len = n;
+    p->hello = hello;
+    p->hello_arg = arg;
     if (x && !connecting && connect_done(p) < 0) {
         pair_close(p);
         return 0; /* ends as a connect failing later would */
@@ -387,7 +390,7 @@ pair_start(ProxySet *ps, int client_fd, int fd, bool connecting)
     p->set = ps;
     p->connecting = connecting;
     p->handshaking = false;
-    p->hello_len = 0;
+    p->hello = NULL;
     side_init(p, CLIENT, client_fd);
     side_init(p, UPSTREAM, fd);
     ev_timer_init(&p->timer, on_timeout, ps->connect_timeout, 0.);

@@ -43,7 +43,14 @@
 #define PROXY_CONNECT_TIMEOUT 5.0
 
 /* Bytes a TLS upstream is sent first, at most (proxy_start_tls). */
-#define PROXY_HELLO_MAX 64
+#define PROXY_HELLO_MAX 128
+
+/* Makes the bytes a TLS upstream is sent first (at most cap) once the
+ * upstream is authenticated and the client's own TLS, if any (client_tls,
+ * else NULL), has finished its handshake; returns how many (0: close the
+ * pair). */
+typedef size_t (*ProxyHelloFn)(void *arg, TlsSock *client_tls,
+                               unsigned char *buf, size_t cap);
 
 /* One client <-> upstream pair; opaque, owned by its ProxySet. */
 typedef struct Proxy Proxy;
@@ -87,16 +94,16 @@ int proxy_start(ProxySet *ps, int client_fd, const struct sockaddr_in *up);
  *     closes);
  *   - t (a client session, owned from now on, or NULL for a plaintext
  *     upstream): once connected the handshake runs, the upstream's
- *     certificate must name node id want_id (tls_peer_node_id), then hello
- *     (n <= PROXY_HELLO_MAX bytes, copied: the peer preamble of a relayed
- *     client's link, cluster/peerauth.h) goes first, and the client's
- *     bytes follow. Connect, handshake and hello share
+ *     certificate must name node id want_id (tls_peer_node_id), then what
+ *     hello(arg, ...) makes goes first (the peer preamble of a relayed
+ *     client's link, cluster/peerauth.h; arg must outlive the pair), and
+ *     the client's bytes follow. Connect, handshake and hello share
  *     ps->connect_timeout; an upstream that fails the handshake or names
  *     another id closes the pair.
  * Returns 0, or -1 with errno, client_fd closed and both sessions freed. */
 int proxy_start_tls(ProxySet *ps, int client_fd, TlsSock *client_tls,
                     const struct sockaddr_in *up, TlsConn *t, uint64_t want_id,
-                    const void *hello, size_t n);
+                    ProxyHelloFn hello, void *arg);
 
 /* Closes every pair of ps at once (both fds, buffered bytes dropped) and
  * frees them; count is 0 afterwards. For a change of leader: the clients
