@@ -140,13 +140,18 @@ tls_secured(Conn *c)
 }
 
 void
-conn_sweep_handshakes(Server *s, int64_t cut)
+conn_sweep_tls(Server *s, int64_t cut)
 {
     Conn *next;
     for (Conn *c = s->conns; c; c = next) {
         next = c->next;
-        if (c->tls && !tls_sock_handshaken(c->tls) && c->opened_ns <= cut)
-            conn_close(c);
+        if (!c->tls) continue;
+        if (!tls_sock_handshaken(c->tls)) {
+            if (c->opened_ns <= cut) conn_close(c);
+        } else if (c->active_window != s->active_window && !c->writing &&
+                   c->osent == c->oend) {
+            tls_sock_trim(c->tls); /* quiet: its buffers go back */
+        }
     }
 }
 

@@ -186,14 +186,17 @@ void conn_linger(Conn *c);
 const char *conn_peer_cn(const Conn *c);
 
 /* How long a connection's TLS handshake may take (seconds) before
- * conn_sweep_handshakes closes it: a peer that connects to a tls://
- * listener and never finishes its handshake holds no session for long. */
+ * conn_sweep_tls closes it: a peer that connects to a tls:// listener and
+ * never finishes its handshake holds no session for long. */
 #define CONN_HANDSHAKE_S 10
 
-/* Closes every TLS connection opened at or before cut (monotonic ns)
- * whose handshake has not completed. O(connections); the server calls it
- * each second while it has tls:// listeners. */
-void conn_sweep_handshakes(Server *s, int64_t cut);
+/* Over every TLS connection (tls:// clients, relayed links): closes one
+ * opened at or before cut (monotonic ns) whose handshake has not
+ * completed, and gives back the buffers of one that read nothing in the
+ * current activity window and has no output waiting (tls_sock_trim: an
+ * idle TLS connection then holds a few KiB, not ~50). O(connections); the
+ * server calls it each second. */
+void conn_sweep_tls(Server *s, int64_t cut);
 
 /* Re-evaluates whether c's socket is read (backpressure, buffer space). */
 void conn_update_read(Conn *c);

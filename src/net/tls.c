@@ -760,6 +760,34 @@ tls_conn_close_notify(TlsConn *t)
     ERR_clear_error();
 }
 
+/* A fresh memory BIO that reads "retry later" when empty. */
+static BIO *
+mem_bio(void)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    if (b) BIO_set_mem_eof_return(b, -1);
+    return b;
+}
+
+void
+tls_conn_trim(TlsConn *t)
+{
+    BIO *r, *w;
+    if (t->failed || BIO_ctrl_pending(t->rbio) || BIO_ctrl_pending(t->wbio))
+        return;
+    ERR_clear_error();
+    SSL_free_buffers(t->ssl); /* refuses while a record is partly held */
+    if (!(r = mem_bio()) || !(w = mem_bio())) {
+        BIO_free(r);
+        ERR_clear_error();
+        return;
+    }
+    SSL_set_bio(t->ssl, r, w); /* frees the old pair */
+    t->rbio = r;
+    t->wbio = w;
+    ERR_clear_error();
+}
+
 const char *
 tls_conn_error(TlsConn *t)
 {

@@ -213,6 +213,13 @@ size_t tls_conn_take_out(TlsConn *t, void *buf, size_t cap);
  * written after it. */
 void tls_conn_close_notify(TlsConn *t);
 
+/* Gives back the memory an idle session holds: OpenSSL's record buffers
+ * (SSL_free_buffers(3)) and the high-water allocations of both memory
+ * BIOs, when nothing is buffered either way (else nothing is done). The
+ * next record allocates again. For a connection that has been quiet a
+ * while (tls_sock_trim). */
+void tls_conn_trim(TlsConn *t);
+
 /* Why the last -1 was returned: a short text for logs made of what failed,
  * OpenSSL's reason and the certificate verification result (e.g.
  * "handshake: certificate verify failed (unable to get local issuer

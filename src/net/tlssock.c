@@ -15,7 +15,7 @@ struct TlsSock {
     int more;          /* the last read filled the caller's buffer */
     int dry;           /* the session holds nothing unread */
     size_t obeg, oend; /* out[obeg..oend): taken from t, not yet sent */
-    char out[TLS_SOCK_OUT];
+    char *out;         /* TLS_SOCK_OUT bytes, or NULL (trimmed) */
 };
 
 TlsSock *
@@ -36,7 +36,19 @@ tls_sock_free(TlsSock *x)
 {
     if (!x) return;
     tls_conn_free(x->t);
+    free(x->out);
     free(x);
+}
+
+void
+tls_sock_trim(TlsSock *x)
+{
+    if (x->obeg == x->oend) {
+        free(x->out);
+        x->out = NULL;
+        x->obeg = x->oend = 0;
+    }
+    if (x->dry) tls_conn_trim(x->t);
 }
 
 TlsConn *
@@ -50,8 +62,13 @@ tls_sock_flush(TlsSock *x, int fd)
 {
     for (;;) {
         if (x->obeg == x->oend) {
-            x->obeg = 0;
-            x->oend = tls_conn_take_out(x->t, x->out, sizeof x->out);
+            x->obeg = x->oend = 0;
+            if (tls_conn_pending_out(x->t) == 0) return 0;
+            if (!x->out && !(x->out = malloc(TLS_SOCK_OUT))) {
+                errno = ENOMEM;
+                return -1;
+            }
+            x->oend = tls_conn_take_out(x->t, x->out, TLS_SOCK_OUT);
             if (x->oend == 0) return 0;
         }
         ssize_t n = send(fd, x->out + x->obeg, x->oend - x->obeg, MSG_NOSIGNAL);

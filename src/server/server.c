@@ -183,16 +183,16 @@ maybe_trim(Server *s)
 }
 
 /* Each second: gives memory back if idle (maybe_trim), closes TLS
- * connections stuck in their handshake, and forgets the put-unique keys whose
- * window has ended (a bounded number per second; the rest the next second). */
+ * connections stuck in their handshake and trims quiet ones, and forgets the
+ * put-unique keys whose window has ended (a bounded number per second; the rest
+ * the next second). */
 static void
 second_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     Server *s = w->data;
     (void)loop, (void)revents;
     maybe_trim(s);
-    if (s->tls)
-        conn_sweep_handshakes(s, mono_ns() - CONN_HANDSHAKE_S * NS_PER_SEC);
+    conn_sweep_tls(s, mono_ns() - CONN_HANDSHAKE_S * NS_PER_SEC);
     if (node_serves(w->data)) /* the leader's sweep is replicated */
         queue_dedup_sweep(w->data, wall_ns(), 100000);
 }
