@@ -18,10 +18,16 @@ import warnings
 
 import pytest
 
-from cluster import Cluster
-from conftest import ROCKSTALKD, free_port, wait_for
+from cluster import Cluster, node_port
+from conftest import ROCKSTALKD, wait_for
 
 pytestmark = pytest.mark.not_via_follower("starts its own servers")
+
+
+# Ports: cluster.node_port's, each given once in this process and below the
+# kernel's ephemeral range: two bind-to-0 picks (free_port) may return the
+# same port (seen: test_sixteen_listeners_serve refused as "given twice"),
+# and an outgoing connection may take a picked one before the server binds.
 
 
 def listening(pid):
@@ -155,7 +161,7 @@ def stats(s):
 def test_two_tcp_listeners_and_no_default_port(daemons, tmp_path):
     """Two --listen listeners serve one queue; --listen alone opens
     nothing else (no 11300, no 0.0.0.0)."""
-    p1, p2 = free_port(), free_port()
+    p1, p2 = node_port(), node_port()
     d = start(daemons, tmp_path,
               ["--memory", "--listen", "tcp://127.0.0.1:%d" % p1,
                "--listen", "tcp://127.0.0.1:%d" % p2],
@@ -177,7 +183,7 @@ def test_two_tcp_listeners_and_no_default_port(daemons, tmp_path):
 
 def test_port_flag_and_listen_together(daemons, tmp_path):
     """-l/-p keep their listener when --listen adds one."""
-    p0, p1 = free_port(), free_port()
+    p0, p1 = node_port(), node_port()
     d = start(daemons, tmp_path,
               ["--memory", "-l", "127.0.0.1", "-p", str(p0), "--listen",
                "tcp://127.0.0.1:%d" % p1], lambda: tcp_connect(p0))
@@ -186,7 +192,7 @@ def test_port_flag_and_listen_together(daemons, tmp_path):
         cmd(a, b"put 0 0 60 1\r\nx\r\n", b"INSERTED 1")
         cmd(b, b"peek-ready\r\n", b"FOUND 1 1")
     # -p alone with --listen: the -l default, every address
-    p2, p3 = free_port(), free_port()
+    p2, p3 = node_port(), node_port()
     d2 = start(daemons, tmp_path,
                ["--memory", "-p", str(p2), "--listen",
                 "tcp://127.0.0.1:%d" % p3], lambda: tcp_connect(p3))
@@ -200,7 +206,7 @@ def test_unix_socket_protocol(daemons, tmp_path):
     """A unix: listener speaks the whole protocol: a 1 MB body both ways,
     200 pipelined puts, and its file is 0660 and gone after SIGTERM."""
     path = str(tmp_path / "q.sock")
-    p = free_port()
+    p = node_port()
     d = start(daemons, tmp_path,
               ["--memory", "-z", "2000000", "--listen", "unix:" + path,
                "--listen", "tcp://127.0.0.1:%d" % p],
@@ -302,7 +308,7 @@ def test_ipv6_loopback(daemons, tmp_path):
         warnings.warn(msg)
         print(msg, file=sys.stderr)
         pytest.skip(msg)
-    p = free_port()
+    p = node_port()
     d = start(daemons, tmp_path, ["--memory", "--listen",
                                   "tcp://[::1]:%d" % p],
               lambda: tcp_connect(p, "::1"))
@@ -357,7 +363,7 @@ def test_socket_activation_two_sockets(daemons, tmp_path):
     u = socket.socket(socket.AF_UNIX)
     u.bind(upath)
     u.listen()
-    unused, extra = free_port(), free_port()
+    unused, extra = node_port(), node_port()
     d = activated(daemons, tmp_path, [t, u], "api:local",
                   ["--memory", "-p", str(unused), "--listen",
                    "tcp://127.0.0.1:%d" % extra],
@@ -444,7 +450,7 @@ def test_bad_listener_refused(tmp_path, url, why):
 
 
 def test_too_many_and_twice_refused(tmp_path):
-    ports = [free_port() for _ in range(17)]
+    ports = [node_port() for _ in range(17)]
     args = [ROCKSTALKD, "--memory"]
     for p in ports:
         args += ["--listen", "tcp://127.0.0.1:%d" % p]
@@ -469,8 +475,8 @@ def test_too_many_and_twice_refused(tmp_path):
 
 
 def test_sixteen_listeners_serve(daemons, tmp_path):
-    ports = [free_port() for _ in range(15)]
-    args = ["--memory", "-l", "127.0.0.1", "-p", str(free_port())]
+    ports = [node_port() for _ in range(15)]
+    args = ["--memory", "-l", "127.0.0.1", "-p", str(node_port())]
     for p in ports:
         args += ["--listen", "tcp://127.0.0.1:%d" % p]
     d = start(daemons, tmp_path, args, lambda: tcp_connect(ports[-1]))
