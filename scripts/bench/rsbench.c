@@ -85,6 +85,7 @@ struct cfg {
     const char *host, *tube, *cafile;
     SSL_CTX *tls; /* -T: the client context, else NULL */
     int port, mode, conns, depth, nocheck;
+    int tlsmax; /* -V: the highest TLS version offered, 0: OpenSSL's */
     int srvpid[MAX_SRV], nsrv; /* -S: summed CPU and peak RSS */
     size_t size, maxread;
     double secs;
@@ -241,13 +242,15 @@ die_ssl(const char *what)
         errno && !e ? strerror(errno) : "");
 }
 
-/* The -T client context: TLS 1.2 or 1.3, the server checked against -A. */
+/* The -T client context: TLS 1.2 or 1.3 (at most tlsmax unless 0), the
+ * server checked against -A. */
 static SSL_CTX *
-tls_ctx(const char *cafile)
+tls_ctx(const char *cafile, int tlsmax)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (!ctx) die_ssl("SSL_CTX_new");
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (tlsmax) SSL_CTX_set_max_proto_version(ctx, tlsmax);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_read_ahead(ctx, 1); /* whole socket reads; SSL_has_pending */
@@ -1189,6 +1192,7 @@ usage(FILE *f)
         "  -T        speak TLS on every connection (no certificate check)\n"
         "  -A FILE   with -T: verify the server's certificate chain against\n"
         "            the CA certificates in FILE (not its name)\n"
+        "  -V 1.2|1.3  with -T: offer TLS up to this version (default 1.3)\n"
         "  -h        show this help\n"
         "Prints a summary and a last line \"RESULT key=value ...\"; exits 1 "
         "on any\nwrong or missing reply.\n",
@@ -1287,6 +1291,10 @@ opt_one(struct cfg *cfg, int o, const char *a)
         cfg->tls = (SSL_CTX *)1; /* made in main, once -A is known */
     } else if (o == 'A') {
         cfg->cafile = a;
+    } else if (o == 'V') {
+        if (strcmp(a, "1.2") != 0 && strcmp(a, "1.3") != 0)
+            die("-V: expected 1.2 or 1.3, got \"%s\"", a);
+        cfg->tlsmax = a[2] == '2' ? TLS1_2_VERSION : TLS1_3_VERSION;
     } else if (o == 'd') {
         cfg->secs = strtod(a, &end);
         if (*end || end == a || !(cfg->secs >= 0))
@@ -1312,7 +1320,7 @@ parse_args(struct cfg *cfg, int argc, char **argv)
     cfg->size = 64;
     cfg->secs = 5;
     cfg->backlog = 10000;
-    while ((o = getopt(argc, argv, "m:H:p:c:P:s:d:n:L:B:t:S:r:xTA:h")) != -1)
+    while ((o = getopt(argc, argv, "m:H:p:c:P:s:d:n:L:B:t:S:r:xTA:V:h")) != -1)
         opt_one(cfg, o, optarg);
     if (optind < argc) die("unexpected argument \"%s\" (see -h)", argv[optind]);
     if (!*cfg->tube || strlen(cfg->tube) > 200 || strpbrk(cfg->tube, " \r\n"))
@@ -1324,7 +1332,8 @@ parse_args(struct cfg *cfg, int argc, char **argv)
     if (cfg->mode != M_DRAIN && cfg->secs == 0 && cfg->count == 0)
         die("give a time bound (-d) or a count bound (-n)");
     if (cfg->cafile && !cfg->tls) die("-A needs -T");
-    if (cfg->tls) cfg->tls = tls_ctx(cfg->cafile);
+    if (cfg->tlsmax && !cfg->tls) die("-V needs -T");
+    if (cfg->tls) cfg->tls = tls_ctx(cfg->cafile, cfg->tlsmax);
 }
 
 /* Is the server's job count what our replies say it must be? */
