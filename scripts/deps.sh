@@ -5,9 +5,10 @@ PKGS="build-essential pkg-config libev-dev librocksdb-dev zlib1g-dev libmicrohtt
 beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc clang libclang-rt-14-dev \
 ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs \
 libedit-dev libncurses-dev python3-pexpect python3-pyte \
-libraft-dev libuv1-dev libssl-dev openssl"
+libraft-dev libuv1-dev libssl-dev openssl stunnel4"
 # libssl-dev (OpenSSL 3) for src/net/tls.c; openssl, the command, for
-# scripts/cluster-certs.sh and the TLS tests.
+# scripts/cluster-certs.sh and the TLS tests. stunnel4 for make bench's
+# bs-stunnel (beanstalkd behind stunnel, what its users run for TLS).
 # libraft-dev is Debian 12's own 0.15.0 (canonical raft), not 0.22.1 from
 # bookworm-backports (cowsql's maintained fork). src/cluster/raftnode.c builds
 # unchanged against both (the API subset they share: one entry per

@@ -16,6 +16,7 @@ BEGIN {
     rowname["put50-4k"] = "put c=50 4KiB"
     rowname["cycle50"] = "cycle c=50"
     rowname["drain50"] = "drain c=50 " ENVIRON["DRAIN_JOBS"]
+    rowname["conn1"] = "conn c=1"
     srvname["rs"] = "rockstalkd"
     srvname["rs-f50"] = "rockstalkd -f50"
     srvname["rs-F"] = "rockstalkd -F"
@@ -24,6 +25,8 @@ BEGIN {
     srvname["rs-clf"] = "cluster follower"
     srvname["rs-clt"] = "cluster tls leader"
     srvname["rs-clft"] = "cluster tls follower"
+    srvname["rs-tls"] = "rockstalkd tls"
+    srvname["bs-stunnel"] = "beanstalkd stunnel"
     srvname["bs-f0"] = "beanstalkd -b -f0"
     srvname["bs-b"] = "beanstalkd -b"
     srvname["bs-mem"] = "beanstalkd mem"
@@ -213,6 +216,34 @@ function tls_table(    r, row, any) {
     }
 }
 
+# Clients over TLS: rockstalkd's tls:// listener (rs-tls) and beanstalkd -b
+# behind stunnel (bs-stunnel) beside the same servers in plaintext.
+function client_tls_table(    r, row, any) {
+    for (r = 1; r <= nrows; r++)
+        if ((rows[r], "rs-tls") in seen || (rows[r], "bs-stunnel") in seen)
+            any = 1
+    if (!any)
+        return
+    print ""
+    print "clients over TLS: tls = rockstalkd (default mode) through its" \
+        " tls:// listener, stunnel = beanstalkd -b behind stunnel, beside" \
+        " rs and bs-b in plaintext (ops/s medians; conn c=1: new" \
+        " connections/s, each one put)"
+    printf "%-18s %9s %9s %9s %9s %7s %12s %11s\n", "row", "rs", "tls", \
+        "bs-b", "stunnel", "tls/rs", "stunnel/bs-b", "tls/stunnel"
+    for (r = 1; r <= nrows; r++) {
+        row = rows[r]
+        if (!((row, "rs-tls") in seen) && !((row, "bs-stunnel") in seen))
+            continue
+        printf "%-18s %9s %9s %9s %9s %7s %12s %11s\n", rowname[row], \
+            ops_cell(row, "rs"), ops_cell(row, "rs-tls"), \
+            ops_cell(row, "bs-b"), ops_cell(row, "bs-stunnel"), \
+            ratio_cell(row, "rs-tls", "rs"), \
+            ratio_cell(row, "bs-stunnel", "bs-b"), \
+            ratio_cell(row, "rs-tls", "bs-stunnel")
+    }
+}
+
 # The median ops/s of a cell for a table, "" if it did not run.
 function ops_cell(row, srv) {
     if (!((row, srv) in seen))
@@ -290,6 +321,11 @@ function targets_table() {
     # ... and the Raft ceiling, which does the same replication and nothing
     # else, bounds it: below 0.5x, the target is out of reach here
     target("put50", "ceiling-raft", "rs", 0.5)
+    # issue 32 (clients over TLS): a tls:// listener keeps at least 0.7x
+    # the plaintext rate, and beats beanstalkd behind stunnel by 1.5x
+    target("put50", "rs-tls", "rs", 0.7)
+    target("cycle50", "rs-tls", "rs", 0.7)
+    target("put50", "rs-tls", "bs-stunnel", 1.5)
 }
 
 END {
@@ -297,6 +333,7 @@ END {
     print ""
     ratios_table()
     cluster_table()
+    client_tls_table()
     print ""
     targets_table()
     rc = 0

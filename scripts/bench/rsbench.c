@@ -13,6 +13,12 @@
  *            delete; puts not yet reserved are bounded (-B)
  *   latency  one connection, one command at a time:        op = any reply
  *            put, reserve-with-timeout 0, delete, ...
+ *   conn     one client, one connection at a time: connect  op = connection
+ *            (and with -T the TLS handshake), one put, its
+ *            INSERTED, close
+ *
+ * With -T every connection speaks TLS (OpenSSL 3; the server's certificate
+ * is checked only with -A CAFILE).
  *
  * The last line printed is machine-readable: "RESULT key=value ...".
  */
@@ -33,11 +39,15 @@
 #include <time.h>
 #include <unistd.h>
 
-enum mode { M_PUT, M_DRAIN, M_CYCLE, M_LATENCY };
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+enum mode { M_PUT, M_DRAIN, M_CYCLE, M_LATENCY, M_CONN, NMODE };
 enum kind { K_USE, K_WATCH, K_IGNORE, K_PUT, K_RESERVE, K_DELETE, NKIND };
 enum role { R_PROD, R_CONS, R_LAT };
 
-static const char *const mode_names[] = {"put", "drain", "cycle", "latency"};
+static const char *const mode_names[] = {"put", "drain", "cycle", "latency",
+                                         "conn"};
 static const char *const kind_names[] = {"use", "watch",   "ignore",
                                          "put", "reserve", "delete"};
 
@@ -64,6 +74,7 @@ struct pend {
 
 struct conn {
     int fd, role, empty, epout, next;
+    SSL *ssl; /* with -T, else NULL */
     char *rb, *wb;
     size_t rlen, rcap, wlen, woff, wcap;
     struct pend *ring;
@@ -71,8 +82,10 @@ struct conn {
 };
 
 struct cfg {
-    const char *host, *tube;
+    const char *host, *tube, *cafile;
+    SSL_CTX *tls; /* -T: the client context, else NULL */
     int port, mode, conns, depth, nocheck;
+    int tlsmax; /* -V: the highest TLS version offered, 0: OpenSSL's */
     int srvpid[MAX_SRV], nsrv; /* -S: summed CPU and peak RSS */
     size_t size, maxread;
     double secs;
@@ -218,8 +231,52 @@ hist_us(const struct hist *h, double q)
 
 /* ---- sockets ------------------------------------------------------------ */
 
+/* Dies with OpenSSL's error queue after "what". */
+static void
+die_ssl(const char *what)
+{
+    unsigned long e = ERR_get_error();
+    char buf[256] = "no OpenSSL error";
+    if (e) ERR_error_string_n(e, buf, sizeof buf);
+    die("%s: %s%s%s", what, buf, errno && !e ? ": " : "",
+        errno && !e ? strerror(errno) : "");
+}
+
+/* The -T client context: TLS 1.2 or 1.3 (at most tlsmax unless 0), the
+ * server checked against -A. */
+static SSL_CTX *
+tls_ctx(const char *cafile, int tlsmax)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx) die_ssl("SSL_CTX_new");
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (tlsmax) SSL_CTX_set_max_proto_version(ctx, tlsmax);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                              SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_read_ahead(ctx, 1); /* whole socket reads; SSL_has_pending */
+    if (cafile) {
+        if (SSL_CTX_load_verify_locations(ctx, cafile, NULL) != 1)
+            die_ssl(cafile);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    }
+    return ctx;
+}
+
+/* Runs the TLS handshake on the blocking socket fd; returns the session. */
+static SSL *
+tls_handshake(const struct cfg *cfg, int fd)
+{
+    SSL *ssl = SSL_new(cfg->tls);
+    if (!ssl || SSL_set_fd(ssl, fd) != 1) die_ssl("SSL_new");
+    errno = 0;
+    if (SSL_connect(ssl) != 1) die_ssl("TLS handshake");
+    return ssl;
+}
+
 static int
-dial(const struct cfg *cfg)
+dial_tcp(const struct cfg *cfg)
 {
     struct addrinfo hints, *res, *ai;
     char port[16];
@@ -245,6 +302,69 @@ dial(const struct cfg *cfg)
     return fd;
 }
 
+/* Connects (blocking) and, with -T, runs the handshake; *ssl gets the
+ * session or NULL. */
+static int
+dial(const struct cfg *cfg, SSL **ssl)
+{
+    int fd = dial_tcp(cfg);
+    if (cfg->tls || cfg->mode == M_CONN) {
+        /* blocking I/O follows: bound each wait */
+        struct timeval tv = {STALL_NS / 1000000000ULL, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    *ssl = cfg->tls ? tls_handshake(cfg, fd) : NULL;
+    return fd;
+}
+
+/* Writes up to n bytes without blocking: the count written, 0 if the
+ * socket (or the TLS session) cannot take any now; dies on errors. */
+static size_t
+send_some(struct conn *c, const char *b, size_t n)
+{
+    for (;;) {
+        if (c->ssl) {
+            size_t done = 0;
+            if (SSL_write_ex(c->ssl, b, n, &done) == 1) return done;
+            int e = SSL_get_error(c->ssl, 0);
+            if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) return 0;
+            die_ssl("SSL_write");
+        }
+        ssize_t got = send(c->fd, b, n, MSG_NOSIGNAL);
+        if (got >= 0) return (size_t)got;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        if (errno != EINTR) die("send: %s", strerror(errno));
+    }
+}
+
+/* Reads up to n bytes without blocking: the count read, 0 if none is there
+ * now; dies on errors and when the server closed the connection. */
+static size_t
+recv_some(struct conn *c, char *b, size_t n)
+{
+    for (;;) {
+        if (c->ssl) {
+            size_t done = 0;
+            if (SSL_read_ex(c->ssl, b, n, &done) == 1) return done;
+            int e = SSL_get_error(c->ssl, 0);
+            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
+            if (e == SSL_ERROR_ZERO_RETURN ||
+                (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0))
+                die("server closed a connection (%u command(s) unanswered)",
+                    c->count);
+            die_ssl("SSL_read");
+        }
+        ssize_t got = recv(c->fd, b, n, 0);
+        if (got > 0) return (size_t)got;
+        if (got == 0)
+            die("server closed a connection (%u command(s) unanswered)",
+                c->count);
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        if (errno != EINTR) die("recv: %s", strerror(errno));
+    }
+}
+
 static void
 arm(struct run *r, struct conn *c, int want_out)
 {
@@ -262,12 +382,9 @@ static void
 flush(struct run *r, struct conn *c)
 {
     while (c->woff < c->wlen) {
-        ssize_t n =
-            send(c->fd, c->wb + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (n < 0) die("send: %s", strerror(errno));
-        c->woff += (size_t)n;
+        size_t n = send_some(c, c->wb + c->woff, c->wlen - c->woff);
+        if (n == 0) break;
+        c->woff += n;
     }
     if (c->woff == c->wlen) c->woff = c->wlen = 0;
     arm(r, c, c->wlen > 0);
@@ -485,7 +602,8 @@ on_put(struct run *r, struct conn *c, const char *line, size_t n, uint64_t now)
     if (parse_word_num(line, n, "INSERTED ", &id) < 0)
         bad_reply(K_PUT, line, n);
     r->inserted++;
-    if (r->mode == M_PUT || r->mode == M_LATENCY) op_done(r, now);
+    if (r->mode == M_PUT || r->mode == M_LATENCY || r->mode == M_CONN)
+        op_done(r, now);
     c->next = K_RESERVE;
 }
 
@@ -618,19 +736,19 @@ parse(struct run *r, struct conn *c, uint64_t now)
 static void
 conn_read(struct run *r, struct conn *c)
 {
-    size_t want = READ_CHUNK;
-    if (c->rcap - c->rlen < READ_CHUNK) {
-        c->rcap = c->rlen + 2 * READ_CHUNK;
-        c->rb = xrealloc(c->rb, c->rcap);
-    }
+    size_t want = READ_CHUNK, got = 0, n;
     if (r->cfg->maxread && want > r->cfg->maxread) want = r->cfg->maxread;
-    ssize_t n = recv(c->fd, c->rb + c->rlen, want, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return;
-    if (n < 0) die("recv: %s", strerror(errno));
-    if (n == 0)
-        die("server closed a connection (%u command(s) unanswered)", c->count);
-    c->rlen += (size_t)n;
+    /* epoll does not see what the TLS session already holds: take it all */
+    do {
+        if (c->rcap - c->rlen < READ_CHUNK) {
+            c->rcap = c->rlen + 2 * READ_CHUNK;
+            c->rb = xrealloc(c->rb, c->rcap);
+        }
+        n = recv_some(c, c->rb + c->rlen, want);
+        c->rlen += n;
+        got += n;
+    } while (n > 0 && c->ssl && SSL_has_pending(c->ssl));
+    if (got == 0) return;
     uint64_t now = now_ns();
     parse(r, c, now);
     fill(r, c, now);
@@ -688,7 +806,7 @@ open_conns(struct run *r)
     for (int i = 0; i < r->nconn; i++) {
         struct conn *c = &r->conn[i];
         struct epoll_event ev;
-        c->fd = dial(r->cfg);
+        c->fd = dial(r->cfg, &c->ssl);
         fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
         c->role = role_of(r->mode, i);
         c->size = (unsigned)r->depth + 8;
@@ -706,6 +824,7 @@ static void
 close_conns(struct run *r)
 {
     for (int i = 0; i < r->nconn; i++) {
+        SSL_free(r->conn[i].ssl);
         close(r->conn[i].fd);
         free(r->conn[i].rb);
         free(r->conn[i].wb);
@@ -731,6 +850,89 @@ run_phase(struct run *r, double secs)
     uint64_t end = r->stopping  ? r->deadline
                    : r->last_op ? r->last_op
                                 : now_ns();
+    return (double)(end - r->start) / 1e9;
+}
+
+/* conn: one connection's request ("use TUBE" unless default, one put) in
+ * b; returns its length. */
+static size_t
+conn_request(const struct run *r, char *b, size_t cap)
+{
+    const char *tube = r->cfg->tube;
+    size_t size = r->cfg->size;
+    int n = strcmp(tube, "default") == 0
+                ? snprintf(b, cap, "put %d 0 %d %zu\r\n", PRI, TTR, size)
+                : snprintf(b, cap, "use %s\r\nput %d 0 %d %zu\r\n", tube, PRI,
+                           TTR, size);
+    if (n < 0 || (size_t)n + size + 2 > cap) die("internal: request too long");
+    memcpy(b + n, r->body, size);
+    memcpy(b + (size_t)n + size, "\r\n", 2);
+    return (size_t)n + size + 2;
+}
+
+/* conn: reads the replies to the request (USING, INSERTED) and checks them;
+ * blocking, each wait bounded by the socket's timeout. */
+static void
+conn_replies(struct run *r, struct conn *c)
+{
+    char buf[MAX_LINE];
+    size_t len = 0;
+    int lines = strcmp(r->cfg->tube, "default") == 0 ? 1 : 2;
+    while (lines > 0) {
+        char *e = memmem(buf, len, "\r\n", 2);
+        if (!e) {
+            if (len == sizeof buf)
+                die("reply line longer than %d bytes", MAX_LINE);
+            size_t got = recv_some(c, buf + len, sizeof buf - len);
+            if (got == 0) die("no reply for %llu s", STALL_NS / 1000000000ULL);
+            len += got;
+            continue;
+        }
+        size_t eol = (size_t)(e - buf);
+        if (lines-- == 2)
+            on_setup(r, K_USE, buf, eol);
+        else
+            on_put(r, c, buf, eol, now_ns());
+        memmove(buf, buf + eol + 2, len - eol - 2);
+        len -= eol + 2;
+    }
+    if (len)
+        die("unsolicited reply: \"%.*s\"", (int)(len < 80 ? len : 80), buf);
+}
+
+/* conn: one connection after another until the time or count bound;
+ * returns the measured length in seconds. */
+static double
+run_conns(struct run *r, double secs)
+{
+    size_t cap = r->cfg->size + MAX_LINE;
+    char *req = xrealloc(NULL, cap);
+    size_t n = conn_request(r, req, cap);
+    r->start = now_ns();
+    r->deadline = secs > 0 ? r->start + (uint64_t)(secs * 1e9) : 0;
+    while (!r->stopping && (!r->count || r->inserted < r->count)) {
+        struct conn c;
+        uint64_t t0 = now_ns();
+        memset(&c, 0, sizeof c);
+        c.fd = dial(r->cfg, &c.ssl);
+        for (size_t off = 0; off < n;) {
+            size_t sent = send_some(&c, req + off, n - off);
+            if (sent == 0) die("send timed out");
+            off += sent;
+        }
+        r->puts++;
+        conn_replies(r, &c);
+        uint64_t now = now_ns();
+        if (r->record) hist_add(&r->lat[K_PUT], now - t0);
+        if (c.ssl) {
+            SSL_shutdown(c.ssl); /* our close_notify; no wait for theirs */
+            SSL_free(c.ssl);
+        }
+        close(c.fd);
+        if (r->deadline && now >= r->deadline) r->stopping = 1;
+    }
+    free(req);
+    uint64_t end = r->stopping ? r->deadline : r->last_op;
     return (double)(end - r->start) / 1e9;
 }
 
@@ -802,18 +1004,26 @@ tube_jobs(const struct cfg *cfg)
     size_t len = 0;
     int64_t total = -1;
     struct timeval tv = {10, 0};
-    int fd = dial(cfg);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct conn c;
+    memset(&c, 0, sizeof c);
+    c.fd = dial(cfg, &c.ssl);
+    setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     int n = snprintf(cmd, sizeof cmd, "stats-tube %s\r\n", cfg->tube);
-    if (send(fd, cmd, (size_t)n, MSG_NOSIGNAL) != n)
-        die("stats-tube: send: %s", strerror(errno));
+    for (size_t off = 0; off < (size_t)n;) {
+        size_t sent = send_some(&c, cmd + off, (size_t)n - off);
+        if (sent == 0) die("stats-tube: send timed out");
+        off += sent;
+    }
     do {
-        ssize_t got = recv(fd, buf + len, sizeof buf - 1 - len, 0);
-        if (got <= 0) die("stats-tube: no complete reply");
-        len += (size_t)got;
+        if (len == sizeof buf - 1) die("stats-tube: reply too long");
+        size_t got = recv_some(&c, buf + len, sizeof buf - 1 - len);
+        if (got == 0) die("stats-tube: no complete reply");
+        len += got;
         buf[len] = '\0';
     } while (!tube_reply(buf, len, &total));
-    close(fd);
+    SSL_free(c.ssl);
+    close(c.fd);
     return total;
 }
 
@@ -958,30 +1168,35 @@ print_result(const struct cfg *cfg, const struct run *r,
 static void
 usage(FILE *f)
 {
-    fputs("usage: rsbench [options]\n"
-          "  -m MODE   put | drain | cycle | latency (default put)\n"
-          "  -H HOST   server address (default 127.0.0.1)\n"
-          "  -p PORT   server port (default 11300)\n"
-          "  -c N      connections (default 1; cycle: even ones put, odd ones\n"
-          "            reserve; latency: always 1)\n"
-          "  -P N      commands in flight per connection (default 1)\n"
-          "  -s BYTES  job body size (default 64)\n"
-          "  -d SECS   time bound of the measured phase (default 5; 0: none)\n"
-          "  -n N      count bound: jobs put (put), jobs deleted (drain,\n"
-          "            cycle), put rounds (latency); default 0: none\n"
-          "  -L N      preload N jobs before the measured phase (for drain)\n"
-          "  -B N      cycle: most jobs put but not yet reserved "
-          "(default 10000)\n"
-          "  -t TUBE   tube to use (default rsbench); use a tube no one else "
-          "uses\n"
-          "  -S PID[,PID...]  report the server's CPU time per op and peak\n"
-          "            RSS (several pids, e.g. a cluster's nodes: summed)\n"
-          "  -r BYTES  cap each read() at BYTES (tests split replies)\n"
-          "  -x        skip the job count check (stats-tube) after the run\n"
-          "  -h        show this help\n"
-          "Prints a summary and a last line \"RESULT key=value ...\"; exits 1 "
-          "on any\nwrong or missing reply.\n",
-          f);
+    fputs(
+        "usage: rsbench [options]\n"
+        "  -m MODE   put | drain | cycle | latency | conn (default put)\n"
+        "  -H HOST   server address (default 127.0.0.1)\n"
+        "  -p PORT   server port (default 11300)\n"
+        "  -c N      connections (default 1; cycle: even ones put, odd ones\n"
+        "            reserve; latency, conn: always 1)\n"
+        "  -P N      commands in flight per connection (default 1)\n"
+        "  -s BYTES  job body size (default 64)\n"
+        "  -d SECS   time bound of the measured phase (default 5; 0: none)\n"
+        "  -n N      count bound: jobs put (put, conn), jobs deleted (drain,\n"
+        "            cycle), put rounds (latency); default 0: none\n"
+        "  -L N      preload N jobs before the measured phase (for drain)\n"
+        "  -B N      cycle: most jobs put but not yet reserved "
+        "(default 10000)\n"
+        "  -t TUBE   tube to use (default rsbench); use a tube no one else "
+        "uses\n"
+        "  -S PID[,PID...]  report the server's CPU time per op and peak\n"
+        "            RSS (several pids, e.g. a cluster's nodes: summed)\n"
+        "  -r BYTES  cap each read() at BYTES (tests split replies)\n"
+        "  -x        skip the job count check (stats-tube) after the run\n"
+        "  -T        speak TLS on every connection (no certificate check)\n"
+        "  -A FILE   with -T: verify the server's certificate chain against\n"
+        "            the CA certificates in FILE (not its name)\n"
+        "  -V 1.2|1.3  with -T: offer TLS up to this version (default 1.3)\n"
+        "  -h        show this help\n"
+        "Prints a summary and a last line \"RESULT key=value ...\"; exits 1 "
+        "on any\nwrong or missing reply.\n",
+        f);
 }
 
 static uint64_t
@@ -1000,7 +1215,7 @@ opt_num(const char *s, int opt, uint64_t lo, uint64_t hi)
 static int
 opt_mode(const char *s)
 {
-    for (int m = 0; m < 4; m++)
+    for (int m = 0; m < NMODE; m++)
         if (strcmp(s, mode_names[m]) == 0) return m;
     die("-m: unknown mode \"%s\"", s);
     return 0;
@@ -1072,6 +1287,14 @@ opt_one(struct cfg *cfg, int o, const char *a)
         cfg->tube = a;
     } else if (o == 'x') {
         cfg->nocheck = 1;
+    } else if (o == 'T') {
+        cfg->tls = (SSL_CTX *)1; /* made in main, once -A is known */
+    } else if (o == 'A') {
+        cfg->cafile = a;
+    } else if (o == 'V') {
+        if (strcmp(a, "1.2") != 0 && strcmp(a, "1.3") != 0)
+            die("-V: expected 1.2 or 1.3, got \"%s\"", a);
+        cfg->tlsmax = a[2] == '2' ? TLS1_2_VERSION : TLS1_3_VERSION;
     } else if (o == 'd') {
         cfg->secs = strtod(a, &end);
         if (*end || end == a || !(cfg->secs >= 0))
@@ -1097,16 +1320,20 @@ parse_args(struct cfg *cfg, int argc, char **argv)
     cfg->size = 64;
     cfg->secs = 5;
     cfg->backlog = 10000;
-    while ((o = getopt(argc, argv, "m:H:p:c:P:s:d:n:L:B:t:S:r:xh")) != -1)
+    while ((o = getopt(argc, argv, "m:H:p:c:P:s:d:n:L:B:t:S:r:xTA:V:h")) != -1)
         opt_one(cfg, o, optarg);
     if (optind < argc) die("unexpected argument \"%s\" (see -h)", argv[optind]);
     if (!*cfg->tube || strlen(cfg->tube) > 200 || strpbrk(cfg->tube, " \r\n"))
         die("-t: bad tube name");
-    if (cfg->mode == M_LATENCY) cfg->conns = cfg->depth = 1;
+    if (cfg->mode == M_LATENCY || cfg->mode == M_CONN)
+        cfg->conns = cfg->depth = 1;
     if (cfg->mode == M_CYCLE && cfg->conns < 2)
         die("cycle needs at least 2 connections");
     if (cfg->mode != M_DRAIN && cfg->secs == 0 && cfg->count == 0)
         die("give a time bound (-d) or a count bound (-n)");
+    if (cfg->cafile && !cfg->tls) die("-A needs -T");
+    if (cfg->tlsmax && !cfg->tls) die("-V needs -T");
+    if (cfg->tls) cfg->tls = tls_ctx(cfg->cafile, cfg->tlsmax);
 }
 
 /* Is the server's job count what our replies say it must be? */
@@ -1149,7 +1376,8 @@ main(int argc, char **argv)
     struct run *r = new_run(&cfg, body, cfg.mode);
     r->record = 1;
     double cpu0 = srv_cpu(&cfg);
-    res.secs = run_phase(r, cfg.secs);
+    res.secs =
+        cfg.mode == M_CONN ? run_conns(r, cfg.secs) : run_phase(r, cfg.secs);
     double cpu1 = srv_cpu(&cfg);
     if (cpu0 >= 0 && cpu1 >= 0) res.cpu_secs = cpu1 - cpu0;
     res.hwm_kb = srv_hwm_kb(&cfg);
@@ -1164,5 +1392,6 @@ main(int argc, char **argv)
     print_result(&cfg, r, &res, &all);
     free(r);
     free(body);
+    SSL_CTX_free(cfg.tls);
     return 0;
 }

@@ -23,7 +23,10 @@
 #                       between the nodes, scripts/cluster-certs.sh),
 #                       ceiling-raft
 #                       (the Raft ceiling: 3 ceiling nodes on libraft,
-#                       measured through the leader), or also
+#                       measured through the leader), rs-tls (rs
+#                       measured through its tls:// listener), bs-stunnel
+#                       (bs-b behind an stunnel TLS server with the same
+#                       certificate; the CPU of both counted), or also
 #                       (not in the default set) ceiling-syncN (the sync
 #                       ceiling with N = 1-16 log files whose syncs
 #                       overlap), ceiling-write (the write ceiling: the
@@ -39,6 +42,11 @@
 #                       server's own work without any storage)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
+#                       conn1 (one client: connect, with TLS the handshake,
+#                       one put, close, in a loop; an op is a connection;
+#                       run by rs, rs-tls, bs-b and bs-stunnel only)
+#   BENCH_TLS_ROWS      the rows rs-tls and bs-stunnel run in (default
+#                       put50 cycle50 conn1)
 #   BENCH_CLUSTER=0     leave rs-cl, rs-clf and ceiling-raft out of the
 #                       default servers
 #   BENCH_CLUSTER_ROWS  the rows rs-cl, rs-clf and ceiling-raft run in
@@ -63,17 +71,20 @@ else
 fi
 DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
 SERVERS="rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over"
+SERVERS="$SERVERS rs-tls bs-stunnel"
 [ "${BENCH_CLUSTER:-1}" = 0 ] ||
     SERVERS="$SERVERS rs-cl rs-clf rs-clt rs-clft ceiling-raft"
 SERVERS=${BENCH_SERVERS:-$SERVERS}
 CLUSTER_ROWS=${BENCH_CLUSTER_ROWS:-put50 cycle50}
 BODY=${BENCH_BODY:-100}
-ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50}
+ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50 conn1}
+TLS_ROWS=${BENCH_TLS_ROWS:-put50 cycle50 conn1}
 PIN=${BENCH_PIN:-none}
 TMPBASE=${BENCH_TMP:-${TMPDIR:-/tmp}}
 BUILD=$HERE/build
 ROCKSTALKD=${ROCKSTALKD:-$REPO/rockstalkd}
 BEANSTALKD=${BEANSTALKD:-$(command -v beanstalkd || echo /usr/bin/beanstalkd)}
+STUNNEL=${STUNNEL:-$(command -v stunnel4 || echo /usr/bin/stunnel4)}
 RAW=$BUILD/results.txt   # one line per cell, see record()
 LOGS=$BUILD/logs         # server and rsbench output of failed cells
 
@@ -102,11 +113,19 @@ ensure_rockstalkd() {
         say "  build failed (see $LOGS/make-rockstalkd.log); its cells will be ERR"
 }
 
-# The server command line of configuration $1 on port $2, data dir $3.
+# The server command line of configuration $1 on port $2, data dir $3
+# (rs-tls: TLS on port $2, plaintext on port $4).
 server_cmd() {
     local l=(-l 127.0.0.1 -p "$2")
     case $1 in
     rs) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3") ;;
+    rs-tls)
+        ensure_certs
+        CMD=("$ROCKSTALKD" -l 127.0.0.1 -p "$4" -b "$3"
+            --listen "tls://127.0.0.1:$2"
+            --tls-cert "$BUILD/certs/node1.pem"
+            --tls-key "$BUILD/certs/node1.key")
+        ;;
     rs-f50) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" -f 50) ;;
     rs-F) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" -F) ;;
     rs-mem) CMD=("$ROCKSTALKD" "${l[@]}" --memory) ;;
@@ -140,10 +159,48 @@ via_follower() { [ "$1" = rs-clf ] || [ "$1" = rs-clft ]; }
 # certificates made once per run in $BUILD/certs.
 tls_flags() {
     case $1 in rs-clt | rs-clft) ;; *) return ;; esac
-    [ -e "$BUILD/certs/ca.pem" ] ||
-        "$REPO/scripts/cluster-certs.sh" "$BUILD/certs" 3 >/dev/null 2>&1
+    ensure_certs
     echo "--cluster-cert $BUILD/certs/node$2.pem" \
         "--cluster-key $BUILD/certs/node$2.key --cluster-ca $BUILD/certs/ca.pem"
+}
+
+# Makes the certificates of a run once, in $BUILD/certs (a CA and 3 nodes'
+# certificates; the cluster's mutual TLS and the TLS listeners use them).
+ensure_certs() {
+    [ -e "$BUILD/certs/ca.pem" ] ||
+        "$REPO/scripts/cluster-certs.sh" "$BUILD/certs" 3 >/dev/null 2>&1
+}
+
+# Is configuration $1 measured through TLS?
+is_tls() { [ "$1" = rs-tls ] || [ "$1" = bs-stunnel ]; }
+
+# bs-stunnel: beanstalkd -b on port $2 (data dir $3) behind stunnel's TLS
+# server on port $1 (log $4), with rs-tls's certificate; sets SRV_PIDS
+# (stunnel's, beanstalkd's).
+start_stunnel() {
+    ensure_certs
+    CMD=("$BEANSTALKD" -l 127.0.0.1 -p "$2" -b "$3")
+    pin_cmd
+    "${CMD[@]}" >>"$4" 2>&1 &
+    SRV_PIDS=($!)
+    # one process, a thread per connection (Debian's build); TCP_NODELAY
+    # on both sides and no per-connection log lines, as a tuned setup has
+    CMD=("$STUNNEL" -fd 3)
+    pin_cmd
+    "${CMD[@]}" >>"$4" 2>&1 3<<EOF &
+foreground = yes
+pid =
+debug = 4
+[beanstalkd]
+accept = 127.0.0.1:$1
+connect = 127.0.0.1:$2
+cert = $BUILD/certs/node1.pem
+key = $BUILD/certs/node1.key
+sslVersionMin = TLSv1.2
+socket = l:TCP_NODELAY=1
+socket = r:TCP_NODELAY=1
+EOF
+    SRV_PIDS=($! "${SRV_PIDS[0]}")
 }
 
 # The Raft ceiling's leader: the node whose data dir $1/nodeN holds LEADER.
@@ -159,6 +216,7 @@ row_args() {
     put50p16) echo "-m put -c 50 -P 16 -s $BODY" ;;
     put50-4k) echo "-m put -c 50 -P 1 -s 4096" ;;
     cycle50) echo "-m cycle -c 50 -P 1 -s $BODY" ;;
+    conn1) echo "-m conn -s $BODY" ;;
     drain50) echo "-m drain -c 50 -P 1 -s $BODY -L $DRAIN_JOBS" ;;
     esac
 }
@@ -166,22 +224,36 @@ row_args() {
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # Starts configuration $1 with data dir $2 and log $3; sets SRV_PIDS (the
-# server's pid, or the cluster nodes'), SRV_PORT.
+# server's pid, or the cluster nodes', or stunnel's and beanstalkd's),
+# SRV_PORT (the one measured) and SRV_TLS (rsbench's -T, or nothing).
 start_server() {
-    local port i
+    local port port2 i
+    SRV_TLS=()
+    is_tls "$1" && SRV_TLS=(-T)
     if is_cluster "$1"; then
         start_cluster "$@"
         return
     fi
     for _ in 1 2 3 4 5; do
-        port=$((20000 + RANDOM % 12000)) # below the ephemeral range
+        port=$((20000 + RANDOM % 12000))  # below the ephemeral range
+        port2=$((20000 + RANDOM % 12000)) # rs-tls, bs-stunnel: the other
+        [ "$port" = "$port2" ] && continue
         listening "$port" && continue
-        server_cmd "$1" "$port" "$2"
-        "${CMD[@]}" >>"$3" 2>&1 &
-        SRV_PIDS=($!) SRV_PORT=$port
+        listening "$port2" && continue
+        if [ "$1" = bs-stunnel ]; then
+            start_stunnel "$port" "$port2" "$2" "$3"
+        else
+            server_cmd "$1" "$port" "$2" "$port2"
+            "${CMD[@]}" >>"$3" 2>&1 &
+            SRV_PIDS=($!)
+        fi
+        SRV_PORT=$port
         for i in $(seq 100); do
-            kill -0 "${SRV_PIDS[0]}" 2>/dev/null || break
-            listening "$port" && return 0
+            srv_alive || break
+            if listening "$port" && { [ "$1" != bs-stunnel ] ||
+                listening "$port2"; }; then
+                return 0
+            fi
             sleep 0.1
         done
         stop_server
@@ -329,7 +401,7 @@ bench() {
     [ "$PIN" = split ] && pin=(taskset -c 1)
     [ "$ROW" = drain50 ] && limit=$((SECS + 240))
     OUT=$(timeout "$limit" "${pin[@]}" "$BUILD/rsbench" -p "$SRV_PORT" \
-        -S "$(IFS=,; echo "${SRV_PIDS[*]}")" "$@" 2>&1)
+        -S "$(IFS=,; echo "${SRV_PIDS[*]}")" "${SRV_TLS[@]}" "$@" 2>&1)
     RC=$?
     if ! srv_alive; then
         RC=99
@@ -417,10 +489,18 @@ rotated() {
     for ((i = 0; i < n; i++)); do echo -n "${s[$(((i + $1) % n))]} "; done
 }
 
-# The ceiling probes answer puts only; the cluster runs in CLUSTER_ROWS.
+# The ceiling probes answer puts only; the cluster runs in CLUSTER_ROWS,
+# rs-tls and bs-stunnel in TLS_ROWS; conn1 compares TLS with plaintext
+# beside beanstalkd only.
 skip_cell() {
     if is_cluster "$2"; then
         case " $CLUSTER_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
+    fi
+    if is_tls "$2"; then
+        case " $TLS_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
+    fi
+    if [ "$1" = conn1 ]; then
+        case $2 in rs | rs-tls | bs-b | bs-stunnel) ;; *) return 0 ;; esac
     fi
     [ "${2#ceiling}" != "$2" ] && [ "${1#put}" = "$1" ]
 }
@@ -470,6 +550,16 @@ header() {
         /proc/cpuinfo | head -n 1), $(awk '/MemTotal/ {printf "%.0f GiB", \
         $2 / 1048576}' /proc/meminfo), Linux $(uname -r)"
     echo "beanstalkd: $("$BEANSTALKD" -v 2>&1 | head -n 1)"
+    case " $SERVERS " in *" bs-stunnel "*)
+        echo "stunnel: $("$STUNNEL" -version 2>&1 |
+            sed -n 's/^.*\(stunnel [0-9.]*\) .*/\1/p' | head -n 1)," \
+            "$("$STUNNEL" -version 2>&1 | sed -n 's/^.*Running  *with //p' |
+                head -n 1)" ;;
+    esac
+    case " $SERVERS " in *" rs-tls "* | *" bs-stunnel "*)
+        echo "TLS: rsbench -T ($(openssl version | cut -d' ' -f1,2)," \
+            "no resumption), EC P-256 server certificate; rows: $TLS_ROWS" ;;
+    esac
     echo "rockstalkd: $ROCKSTALKD ($(git -C "$REPO" describe --always \
         --dirty 2>/dev/null || echo 'no commit'))"
     echo "cells: $REPS x ${SECS}s, medians; bodies $BODY B;" \
@@ -489,6 +579,7 @@ main() {
     local t0=$SECONDS
     build_tools
     ensure_beanstalkd
+    case " $SERVERS " in *" bs-stunnel "*) ensure_stunnel ;; esac
     ensure_rockstalkd
     : >"$RAW"
     header >"$BUILD/header.txt"

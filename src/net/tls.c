@@ -62,6 +62,16 @@ seterr(char *err, size_t errcap, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Empties this thread's error queue before a TLS I/O call, as
+ * SSL_get_error needs; asks OpenSSL 3 to clear it only when it holds
+ * something (ERR_clear_error walks every slot: on the per-record path
+ * of a busy connection that cost more than the check). */
+static void
+err_reset(void)
+{
+    if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
 /* OpenSSL's reason for the earliest error in this thread's queue (the
  * cause; later entries are the callers' "PEM lib", "system lib"), copied
  * into buf. Reason strings hold no key material. */
@@ -656,7 +666,7 @@ tls_conn_feed(TlsConn *t, const void *cipher, size_t n)
         return -1;
     }
     if (n == 0) return 0;
-    ERR_clear_error();
+    err_reset();
     if (BIO_write(t->rbio, cipher, (int)n) != (int)n) {
         conn_fail(t, "feed");
         return -1;
@@ -708,7 +718,7 @@ tls_conn_read(TlsConn *t, void *buf, size_t cap)
     if (t->closed) return TLS_CLOSED;
     if (conn_ready(t, "read") < 0) return -1;
     if (cap == 0) return 0;
-    ERR_clear_error();
+    err_reset();
     if (SSL_read_ex(t->ssl, buf, cap, &n) == 1) return (ssize_t)n;
     switch (SSL_get_error(t->ssl, 0)) {
     case SSL_ERROR_WANT_READ:
@@ -734,7 +744,7 @@ tls_conn_write(TlsConn *t, const void *buf, size_t n)
         snprintf(t->err, sizeof t->err, "write: after close_notify");
         return -1;
     }
-    ERR_clear_error();
+    err_reset();
     while (taken < n && BIO_ctrl_pending(t->wbio) < TLS_BUF_MAX) {
         size_t chunk = n - taken < TLS_RECORD ? n - taken : TLS_RECORD;
         size_t w = 0;
