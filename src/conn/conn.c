@@ -341,7 +341,6 @@ out_write(Conn *c)
         conn_close(c);
         return -1;
     }
-    tls_want_write(c);
     while (c->orel > c->osent && !c->writing) {
         const char *p = c->obuf + (c->osent - c->obase);
         size_t len = (size_t)(c->orel - c->osent);

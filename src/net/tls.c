@@ -46,6 +46,7 @@ struct TlsConn {
     int failed;       /* a fatal error: every call fails from now on */
     int closed;       /* the peer's close_notify was read */
     int sent_close;   /* ours was queued */
+    int direct;       /* reads and writes its socket itself (tls_conn_direct) */
     char err[160];
 };
 
@@ -204,8 +205,11 @@ ctx_new(void)
     }
     /* No tickets (stateless or stateful) nor cached sessions: every
      * connection is a full handshake with both certificates checked. */
+    /* a FIN without close_notify ends the stream (tls_conn_direct's
+     * sessions see it; the memory BIOs never report an end) */
     SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_COMPRESSION |
-                                 SSL_OP_NO_RENEGOTIATION);
+                                 SSL_OP_NO_RENEGOTIATION |
+                                 SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
@@ -405,7 +409,8 @@ ctx_serve_new(const char *ca)
         return NULL;
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
-                                 SSL_OP_CIPHER_SERVER_PREFERENCE);
+                                 SSL_OP_CIPHER_SERVER_PREFERENCE |
+                                 SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_num_tickets(ctx, 1);
     if (ca)
         SSL_CTX_set_verify(
@@ -659,7 +664,7 @@ tls_conn_feed_room(TlsConn *t)
 int
 tls_conn_feed(TlsConn *t, const void *cipher, size_t n)
 {
-    if (t->failed) return -1;
+    if (t->failed || t->direct) return -1;
     if (n > tls_conn_feed_room(t)) {
         snprintf(t->err, sizeof t->err,
                  "feed: more than %d bytes of ciphertext unread", TLS_BUF_MAX);
@@ -745,10 +750,17 @@ tls_conn_write(TlsConn *t, const void *buf, size_t n)
         return -1;
     }
     err_reset();
-    while (taken < n && BIO_ctrl_pending(t->wbio) < TLS_BUF_MAX) {
+    while (taken < n &&
+           (t->direct || BIO_ctrl_pending(t->wbio) < TLS_BUF_MAX)) {
         size_t chunk = n - taken < TLS_RECORD ? n - taken : TLS_RECORD;
         size_t w = 0;
         if (SSL_write_ex(t->ssl, (const char *)buf + taken, chunk, &w) != 1) {
+            int e = SSL_get_error(t->ssl, 0);
+            if (t->direct &&
+                (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)) {
+                ERR_clear_error(); /* the socket is full: retry the rest */
+                break;
+            }
             conn_fail(t, "write");
             return -1;
         }
@@ -760,12 +772,13 @@ tls_conn_write(TlsConn *t, const void *buf, size_t n)
 size_t
 tls_conn_pending_out(TlsConn *t)
 {
-    return BIO_ctrl_pending(t->wbio);
+    return t->direct ? 0 : BIO_ctrl_pending(t->wbio);
 }
 
 size_t
 tls_conn_take_out(TlsConn *t, void *buf, size_t cap)
 {
+    if (t->direct) return 0; /* BIO_read would read the socket */
     int n = BIO_read(t->wbio, buf, cap > INT_MAX ? INT_MAX : (int)cap);
     return n > 0 ? (size_t)n : 0;
 }
@@ -793,10 +806,15 @@ void
 tls_conn_trim(TlsConn *t)
 {
     BIO *r, *w;
-    if (t->failed || BIO_ctrl_pending(t->rbio) || BIO_ctrl_pending(t->wbio))
+    if (t->failed || (!t->direct &&
+                      (BIO_ctrl_pending(t->rbio) || BIO_ctrl_pending(t->wbio))))
         return;
     ERR_clear_error();
     SSL_free_buffers(t->ssl); /* refuses while a record is partly held */
+    if (t->direct) {
+        ERR_clear_error();
+        return;
+    }
     if (!(r = mem_bio()) || !(w = mem_bio())) {
         BIO_free(r);
         ERR_clear_error();
@@ -806,6 +824,32 @@ tls_conn_trim(TlsConn *t)
     t->rbio = r;
     t->wbio = w;
     ERR_clear_error();
+}
+
+int
+tls_conn_direct(TlsConn *t, int fd)
+{
+    if (t->direct) return 0;
+    if (t->failed || BIO_ctrl_pending(t->rbio) || BIO_ctrl_pending(t->wbio) ||
+        SSL_pending(t->ssl) > 0)
+        return -1;
+    ERR_clear_error();
+    if (SSL_set_fd(t->ssl, fd) != 1) { /* frees the memory BIOs */
+        ERR_clear_error();
+        return -1;
+    }
+    SSL_set_mode(t->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                             SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    t->rbio = SSL_get_rbio(t->ssl);
+    t->wbio = SSL_get_wbio(t->ssl);
+    t->direct = 1;
+    return 0;
+}
+
+int
+tls_conn_wants_write(TlsConn *t)
+{
+    return t->direct && SSL_want_write(t->ssl);
 }
 
 const char *

@@ -213,6 +213,23 @@ size_t tls_conn_take_out(TlsConn *t, void *buf, size_t cap);
  * written after it. */
 void tls_conn_close_notify(TlsConn *t);
 
+/* Makes t read and write the socket fd (non-blocking) itself from now on
+ * (a socket BIO, SSL_set_fd(3)) instead of the memory BIOs: what a loop
+ * that owns the socket uses, saving a copy and the BIO work per record.
+ * Only when nothing is buffered either way: 0, or -1 (keep using the
+ * memory BIOs; try again once drained). After it tls_conn_feed refuses,
+ * tls_conn_pending_out and tls_conn_take_out give nothing, and
+ * tls_conn_handshake, tls_conn_read and tls_conn_write return 0 (or fewer
+ * bytes taken) where the socket would block; tls_conn_wants_write says
+ * whether it is writability they wait for. A record the socket took in
+ * part must be written again with the same bytes
+ * (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER: from any address). */
+int tls_conn_direct(TlsConn *t, int fd);
+
+/* 1 when a direct session (tls_conn_direct) waits for its socket to be
+ * writable (SSL_want_write(3)), else 0. */
+int tls_conn_wants_write(TlsConn *t);
+
 /* Gives back the memory an idle session holds: OpenSSL's record buffers
  * (SSL_free_buffers(3)) and the high-water allocations of both memory
  * BIOs, when nothing is buffered either way (else nothing is done). The

@@ -14,6 +14,8 @@ struct TlsSock {
     int done;          /* the handshake completed */
     int more;          /* the last read filled the caller's buffer */
     int dry;           /* the session holds nothing unread */
+    int direct;        /* the session reads and writes fd itself */
+    int wblock;        /* direct: a write or the handshake waits for fd */
     size_t obeg, oend; /* out[obeg..oend): taken from t, not yet sent */
     char *out;         /* TLS_SOCK_OUT bytes, or NULL (trimmed) */
 };
@@ -43,6 +45,10 @@ tls_sock_free(TlsSock *x)
 void
 tls_sock_trim(TlsSock *x)
 {
+    if (x->direct) {
+        tls_conn_trim(x->t);
+        return;
+    }
     if (x->obeg == x->oend) {
         free(x->out);
         x->out = NULL;
@@ -57,9 +63,31 @@ tls_sock_conn(TlsSock *x)
     return x->t;
 }
 
+/* Once nothing waits in the memory BIOs (at once for a fresh session; a
+ * handed-over one once drained), the session takes the socket itself
+ * (tls_conn_direct), with OpenSSL reading ahead so that one recv serves
+ * every record that has arrived. */
+static void
+go_direct(TlsSock *x, int fd)
+{
+    if (x->direct || x->obeg != x->oend || tls_conn_direct(x->t, fd) != 0)
+        return;
+    SSL_set_read_ahead(tls_conn_ssl(x->t), 1);
+    x->direct = 1;
+    free(x->out);
+    x->out = NULL;
+}
+
 int
 tls_sock_flush(TlsSock *x, int fd)
 {
+    go_direct(x, fd);
+    if (x->direct) { /* what waits is the caller's to write again */
+        if (x->done) x->wblock = 0;
+        return x->done || tls_sock_handshake(x, fd) == 1 ? 0
+               : errno == EAGAIN                         ? x->wblock
+                                                         : -1;
+    }
     for (;;) {
         if (x->obeg == x->oend) {
             x->obeg = x->oend = 0;
@@ -86,6 +114,7 @@ tls_sock_flush(TlsSock *x, int fd)
 int
 tls_sock_want_write(TlsSock *x)
 {
+    if (x->direct) return x->wblock;
     return x->obeg < x->oend || tls_conn_pending_out(x->t) > 0;
 }
 
@@ -127,9 +156,25 @@ feed(TlsSock *x, int fd)
     return 1;
 }
 
+/* The direct session's handshake step: as tls_sock_handshake. */
+static int
+direct_handshake(TlsSock *x)
+{
+    int rc = tls_conn_handshake(x->t);
+    x->wblock = rc == 0 && tls_conn_wants_write(x->t);
+    if (rc == 1) {
+        x->done = 1;
+        return 1;
+    }
+    errno = rc == 0 ? EAGAIN : EPROTO;
+    return -1;
+}
+
 int
 tls_sock_handshake(TlsSock *x, int fd)
 {
+    go_direct(x, fd);
+    if (x->direct && !x->done) return direct_handshake(x);
     while (!x->done) {
         int rc = tls_conn_handshake(x->t);
         int f = tls_sock_flush(x, fd); /* a flight, or the alert */
@@ -183,6 +228,31 @@ drain(TlsSock *x, char *buf, size_t got, size_t cap, int *closed)
     return (ssize_t)got;
 }
 
+/* The direct session's read: records until cap is full or the socket has
+ * no whole one more (OpenSSL reads ahead: what it holds past the last
+ * record is a partial one, which the socket will complete). */
+static ssize_t
+direct_read(TlsSock *x, char *buf, size_t cap)
+{
+    SSL *ssl = tls_conn_ssl(x->t);
+    size_t got = 0;
+
+    while (got < cap) {
+        ssize_t n = tls_conn_read(x->t, buf + got, cap - got);
+        if (n > 0) {
+            got += (size_t)n;
+            if (!SSL_has_pending(ssl)) break;
+            continue;
+        }
+        if (got) break; /* the end or an error shows at the next call */
+        if (n == TLS_CLOSED) return 0;
+        errno = n == 0 ? EAGAIN : EPROTO;
+        return -1;
+    }
+    x->more = got == cap && SSL_has_pending(ssl);
+    return (ssize_t)got;
+}
+
 ssize_t
 tls_sock_read(TlsSock *x, int fd, void *buf, size_t cap)
 {
@@ -191,6 +261,7 @@ tls_sock_read(TlsSock *x, int fd, void *buf, size_t cap)
 
     x->more = 0;
     if (tls_sock_handshake(x, fd) < 0) return -1;
+    if (x->direct) return direct_read(x, buf, cap);
     for (;;) {
         got = drain(x, buf, (size_t)got, cap, &closed);
         if (got != 0 || closed) break;
@@ -211,6 +282,13 @@ tls_sock_write(TlsSock *x, int fd, const void *buf, size_t n)
     int f;
 
     if (tls_sock_handshake(x, fd) < 0) return -1;
+    if (x->direct) {
+        ssize_t k = tls_conn_write(x->t, buf, n);
+        x->wblock = k >= 0 && (size_t)k < n;
+        if (k > 0) return k;
+        errno = k < 0 ? EPROTO : EAGAIN;
+        return -1;
+    }
     if ((f = tls_sock_flush(x, fd)) != 0) { /* older ciphertext first */
         if (f > 0) errno = EAGAIN;
         return -1;
@@ -227,6 +305,7 @@ tls_sock_write(TlsSock *x, int fd, const void *buf, size_t n)
 int
 tls_sock_close_notify(TlsSock *x, int fd)
 {
-    tls_conn_close_notify(x->t);
+    tls_conn_close_notify(x->t); /* direct: sent, or dropped if full */
+    if (x->direct) return 0;
     return tls_sock_flush(x, fd) < 0 ? -1 : 0;
 }

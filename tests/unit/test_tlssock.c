@@ -130,7 +130,7 @@ stream(Pair *p, size_t len, size_t cap)
         }
         if (tls_sock_want_write(p->x[0])) full = 1;
         assert_int_not_equal(tls_sock_flush(p->x[0], p->fd[0]), -1);
-        for (;;) {
+        while (got < len) {
             size_t room = len - got < cap ? len - got : cap;
             ssize_t n = tls_sock_read(p->x[1], p->fd[1], dst + got, room);
             if (n < 0) {
@@ -138,7 +138,9 @@ stream(Pair *p, size_t len, size_t cap)
                 assert_int_equal(tls_sock_more(p->x[1]), 0);
                 break;
             }
-            assert_true(n > 0);
+            if (n <= 0)
+                fail_msg("read %zd at %zu of %zu: %s", n, got, len,
+                         tls_conn_error(tls_sock_conn(p->x[1])));
             got += (size_t)n;
         }
     }
@@ -224,7 +226,8 @@ test_ends(void **state)
     close(p.fd[0]);
     p.fd[0] = -1;
     assert_int_equal(tls_sock_read(p.x[1], p.fd[1], b, sizeof b), -1);
-    assert_int_equal(errno, ECONNRESET);
+    /* the session reads its socket itself: OpenSSL's "unexpected EOF" */
+    assert_true(errno == ECONNRESET || errno == EPROTO);
     pair_close(&p);
 }
 
