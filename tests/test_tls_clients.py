@@ -484,3 +484,38 @@ def test_cert_identity_through_a_follower(tmp_path, certs):
             assert ask(s, b"auth ops-token\r\n") == b"AUTHENTICATED\r\n"
     finally:
         c.stop()
+
+
+def test_handshake_flood_is_bounded(rockstalkd, certs):
+    """8000 connections, 2000 at a time, each sending half a ClientHello
+    and waiting: at most CONN_HANDSHAKES_MAX (256) handshakes are kept (one
+    more closes the oldest), a real client is served throughout, and the
+    server's memory stops growing: without the bound the 2000 sessions of
+    a batch alone would hold 2000 x ~51 KiB; with it RSS levels off (glibc
+    keeps what the closed sessions freed: about 145 MiB here, seen)."""
+    from test_hostile import RssSampler, fd_count, instrumented, rss
+    s, port = start(rockstalkd, certs)
+    pid = s.proc.pid
+    base, fds = rss(pid), fd_count(pid)
+    sampler = RssSampler(pid)
+    sampler.start()
+    try:
+        for _ in range(4):
+            flood = []
+            try:
+                for _ in range(2000):
+                    c = socket.create_connection(("127.0.0.1", port), 5)
+                    c.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+                    flood.append(c)
+                with tls_connect(port, context(certs), timeout=10) as c:
+                    assert ask(c, b"list-tube-used\r\n") == \
+                        b"USING default\r\n"
+                assert fd_count(pid) <= fds + 256 + 2, fd_count(pid)
+            finally:
+                for c in flood:
+                    c.close()
+    finally:
+        sampler.stop()
+    grew = (sampler.peak - base) / (1 << 20)
+    bound = 256 if not instrumented(pid) else 2048
+    assert grew < bound, "RSS grew %.1f MiB" % grew

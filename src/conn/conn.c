@@ -24,6 +24,8 @@
 
 static void read_cb(struct ev_loop *loop, ev_io *w, int revents);
 static void write_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void hs_add(Conn *c);
+static void hs_remove(Conn *c);
 
 Conn *
 conn_new(Server *s, int fd)
@@ -69,6 +71,7 @@ conn_new_via(Server *s, int fd, uint8_t via, TlsSock *tls, const void *head,
     s->cur_conns++;
     s->total_conns++;
     if (n) conn_schedule(c);
+    if (tls && !tls_sock_handshaken(tls)) hs_add(c); /* may close another */
     conn_update_read(c);
     /* a session handed over may hold records already read off the socket */
     if (tls && c->reading) ev_feed_event(s->loop, &c->read_w, EV_READ);
@@ -83,6 +86,7 @@ conn_close(Conn *c)
     c->closed = 1;
     ev_io_stop(s->loop, &c->read_w);
     ev_io_stop(s->loop, &c->write_w);
+    hs_remove(c);
     if (c->tls) (void)tls_sock_close_notify(c->tls, c->fd); /* best effort */
     close(c->fd);
     s->handler->closed(c);
@@ -120,6 +124,40 @@ out_parked(const Conn *c)
     return c->oend - c->osent > OUT_CAP || c->mlen >= MARKS_CAP;
 }
 
+/* Server.hs_head's list: TLS connections whose handshake goes on. */
+static void
+hs_remove(Conn *c)
+{
+    Server *s = c->srv;
+    if (!c->in_hs) return;
+    if (c->hprev)
+        c->hprev->hnext = c->hnext;
+    else
+        s->hs_head = c->hnext;
+    if (c->hnext)
+        c->hnext->hprev = c->hprev;
+    else
+        s->hs_tail = c->hprev;
+    c->hprev = c->hnext = NULL;
+    c->in_hs = 0;
+    s->hs_count--;
+}
+
+/* Appends c; beyond CONN_HANDSHAKES_MAX the oldest is closed. */
+static void
+hs_add(Conn *c)
+{
+    Server *s = c->srv;
+    c->in_hs = 1;
+    c->hprev = s->hs_tail;
+    if (s->hs_tail)
+        s->hs_tail->hnext = c;
+    else
+        s->hs_head = c;
+    s->hs_tail = c;
+    if (++s->hs_count > CONN_HANDSHAKES_MAX) conn_close(s->hs_head);
+}
+
 const char *
 conn_peer_cn(const Conn *c)
 {
@@ -134,6 +172,7 @@ tls_secured(Conn *c)
     char cn[256];
     if (c->secured) return;
     c->secured = 1;
+    hs_remove(c);
     if (c->via != CONN_VIA_RELAY && /* a relay's certificate is a node's */
         tls_peer_cn(tls_conn_ssl(tls_sock_conn(c->tls)), cn, sizeof cn) == 0)
         c->peer_cn = strdup(cn);
@@ -142,17 +181,13 @@ tls_secured(Conn *c)
 void
 conn_sweep_tls(Server *s, int64_t cut)
 {
-    Conn *next;
-    for (Conn *c = s->conns; c; c = next) {
-        next = c->next;
-        if (!c->tls) continue;
-        if (!tls_sock_handshaken(c->tls)) {
-            if (c->opened_ns <= cut) conn_close(c);
-        } else if (c->active_window != s->active_window && !c->writing &&
-                   c->osent == c->oend) {
+    while (s->hs_head && s->hs_head->opened_ns <= cut)
+        conn_close(s->hs_head);
+    for (Conn *c = s->conns; c; c = c->next)
+        if (c->tls && tls_sock_handshaken(c->tls) &&
+            c->active_window != s->active_window && !c->writing &&
+            c->osent == c->oend)
             tls_sock_trim(c->tls); /* quiet: its buffers go back */
-        }
-    }
 }
 
 /* Watches c's socket for writability while TLS holds ciphertext for it

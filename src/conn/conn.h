@@ -63,6 +63,8 @@ typedef struct Conn {
     TlsSock *tls;           /* the socket's TLS, or NULL (plaintext) */
     char *peer_cn;          /* conn_peer_cn's answer once known, or NULL */
     uint8_t secured;        /* tls: the handshake has completed */
+    uint8_t in_hs;          /* on Server.hs_head's list */
+    struct Conn *hprev, *hnext; /* ... its neighbours */
 
     /* access control (server/access.h), used only with --auth-file */
     uint8_t auth_state;         /* ACCESS_PRE, _USER or _TRUSTED */
@@ -190,9 +192,15 @@ const char *conn_peer_cn(const Conn *c);
  * never finishes its handshake holds no session for long. */
 #define CONN_HANDSHAKE_S 10
 
-/* Over every TLS connection (tls:// clients, relayed links): closes one
+/* TLS handshakes under way at most: one more closes the oldest of them
+ * (a session costs tens of KiB before its handshake ends; evicting the
+ * oldest, not refusing the newest, keeps a slow-handshake flood from
+ * locking real clients out). */
+#define CONN_HANDSHAKES_MAX 256
+
+/* Over every TLS connection (tls:// clients, relayed links): closes those
  * opened at or before cut (monotonic ns) whose handshake has not
- * completed, and gives back the buffers of one that read nothing in the
+ * completed (oldest first, from Server.hs_head), and gives back the buffers of one that read nothing in the
  * current activity window and has no output waiting (tls_sock_trim: an
  * idle TLS connection then holds a few KiB, not ~50). O(connections); the
  * server calls it each second. */

@@ -847,6 +847,12 @@ tls_conn_direct(TlsConn *t, int fd)
 }
 
 int
+tls_conn_done(const TlsConn *t)
+{
+    return t->done && !t->failed;
+}
+
+int
 tls_conn_wants_write(TlsConn *t)
 {
     return t->direct && SSL_want_write(t->ssl);

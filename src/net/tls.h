@@ -226,6 +226,9 @@ void tls_conn_close_notify(TlsConn *t);
  * (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER: from any address). */
 int tls_conn_direct(TlsConn *t, int fd);
 
+/* 1 once the handshake has completed (and the session has not failed). */
+int tls_conn_done(const TlsConn *t);
+
 /* 1 when a direct session (tls_conn_direct) waits for its socket to be
  * writable (SSL_want_write(3)), else 0. */
 int tls_conn_wants_write(TlsConn *t);

@@ -30,6 +30,7 @@ tls_sock_new(TlsConn *t)
         return NULL;
     }
     x->t = t;
+    x->done = tls_conn_done(t); /* a link authenticated elsewhere */
     return x;
 }
 
