@@ -57,13 +57,13 @@ typedef struct Conn {
     uint8_t closing;          /* close once output is written */
     uint8_t producer, worker; /* for current-producers/-workers */
     uint8_t in_state;
-    uint8_t lingering;      /* shutting down: FIN sent, input discarded */
-    uint32_t active_window; /* Server.active_window when it last read */
-    uint8_t via;            /* CONN_VIA_*: set by whoever accepted it */
-    TlsSock *tls;           /* the socket's TLS, or NULL (plaintext) */
-    char *peer_cn;          /* conn_peer_cn's answer once known, or NULL */
-    uint8_t secured;        /* tls: the handshake has completed */
-    uint8_t in_hs;          /* on Server.hs_head's list */
+    uint8_t lingering;          /* shutting down: FIN sent, input discarded */
+    uint32_t active_window;     /* Server.active_window when it last read */
+    uint8_t via;                /* CONN_VIA_*: set by whoever accepted it */
+    TlsSock *tls;               /* the socket's TLS, or NULL (plaintext) */
+    char *peer_cn;              /* conn_peer_cn's answer once known, or NULL */
+    uint8_t secured;            /* tls: the handshake has completed */
+    uint8_t in_hs;              /* on Server.hs_head's list */
     struct Conn *hprev, *hnext; /* ... its neighbours */
 
     /* access control (server/access.h), used only with --auth-file */
@@ -200,10 +200,10 @@ const char *conn_peer_cn(const Conn *c);
 
 /* Over every TLS connection (tls:// clients, relayed links): closes those
  * opened at or before cut (monotonic ns) whose handshake has not
- * completed (oldest first, from Server.hs_head), and gives back the buffers of one that read nothing in the
- * current activity window and has no output waiting (tls_sock_trim: an
- * idle TLS connection then holds a few KiB, not ~50). O(connections); the
- * server calls it each second. */
+ * completed (oldest first, from Server.hs_head), and gives back the buffers of
+ * one that read nothing in the current activity window and has no output
+ * waiting (tls_sock_trim: an idle TLS connection then holds about 27 KiB, not
+ * 50). O(connections); the server calls it each second. */
 void conn_sweep_tls(Server *s, int64_t cut);
 
 /* Re-evaluates whether c's socket is read (backpressure, buffer space). */

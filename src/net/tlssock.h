@@ -77,8 +77,8 @@ int tls_sock_more(const TlsSock *x);
 
 /* Gives back the memory an idle session holds (tls_conn_trim, and the
  * buffer of ciphertext taken out, when empty): about 50 KiB after some
- * traffic, a few KiB left. For connections that have been quiet a while;
- * harmless on a busy one (it just allocates again). */
+ * traffic, about half of it given back. For connections that have been quiet a
+ * while; harmless on a busy one (it just allocates again). */
 void tls_sock_trim(TlsSock *x);
 
 /* Queues close_notify (once, after a completed handshake) and tries to

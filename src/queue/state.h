@@ -139,9 +139,9 @@ typedef struct Server {
     struct Conn *pending; /* connections with output not yet written */
     struct Conn *runq;    /* connections with buffered input to process */
     struct Conn *dead;    /* closed connections not yet freed */
-    struct Conn *hs_head, *hs_tail; /* TLS handshakes under way, oldest
-                                       first (conn.c) */
-    uint32_t hs_count;              /* ... how many */
+    struct Conn *hs_head, *hs_tail;    /* TLS handshakes under way, oldest
+                                          first (conn.c) */
+    uint32_t hs_count;                 /* ... how many */
     const struct ConnHandler *handler; /* runs a connection's input (cmd.c) */
     const struct QueueEvents *events;  /* hears the queue's events (cmd.c) */
     PtrSet fetching; /* Conn* whose job reply waits for bodies */
