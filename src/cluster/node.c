@@ -591,6 +591,15 @@ node_serves(const Server *s)
     return !s->node || s->node->serving;
 }
 
+int
+node_lease_ok(const Server *s)
+{
+    const Node *n = s->node;
+
+    if (!n || !n->raft) return 1;
+    return n->serving && raftnode_lease_ok(n->raft);
+}
+
 size_t
 node_relayed(const Server *s)
 {

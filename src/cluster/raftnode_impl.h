@@ -59,6 +59,11 @@ struct RaftNode {
     _Atomic uint64_t leader_id, term, commit_index, applied;
     _Atomic int ready;
     _Atomic int failed;
+    /* The lease (raftnode_lease_ok): CLOCK_MONOTONIC ns until which this
+     * leader's leadership is confirmed, 0 when none; and when a reader last
+     * asked for it (the raft thread renews it only while someone reads). */
+    _Atomic int64_t lease_until;
+    _Atomic int64_t lease_wanted;
     _Atomic uint64_t peer_refused; /* peer_refused(), as published */
     char fail_msg[ERR_MAX];        /* written once before failed is set */
 
@@ -75,6 +80,7 @@ struct RaftNode {
     uint64_t inflight_term;
     uint64_t last_index; /* latest index applied or restored */
     int barrier_pending; /* a barrier is in the log, not yet applied */
+    int64_t lease_ns;    /* a lease's length: half the election timeout */
     uint64_t ready_term; /* the term whose barrier was applied here */
     struct raft_transfer transfer; /* in use while transferring */
     int transferring;

@@ -404,6 +404,7 @@ cmd_stats(Conn *c, const Cmd *cmd)
             return;
         }
         stats_job(j, &b);
+        jobreply_confirm(s, &j, 1); /* a stale leader's waits for ever */
     } else if (cmd->op == OP_STATS_TUBE) {
         Tube *t = tubes_find(&s->tubes, cmd->name, cmd->name_len);
         if (!t) {
