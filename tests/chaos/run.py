@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 from chaos import checker, nemesis  # noqa: E402
 from chaos.netns import Net  # noqa: E402
 from chaos.nodes import NsCluster  # noqa: E402
-from chaos.workload import Client, History, Lost, Producer, Worker, \
-    drain  # noqa: E402
+from chaos.workload import Client, History, Lost, Producer, Reader, \
+    Worker, drain  # noqa: E402
 
 MAX_UNAVAIL_S = 5.0  # the majority side serves again within; a leader
 # serves within this long after the heal
@@ -93,7 +93,8 @@ def round_(seed, n=3, names=None, base=None, log=print):
     hold = rng.uniform(2.0, 4.0)
     after = rng.uniform(1.0, 2.5)
     nprod, nwork = 2, 3
-    seeds = [rng.randrange(1 << 30) for _ in range(nprod + nwork)]
+    nread = 2
+    seeds = [rng.randrange(1 << 30) for _ in range(nprod + nwork + nread)]
     net = Net(n)
     c = None
     hist = History()
@@ -110,6 +111,9 @@ def round_(seed, n=3, names=None, base=None, log=print):
             procs.append(Producer(c, hist, "p%d" % k, seeds[k], stop))
         for k in range(nwork):
             procs.append(Worker(c, hist, "w%d" % k, seeds[nprod + k], stop))
+        for k in range(nread):
+            procs.append(Reader(c, hist, "r%d" % k, seeds[nprod + nwork + k],
+                                stop))
         for p in procs:
             p.start()
         time.sleep(warm)

@@ -99,13 +99,14 @@ class Proc(threading.Thread):
         self.stop_ev = stop
         self.client = None
         self.n = 0
+        self.timeout = TIMEOUT
 
     def connect(self):
         if self.client:
             return self.client
         nd = self.rng.choice(self.cluster.nodes)
         try:
-            c = Client(nd)
+            c = Client(nd, self.timeout)
             c.cmd("use " + TUBE)
             c.cmd("watch " + TUBE)
             c.cmd("ignore default")
@@ -193,6 +194,37 @@ class Worker(Proc):
                 return
         if self.client:
             self.req("delete", "delete %d" % jid, id=jid)
+
+
+class Reader(Proc):
+    """Asks for jobs whose DELETED came back lately (peek, reserve-job),
+    each time on a new connection to a node drawn at random, sent at once:
+    what the stale checker looks at (a request to a paused old leader
+    waits there and is answered when it resumes)."""
+
+    def connect(self):
+        self.drop()
+        try:
+            self.client = Client(self.rng.choice(self.cluster.nodes))
+        except OSError:
+            time.sleep(0.05)
+        return self.client
+
+    def step(self):
+        with self.hist.lock:
+            done = [o["id"] for o in self.hist.ops[-100:]
+                    if o["op"] == "delete" and o["reply"] == "DELETED"]
+        if not done:
+            time.sleep(0.05)
+            return
+        jid = self.rng.choice(done[-5:])
+        if self.rng.random() < 0.5:
+            self.req("peek", "peek %d" % jid, id=jid)
+        else:
+            r = self.req("reserve-job", "reserve-job %d" % jid, id=jid)
+            if r and r[0][0] == "RESERVED":
+                self.req("release", "release %d 100 0" % jid, id=jid)
+        time.sleep(0.01)
 
 
 def drain(cluster, hist, deadline_s=20.0):
