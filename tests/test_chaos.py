@@ -6,6 +6,7 @@ Needs root: where network namespaces cannot be made the tests FAIL with
 the reason (they are not skipped). `make chaos` runs many more rounds.
 """
 import os
+import time
 
 import pytest
 
@@ -155,3 +156,61 @@ def test_leftovers_are_removed(tmp_path):
     finally:
         subprocess.run([netns.IP, "netns", "del", name], check=False,
                        stderr=subprocess.DEVNULL)
+
+
+def test_refused_proposal_is_not_acknowledged(tmp_path):
+    """A proposal the leader's Raft node refuses (here the 12th, by
+    ROCKSTALKD_FAULT_RAFT_REFUSE; in life RAFT_NOMEM, or a leadership lost
+    between two checks) is a gap: no later entry may acknowledge it. Every
+    put that got INSERTED must survive the leader's death: the leader
+    restarts itself rather than serve past the gap. (Before the fix, the
+    next put's entry acknowledged the refused one, which no log held.)"""
+    from cluster import Cluster
+    c = Cluster(tmp_path, env={"ROCKSTALKD_FAULT_RAFT_REFUSE": "12"})
+    try:
+        c.wait_leader()
+        acked, pending = [], []
+
+        def leader_node():
+            for _ in range(100):
+                nid = c.leader()
+                if nid:
+                    return c.node(nid)
+                time.sleep(0.1)
+            raise AssertionError("no leader: %r" % c.views())
+
+        def read(cl, body, timeout):
+            cl.sock.settimeout(timeout)
+            w = cl._line().split()
+            assert w[0] == "INSERTED", w
+            acked.append((int(w[1]), body))
+
+        for i in range(30):
+            body = "job%d" % i
+            try:
+                cl = Client(leader_node(), timeout=3.0)
+                cl.sock.sendall(b"put 0 0 60 %d\r\n%s\r\n" %
+                                (len(body), body.encode()))
+                read(cl, body, 1.0)
+                cl.close()
+            except Lost:
+                pending.append((cl, body))  # read again at the end
+            except OSError:
+                time.sleep(0.2)
+        for cl, body in pending:
+            try:
+                read(cl, body, 5.0)
+            except Lost:
+                pass
+            cl.close()
+        assert len(acked) >= 25, acked
+        old = c.leader()
+        c.node(old).kill9()
+        cl = Client(c.node(c.wait_leader()), timeout=5.0)
+        for jid, body in acked:
+            w, data = cl.cmd("peek %d" % jid)
+            assert w[0] == "FOUND" and data == body, \
+                "job %d (%s), acknowledged, is gone: %r" % (jid, body, w)
+        cl.close()
+    finally:
+        c.stop()

@@ -67,6 +67,7 @@ on_barrier(struct raft_barrier *req, int status)
     RaftNode *n = br->node;
 
     n->barrier_pending = 0;
+    rn_check_status(n, status, "appending a barrier");
     if (status == 0 && raft_state(&n->raft) == RAFT_LEADER &&
         n->raft.current_term == br->term) {
         n->ready_term = br->term;

@@ -121,6 +121,10 @@ typedef struct RaftNodeOptions {
                                     if they would hold more than
                                     RAFTNODE_LOG_BYTES) */
     int no_pre_vote; /* 1: no pre-vote round (default: pre-vote on) */
+    /* Tests only (ROCKSTALKD_FAULT_RAFT_REFUSE): the raft thread refuses
+     * the proposal it takes in this position (1: the first), as if
+     * raft_apply had failed with RAFT_NOMEM. 0: never. */
+    unsigned fault_refuse;
     /* Credentials for mutual TLS between the voters (cluster/peer.h);
      * NULL: libraft's own TCP transport, plaintext and unauthenticated.
      * Borrowed: must outlive the node. */

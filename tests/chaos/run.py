@@ -19,6 +19,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -168,7 +169,13 @@ def round_(seed, n=3, names=None, base=None, log=print):
     return line, out, st
 
 
+def _on_term(sig, frame):
+    raise SystemExit("chaos: signal %d" % sig)  # cleanup runs (finally)
+
+
 def main(argv=None):
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGHUP, _on_term)
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=10)
