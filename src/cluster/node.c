@@ -577,26 +577,22 @@ node_step(Server *s)
         _exit(2);
     }
     if (n->serving) {
+        const char *why = NULL;
         if (s->stopping) return;
-        if (st.role != RAFTNODE_LEADER) {
-            log_msg(0,
-                    "cluster: no longer the leader (%s in term %llu): "
-                    "restarting as a follower",
-                    raftnode_role_name(st.role), (unsigned long long)st.term);
-            restart(s);
-        }
-        if (st.term != n->serving_term) { /* lost and won again between */
-            log_msg(0,
-                    "cluster: the term moved from %llu to %llu while "
-                    "serving: restarting",
-                    (unsigned long long)n->serving_term,
-                    (unsigned long long)st.term);
-            restart(s);
-        }
-        if (atomic_load(&n->gap)) {
-            log_msg(0, "cluster: a proposal was refused or lost: its "
-                       "changes may be in no log; restarting from the "
-                       "log and the shards");
+        if (st.role != RAFTNODE_LEADER)
+            why = "it lost the leadership";
+        else if (st.term != n->serving_term)
+            why = "the term moved while serving (leadership lost and won)";
+        else if (atomic_load(&n->gap))
+            why = "a proposal was refused or lost (its changes may be in no "
+                  "log)";
+        if (why) {
+            log_msg(
+                0,
+                "cluster: no longer the leader (%s; %s in term %llu, serving "
+                "since term %llu): restarting as a follower",
+                why, raftnode_role_name(st.role), (unsigned long long)st.term,
+                (unsigned long long)n->serving_term);
             restart(s);
         }
         return;
