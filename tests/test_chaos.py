@@ -214,3 +214,70 @@ def test_refused_proposal_is_not_acknowledged(tmp_path):
         cl.close()
     finally:
         c.stop()
+
+
+def test_full_raft_disk_fails_stop(tmp_path):
+    """The leader's Raft directory fills up (a small tmpfs, then a filler
+    file): its append fails (RAFT_NOSPACE). libraft 0.15 would lead on
+    and reuse the index (main's binary died of SIGSEGV here); the leader
+    must stop with exit 2 and say why, another must serve, and every put
+    acknowledged must still be there."""
+    import atexit
+    import subprocess
+    from cluster import Cluster
+    if os.geteuid() != 0:
+        pytest.fail("test_full_raft_disk_fails_stop needs root (tmpfs)")
+    c = Cluster(tmp_path, start=False)
+    mounts = []
+
+    def umount_all():
+        for d in mounts:
+            subprocess.run(["umount", "-l", d], check=False)
+        del mounts[:]
+    atexit.register(umount_all)
+    try:
+        for nd in c.nodes:
+            nd.start(wait=False)
+        c.wait_leader()
+        for nd in c.nodes:  # each node's log moves onto a 64 MiB tmpfs
+            nd.stop()
+            d = os.path.join(nd.dir, "raft")
+            os.rename(d, d + ".old")
+            os.makedirs(d)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m",
+                            "tmpfs", d], check=True)
+            mounts.append(d)
+            subprocess.run("cp -a %s.old/. %s/" % (d, d), shell=True,
+                           check=True)
+        for nd in c.nodes:
+            nd.start(wait=False)
+        lead = c.wait_leader()
+        d = os.path.join(c.node(lead).dir, "raft")
+        st = os.statvfs(d)
+        subprocess.run(["fallocate", "-l", str(st.f_bavail * st.f_frsize -
+                                              (1 << 20)), d + "/filler"],
+                       check=True)
+        acked, body = [], "x" * 60000
+        for i in range(700):
+            if not c.node(lead).alive() and len(acked) > 50:
+                break
+            try:
+                cl = Client(c.node(c.leader() or lead), timeout=3.0)
+                w, _ = cl.cmd("put 0 0 60 %d" % len(body), body)
+                cl.close()
+                if w[0] == "INSERTED":
+                    acked.append(int(w[1]))
+            except (OSError, Lost):
+                time.sleep(0.2)
+        old = c.node(lead)
+        assert not old.alive(), "the leader leads on with a full log disk"
+        assert old.proc.returncode == 2, old.proc.returncode
+        with open(old.dir + ".log", "rb") as f:
+            assert b"appending an entry failed" in f.read()
+        cl = Client(c.node(c.wait_leader()), timeout=5.0)
+        gone = [j for j in acked if cl.cmd("peek %d" % j)[0][0] != "FOUND"]
+        cl.close()
+        assert not gone, "acknowledged jobs lost: %r" % gone[:10]
+    finally:
+        c.stop()
+        umount_all()
