@@ -81,6 +81,17 @@ def _kill_ns(name):
             pass
 
 
+def _free_subnet(start):
+    """10.213.X (X in 1..250, from start on) that no address of this host
+    is in: two runs at once never share a subnet."""
+    used = _ip("-4", "-o", "addr", "show", check=False)
+    for k in range(250):
+        net = "10.213.%d" % ((start + k) % 250 + 1)
+        if " %s." % net not in used:
+            return net
+    raise NetError("no free 10.213.X.0/24 subnet")
+
+
 class Net:
     """n namespaces, each with one veth on a shared bridge, addresses
     10.213.<k>.<i>/24 (the host: .254)."""
@@ -95,7 +106,7 @@ class Net:
             k = _count[0]
         self.tag = "rk%dx%d" % (os.getpid(), k)
         self.n = n
-        self.subnet = "10.213.%d" % ((os.getpid() * 7 + k) % 250 + 1)
+        self.subnet = _free_subnet((os.getpid() * 7 + k) % 250)
         self.bridge = self.tag + "b"
         self.cuts = set()
         self.closed = False

@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 from chaos import checker, nemesis  # noqa: E402
-from chaos.netns import Net  # noqa: E402
+from chaos.netns import Net, NetError  # noqa: E402
 from chaos.nodes import NsCluster  # noqa: E402
 from chaos.workload import Client, History, Lost, Producer, Reader, \
     Worker, drain  # noqa: E402
@@ -193,7 +193,11 @@ def main(argv=None):
     worst = {}
     for r in range(a.rounds):
         base = tempfile.mkdtemp(prefix="rkchaos-")
-        line, viol, st = round_(seed + r, a.nodes, names, base)
+        try:
+            line, viol, st = round_(seed + r, a.nodes, names, base)
+        except NetError as e:
+            print("chaos: cannot run: %s" % e, flush=True)
+            return 2
         print("round %d: %s" % (r, line), flush=True)
         w = worst.setdefault(st["nemesis"], [0, 0.0, 0.0])
         w[0] += 1
