@@ -66,16 +66,17 @@ def put(nd, body, tube="default"):
         c.close()
 
 
-def replies(c, reqs, timeout):
+def replies(c, reqs, timeout, n=None):
     """Sends every request of reqs on c; the reply words read within
-    timeout (fewer if the connection ends or stays silent)."""
+    timeout, n of them (default: one per request; fewer if the connection
+    ends or stays silent)."""
     out = []
     c.sock.settimeout(timeout)
     try:
         c.sock.sendall(b"".join(r.encode() + b"\r\n" for r in reqs))
-        for _ in reqs:
+        for _ in range(len(reqs) if n is None else n):
             words = c._line().split()
-            if words and words[0] in ("RESERVED", "FOUND"):
+            if words and words[0] in ("RESERVED", "FOUND", "OK"):
                 c._data(int(words[-1]))
             out.append(words)
     except (Lost, OSError):
@@ -84,46 +85,61 @@ def replies(c, reqs, timeout):
 
 
 def test_paused_leader_serves_no_deleted_job(tmp_path):
-    """A leader paused (SIGSTOP) while another is elected and a job is
-    deleted there must not, once resumed, hand that job out (FOUND,
-    RESERVED) to requests sent after the DELETED: a leader serves reads
-    and reservations only while it still holds its leadership (its lease,
-    or a read barrier through Raft)."""
+    """A leader paused (SIGSTOP) while another is elected, a job deleted
+    and another put there, must not, once resumed, hand the first out
+    (FOUND, RESERVED) nor say the second is missing (NOT_FOUND of peek,
+    stats-job) to requests sent after those replies: a leader answers
+    reads and reservations only while it still holds its leadership (its
+    lease, or a read barrier through Raft)."""
     net = make_net(3)
     c = None
     try:
         c = NsCluster(str(tmp_path), net, n=3)
         assert wait_serving(c, [1, 2, 3], 20.0) is not None
+        put(c.node(c.wait_leader()), "keep")  # the old leader holds a job
         for trial in range(2):
             old = c.wait_leader()
             assert old and wait_serving(c, [old], 10.0) is not None, \
                 c.views()
             jid = put(c.node(old), "x%d" % trial)
-            conn = Client(c.node(old))  # opened before the pause
+            # one connection per request, opened before the pause (on one
+            # connection a held reply would hide the replies after it)
+            conns = [Client(c.node(old)) for _ in range(4)]
             c.node(old).pause()
             rest = [i for i in (1, 2, 3) if i != old]
             assert wait_serving(c, rest, 10.0) is not None
             d = Client(c.node(rest[0]))
             w, _ = d.cmd("delete %d" % jid)
-            d.close()
             assert w == ["DELETED"], w
-            got = replies(conn, ["peek %d" % jid, "reserve-job %d" % jid],
-                          0.1)  # queued while the leader is stopped
+            d.cmd("use default")
+            w, _ = d.cmd("put 0 0 60 1", "y")  # a job the old one lacks
+            d.close()
+            assert w[0] == "INSERTED", w
+            new = int(w[1])
+            reqs = ["peek %d" % jid, "reserve-job %d" % jid,
+                    "peek %d" % new, "stats-job %d" % new]
+            # stale: the deleted job shown, or the new one said missing
+            bad = [("FOUND", "RESERVED")] * 2 + [("NOT_FOUND",)] * 2
+            for cl, r in zip(conns, reqs):  # queued while it is stopped
+                cl.sock.sendall(r.encode() + b"\r\n")
             c.node(old).resume()
-            got += replies(conn, [], 0)
-            try:
-                got += replies(conn, [], 3.0) if len(got) < 2 else []
+            got = []
+            for cl, r, b in zip(conns, reqs, bad):
+                w = replies(cl, [], 3.0, 1)
+                cl.close()
+                got.append((r, w[0] if w else None, b))
+            try:  # once resumed, on a new connection
                 fresh = Client(c.node(old))
-                got += replies(fresh, ["peek %d" % jid,
-                                       "reserve-job %d" % jid], 3.0)
+                for r, b in zip(reqs, bad):
+                    w = replies(fresh, [r], 3.0)
+                    got.append((r, w[0] if w else None, b))
                 fresh.close()
             except (OSError, Lost):
                 pass
-            conn.close()
-            stale = [w for w in got if w and w[0] in ("FOUND", "RESERVED")]
-            assert not stale, "trial %d: job %d, DELETED on node %d, was " \
-                "then handed out by resumed node %d: %r" % (
-                    trial, jid, rest[0], old, got)
+            stale = [(r, w) for r, w, b in got if w and w[0] in b]
+            assert not stale, "trial %d: after job %d was DELETED and " \
+                "job %d put on node %d, resumed node %d answered %r" % (
+                    trial, jid, new, rest[0], old, stale)
             assert wait_serving(c, [1, 2, 3], 15.0) is not None
     finally:
         if c:

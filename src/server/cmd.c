@@ -153,10 +153,12 @@ cmd_put_body(Conn *c)
 static void
 reply_found(Conn *c, Job *j)
 {
-    if (j)
+    if (j) {
         jobreply_send(c, JR_FOUND, &j, 1);
-    else
+    } else {
+        jobreply_confirm_any(c->srv); /* a deposed leader's waits */
         conn_reply_lit(c, "NOT_FOUND\r\n");
+    }
 }
 
 static void
@@ -400,6 +402,7 @@ cmd_stats(Conn *c, const Cmd *cmd)
     } else if (cmd->op == OP_STATS_JOB) {
         Job *j = jobtable_find(&s->jobs, cmd->id);
         if (!j) {
+            jobreply_confirm_any(s); /* a deposed leader's waits */
             conn_reply_lit(c, "NOT_FOUND\r\n");
             return;
         }
@@ -416,6 +419,7 @@ cmd_stats(Conn *c, const Cmd *cmd)
         stats_list(cmd->op == OP_LIST_TUBES ? &s->tubes.list : &c->se.watch,
                    &b);
     }
+    if (cmd->op != OP_STATS_JOB) jobreply_confirm_any(s);
     conn_reply_ok(c, b.buf, b.len);
     stats_buf_free(&b);
 }

@@ -15,6 +15,22 @@ jobreply_confirm(Server *s, Job **jobs, size_t n)
         queue_persist_update(s, jobs[i]);
 }
 
+void
+jobreply_confirm_any(Server *s)
+{
+    if (node_lease_ok(s)) return;
+    for (size_t i = 0; i < s->tubes.list.len; i++) {
+        Tube *t = s->tubes.list.items[i];
+        Job *j = heap_peek(&t->ready);
+        if (!j) j = heap_peek(&t->delay);
+        if (!j) j = heap_peek(&t->buried);
+        if (j) {
+            queue_persist_update(s, j);
+            return;
+        }
+    }
+}
+
 /* Appends the reply of the jobs still there (all bodies in memory). */
 static void
 emit(Conn *c, int kind, Job **jobs, size_t n)
