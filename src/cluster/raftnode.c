@@ -303,6 +303,13 @@ node_open(RaftNode *n, char *err, size_t errcap)
     n->raft.data = n;
     raft_set_election_timeout(&n->raft, n->opt.election_ms);
     raft_set_heartbeat_timeout(&n->raft, n->opt.heartbeat_ms);
+    /* A follower that installs a snapshot fetches the state, then restarts
+     * itself to load it (node.c), often before libraft has sent the
+     * leader its reply: the leader then waits this long before it sends
+     * the snapshot again, and the follower lags meanwhile (libraft's
+     * default, 30 s; the chaos harness saw followers stuck that long).
+     * Manifests are tiny: a resend costs nothing. */
+    raft_set_install_snapshot_timeout(&n->raft, 2 * n->opt.election_ms);
     rafttune_attach(&n->tune, &n->raft, n->opt.snapshot_threshold,
                     n->opt.snapshot_trailing, RAFTNODE_LOG_BYTES);
     raft_set_pre_vote(&n->raft, !n->opt.no_pre_vote);
