@@ -28,7 +28,24 @@ static int
 cb_apply(void *arg, uint64_t index, const void *data, size_t len, uint64_t seq)
 {
     Node *n = arg;
-    return store_raft_apply(n->store, index, data, len, seq != 0);
+    /* past a gap, nothing of ours is published: a later entry's sequence
+     * would acknowledge the changes of the lost one */
+    return store_raft_apply(n->store, index, data, len,
+                            seq != 0 && !atomic_load(&n->gap));
+}
+
+static void cb_notify(void *arg);
+
+/* A proposal will not be applied with its seq: never appended (refused) or
+ * of unknown fate (appended, then the leadership or the entry was lost). */
+static void
+cb_lost(void *arg, uint64_t seq, int why)
+{
+    Node *n = arg;
+
+    (void)seq, (void)why;
+    atomic_store(&n->gap, 1);
+    cb_notify(arg);
 }
 
 static int
@@ -134,7 +151,9 @@ propose(void *arg, const void *entry, size_t len)
     if (n->raft) rc = raftnode_propose(n->raft, entry, len, &seq);
     pthread_mutex_unlock(&n->raft_mu);
     if (rc == RAFTNODE_OK) return 0;
-    return rc == RAFTNODE_EFULL ? 1 : -1;
+    if (rc == RAFTNODE_EFULL) return 1;
+    atomic_store(&n->gap, 1); /* mut_emit drops the entry */
+    return -1;
 }
 
 size_t
@@ -318,10 +337,12 @@ node_start(Server *s, char *err, size_t errcap)
     RaftNodeOptions opt = {
         .snapshot_threshold = env_uint("ROCKSTALKD_RAFT_THRESHOLD"),
         .snapshot_trailing = env_uint("ROCKSTALKD_RAFT_TRAILING"),
+        .fault_refuse = env_uint("ROCKSTALKD_FAULT_RAFT_REFUSE"),
         .tls = n->tls,
     };
     RaftNodeCallbacks cb = {.arg = n,
                             .apply = cb_apply,
+                            .lost = cb_lost,
                             .snapshot = cb_snapshot,
                             .restore = cb_restore,
                             .notify = cb_notify,
@@ -524,6 +545,7 @@ promote(Server *s, const RaftNodeStatus *st)
     n->proxied_leader = n->cfg.self_id;
     drain_replay(s); /* every entry before the barrier */
     n->serving = 1;
+    n->serving_term = st->term;
     log_msg(0, "cluster: leader in term %llu; serving %zu jobs (next id %llu)",
             (unsigned long long)st->term, s->jobs.len,
             (unsigned long long)s->next_id);
@@ -606,11 +628,22 @@ node_step(Server *s)
         _exit(2);
     }
     if (n->serving) {
-        if (st.role != RAFTNODE_LEADER && !s->stopping) {
-            log_msg(0,
-                    "cluster: no longer the leader (%s in term %llu): "
-                    "restarting as a follower",
-                    raftnode_role_name(st.role), (unsigned long long)st.term);
+        const char *why = NULL;
+        if (s->stopping) return;
+        if (st.role != RAFTNODE_LEADER)
+            why = "it lost the leadership";
+        else if (st.term != n->serving_term)
+            why = "the term moved while serving (leadership lost and won)";
+        else if (atomic_load(&n->gap))
+            why = "a proposal was refused or lost (its changes may be in no "
+                  "log)";
+        if (why) {
+            log_msg(
+                0,
+                "cluster: no longer the leader (%s; %s in term %llu, serving "
+                "since term %llu): restarting as a follower",
+                why, raftnode_role_name(st.role), (unsigned long long)st.term,
+                (unsigned long long)n->serving_term);
             restart(s);
         }
         return;
@@ -640,6 +673,15 @@ int
 node_serves(const Server *s)
 {
     return !s->node || s->node->serving;
+}
+
+int
+node_lease_ok(const Server *s)
+{
+    const Node *n = s->node;
+
+    if (!n || !n->raft) return 1;
+    return n->serving && raftnode_lease_ok(n->raft);
 }
 
 size_t

@@ -120,6 +120,13 @@ size_t node_backlog_bytes(const Server *s);
  * own (the leader makes them). */
 int node_serves(const Server *s);
 
+/* Loop thread: whether a read or a reservation answered from memory now
+ * shows the cluster's committed state: standalone, or a serving leader
+ * whose lease covers now (raftnode_lease_ok). 0: the reply must wait for a
+ * change of its own to commit (jobreply_confirm), which a deposed leader
+ * never sees. */
+int node_lease_ok(const Server *s);
+
 /* Loop thread: the client connections this node holds without serving
  * them, relayed to the leader or waiting for one (0 standalone or
  * serving); --max-connections counts them with the served ones. */

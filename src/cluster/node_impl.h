@@ -28,6 +28,12 @@ struct Node {
     ProxySet proxies;
     uint64_t proxied_leader; /* the leader the relays go to */
     int serving;
+    uint64_t serving_term; /* the term it began serving in (promote) */
+    /* A proposal of this leader was refused or lost (raftnode's lost(), or
+     * propose failed): its changes are in the loop's memory and may be in
+     * no log. From then on no entry publishes its sequence (cb_apply), so
+     * no reply past the gap leaves, and node_step restarts the process. */
+    _Atomic int gap;
     int port; /* this node's client port (-p) */
     char *const *argv;
     pthread_mutex_t raft_mu; /* orders propose against node_close */

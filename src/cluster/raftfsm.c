@@ -181,6 +181,21 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     return 0;
 }
 
+void
+rn_check_status(RaftNode *n, int status, const char *what)
+{
+    if (status == 0 || status == RAFT_LEADERSHIPLOST ||
+        status == RAFT_SHUTDOWN || n->closing)
+        return;
+    /* libraft 0.15 keeps leading after its own append failed: it truncates
+     * the entry from its memory and gives its index to the next one, while
+     * followers may hold the first. Stop here (exit 2), not lead on. */
+    rn_fail(n,
+            "raft: %s failed (%s, status %d): stopping rather than lead "
+            "on a log that lost an entry",
+            what, raft_strerror(status), status);
+}
+
 static void
 on_applied(struct raft_apply *req, int status, void *result)
 {
@@ -189,6 +204,7 @@ on_applied(struct raft_apply *req, int status, void *result)
 
     (void)result;
     free(ar);
+    rn_check_status(n, status, "appending an entry");
     if (status != 0) rn_lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
 }
 
@@ -206,7 +222,8 @@ rn_submit(RaftNode *n, PropList *l)
     while ((p = rn_list_pop(l))) {
         ApplyReq *ar = malloc(sizeof *ar);
         int rv = RAFT_NOMEM;
-        if (ar) {
+        n->submitted++;
+        if (ar && n->submitted != n->opt.fault_refuse) {
             ar->node = n;
             rv = raft_apply(&n->raft, &ar->req, &p->buf, 1, on_applied);
         }

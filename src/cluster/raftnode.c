@@ -29,13 +29,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/common.h"
 #include "cluster/raftnode_impl.h"
 
-/* The barrier a new leader appends (see publish); freed by its callback. */
+/* A barrier this leader appends (see publish): the first of its term
+ * makes it ready, each one that commits renews its lease; freed by its
+ * callback. */
 typedef struct BarrierReq {
     struct raft_barrier req;
     RaftNode *node;
     uint64_t term;
+    int64_t sent; /* CLOCK_MONOTONIC ns when it was appended */
 } BarrierReq;
 
 /* Raft thread: the role as published (NONE once failed: libraft's
@@ -63,15 +67,25 @@ on_barrier(struct raft_barrier *req, int status)
     RaftNode *n = br->node;
 
     n->barrier_pending = 0;
+    rn_check_status(n, status, "appending a barrier");
     if (status == 0 && raft_state(&n->raft) == RAFT_LEADER &&
-        n->raft.current_term == br->term)
+        n->raft.current_term == br->term) {
         n->ready_term = br->term;
+        /* A majority stored it, each after br->sent: none of them starts
+         * an election or grants a vote (libraft refuses votes while it
+         * has a leader) before br->sent plus its election timeout, at
+         * least election_ms; the lease ends at half of that. */
+        int64_t until = br->sent + n->lease_ns;
+        if (until > atomic_load(&n->lease_until))
+            atomic_store(&n->lease_until, until);
+    }
     free(br);
 }
 
-/* Raft thread: a new leader appends a barrier; once it is applied, so is
- * every entry committed by earlier leaders (libraft 0.15 appends no entry
- * of its own on election), and the leader is ready to serve reads. */
+/* Raft thread: a leader appends a barrier. The first of its term: once it
+ * is applied, so is every entry committed by earlier leaders (libraft 0.15
+ * appends no entry of its own on election), and the leader is ready to
+ * serve. The later ones renew its lease (on_barrier). */
 static void
 start_barrier(RaftNode *n)
 {
@@ -80,11 +94,26 @@ start_barrier(RaftNode *n)
     if (!br) return; /* tried again at the next loop iteration */
     br->node = n;
     br->term = n->raft.current_term;
+    br->sent = mono_ns();
     if (raft_barrier(&n->raft, &br->req, on_barrier) != 0) {
         free(br);
         return;
     }
     n->barrier_pending = 1;
+}
+
+/* Raft thread: whether to renew the lease now: a reader asked for it in
+ * the last two lease lengths and less than a lease minus a heartbeat
+ * interval is left (so one barrier each heartbeat interval at most, and
+ * none while nobody reads). */
+static int
+lease_wanted(RaftNode *n)
+{
+    int64_t now = mono_ns();
+
+    return now - atomic_load(&n->lease_wanted) < 2 * n->lease_ns &&
+           atomic_load(&n->lease_until) - now <
+               n->lease_ns - (int64_t)n->opt.heartbeat_ms * 1000000;
 }
 
 /* Raft thread: publishes the status; notifies on a change of role, leader,
@@ -98,9 +127,11 @@ publish(RaftNode *n)
     uint64_t term = n->raft.current_term;
 
     if (role != RAFTNODE_NONE) raft_leader(&n->raft, &leader, &addr);
-    if (role == RAFTNODE_LEADER && n->ready_term != term && !n->barrier_pending)
-        start_barrier(n);
     int ready = role == RAFTNODE_LEADER && n->ready_term == term;
+    if (!ready) atomic_store(&n->lease_until, 0);
+    if (role == RAFTNODE_LEADER && !n->barrier_pending &&
+        (!ready || lease_wanted(n)))
+        start_barrier(n);
     int changed =
         atomic_load_explicit(&n->role, memory_order_relaxed) != role ||
         atomic_load_explicit(&n->leader_id, memory_order_relaxed) != leader ||
@@ -272,6 +303,13 @@ node_open(RaftNode *n, char *err, size_t errcap)
     n->raft.data = n;
     raft_set_election_timeout(&n->raft, n->opt.election_ms);
     raft_set_heartbeat_timeout(&n->raft, n->opt.heartbeat_ms);
+    /* A follower that installs a snapshot fetches the state, then restarts
+     * itself to load it (node.c), often before libraft has sent the
+     * leader its reply: the leader then waits this long before it sends
+     * the snapshot again, and the follower lags meanwhile (libraft's
+     * default, 30 s; the chaos harness saw followers stuck that long).
+     * Manifests are tiny: a resend costs nothing. */
+    raft_set_install_snapshot_timeout(&n->raft, 2 * n->opt.election_ms);
     rafttune_attach(&n->tune, &n->raft, n->opt.snapshot_threshold,
                     n->opt.snapshot_trailing, RAFTNODE_LOG_BYTES);
     raft_set_pre_vote(&n->raft, !n->opt.no_pre_vote);
@@ -368,6 +406,7 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     if (opt) n->opt = *opt;
     if (!n->opt.election_ms) n->opt.election_ms = 1000;
     if (!n->opt.heartbeat_ms) n->opt.heartbeat_ms = 100;
+    n->lease_ns = (int64_t)n->opt.election_ms * 1000000 / 2;
     if (!n->opt.snapshot_threshold) n->opt.snapshot_threshold = 8192;
     if (!n->opt.snapshot_trailing) n->opt.snapshot_trailing = 2048;
     n->cb = *cb;
@@ -451,6 +490,16 @@ raftnode_propose(RaftNode *n, const void *data, size_t len, uint64_t *seq)
         free(p);
     }
     return rc;
+}
+
+int
+raftnode_lease_ok(RaftNode *n)
+{
+    int64_t now = mono_ns();
+
+    atomic_store_explicit(&n->lease_wanted, now, memory_order_relaxed);
+    return atomic_load(&n->role) == RAFTNODE_LEADER &&
+           now < atomic_load(&n->lease_until);
 }
 
 void

@@ -123,6 +123,10 @@ typedef struct RaftNodeOptions {
                                     if they would hold more than
                                     RAFTNODE_LOG_BYTES) */
     int no_pre_vote; /* 1: no pre-vote round (default: pre-vote on) */
+    /* Tests only (ROCKSTALKD_FAULT_RAFT_REFUSE): the raft thread refuses
+     * the proposal it takes in this position (1: the first), as if
+     * raft_apply had failed with RAFT_NOMEM. 0: never. */
+    unsigned fault_refuse;
     /* Credentials for mutual TLS between the voters (cluster/peer.h);
      * NULL: libraft's own TCP transport, plaintext and unauthenticated.
      * Borrowed: must outlive the node. */
@@ -167,6 +171,18 @@ int raftnode_propose(RaftNode *n, const void *data, size_t len, uint64_t *seq);
 /* Any thread: the published status (each field read atomically; fields may
  * come from consecutive updates). */
 void raftnode_status(const RaftNode *n, RaftNodeStatus *st);
+
+/* Any thread: whether this node leads and its leadership is confirmed now
+ * (its lease): a barrier it appended at time t (CLOCK_MONOTONIC) has
+ * committed, and now < t + election_ms / 2. A majority stored that barrier
+ * after t, and none of them starts an election or grants a vote within an
+ * election timeout (at least election_ms) of hearing from this leader, so
+ * no other leader can exist before the lease ends: what this node's memory
+ * says now is the cluster's committed state. Each call also asks the raft
+ * thread to keep renewing the lease (one barrier per heartbeat interval
+ * at most, only while someone asks). 0: not confirmed; a reader then
+ * needs a Raft round trip of its own (a read barrier). */
+int raftnode_lease_ok(RaftNode *n);
 
 /* Any thread: why the node failed (status.failed), or NULL. The text
  * stays valid until raftnode_stop. */

@@ -59,6 +59,11 @@ struct RaftNode {
     _Atomic uint64_t leader_id, term, commit_index, applied;
     _Atomic int ready;
     _Atomic int failed;
+    /* The lease (raftnode_lease_ok): CLOCK_MONOTONIC ns until which this
+     * leader's leadership is confirmed, 0 when none; and when a reader last
+     * asked for it (the raft thread renews it only while someone reads). */
+    _Atomic int64_t lease_until;
+    _Atomic int64_t lease_wanted;
     _Atomic uint64_t peer_refused; /* peer_refused(), as published */
     char fail_msg[ERR_MAX];        /* written once before failed is set */
 
@@ -75,6 +80,8 @@ struct RaftNode {
     uint64_t inflight_term;
     uint64_t last_index; /* latest index applied or restored */
     int barrier_pending; /* a barrier is in the log, not yet applied */
+    int64_t lease_ns;    /* a lease's length: half the election timeout */
+    unsigned submitted;  /* proposals taken (opt.fault_refuse counts them) */
     uint64_t ready_term; /* the term whose barrier was applied here */
     struct raft_transfer transfer; /* in use while transferring */
     int transferring;
@@ -104,6 +111,11 @@ void rn_submit(RaftNode *n, PropList *l);
  * first failure wins), publishes role NONE and calls notify. */
 void rn_fail(RaftNode *n, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Raft thread: a libraft request (what: "appending an entry", ...) ended
+ * with status: fails the node (rn_fail) unless it is 0, the leadership
+ * was lost (RAFT_LEADERSHIPLOST) or libraft is closing. */
+void rn_check_status(RaftNode *n, int status, const char *what);
 
 /* Raft thread: fills n->fsm with the state machine (apply, snapshot,
  * restore), its data pointing at n. */

@@ -154,10 +154,12 @@ cmd_put_body(Conn *c)
 static void
 reply_found(Conn *c, Job *j)
 {
-    if (j)
+    if (j) {
         jobreply_send(c, JR_FOUND, &j, 1);
-    else
+    } else {
+        jobreply_confirm_any(c->srv); /* a deposed leader's waits */
         conn_reply_lit(c, "NOT_FOUND\r\n");
+    }
 }
 
 static void
@@ -416,10 +418,12 @@ cmd_stats(Conn *c, const Cmd *cmd)
     } else if (cmd->op == OP_STATS_JOB) {
         Job *j = jobtable_find(&s->jobs, cmd->id);
         if (!j) {
+            jobreply_confirm_any(s); /* a deposed leader's waits */
             conn_reply_lit(c, "NOT_FOUND\r\n");
             return;
         }
         stats_job(j, &b);
+        jobreply_confirm(s, &j, 1); /* a stale leader's waits for ever */
     } else if (cmd->op == OP_STATS_TUBE) {
         Tube *t = tubes_find(&s->tubes, cmd->name, cmd->name_len);
         if (!t) {
@@ -433,6 +437,7 @@ cmd_stats(Conn *c, const Cmd *cmd)
         stats_list(cmd->op == OP_LIST_TUBES ? &s->tubes.list : &c->se.watch,
                    &b);
     }
+    if (cmd->op != OP_STATS_JOB) jobreply_confirm_any(s);
     conn_reply_ok(c, b.buf, b.len);
     stats_buf_free(&b);
 }

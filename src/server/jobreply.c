@@ -4,7 +4,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cluster/node.h"
 #include "queue/queue.h"
+
+void
+jobreply_confirm(Server *s, Job **jobs, size_t n)
+{
+    if (node_lease_ok(s)) return;
+    for (size_t i = 0; i < n; i++)
+        queue_persist_update(s, jobs[i]);
+}
+
+void
+jobreply_confirm_any(Server *s)
+{
+    if (node_lease_ok(s)) return;
+    for (size_t i = 0; i < s->tubes.list.len; i++) {
+        Tube *t = s->tubes.list.items[i];
+        Job *j = heap_peek(&t->ready);
+        if (!j) j = heap_peek(&t->delay);
+        if (!j) j = heap_peek(&t->buried);
+        if (j) {
+            queue_persist_update(s, j);
+            return;
+        }
+    }
+}
 
 /* Appends the reply of the jobs still there (all bodies in memory). */
 static void
@@ -13,6 +38,7 @@ emit(Conn *c, int kind, Job **jobs, size_t n)
     Server *s = c->srv;
     char head[64];
     uint64_t need = 0;
+    jobreply_confirm(s, jobs, n); /* after the jobs were taken or read */
     for (size_t i = 0; i < n; i++) {
         uint64_t q = queue_job_reply_seq(s, jobs[i]);
         if (q > need) need = q;

@@ -29,6 +29,22 @@ enum {
  * reply is made. */
 void jobreply_send(Conn *c, int kind, Job **jobs, size_t n);
 
+/* In cluster mode, when this leader's leadership is not confirmed now
+ * (node_lease_ok: its lease has run out, say after a pause or while cut
+ * off), stores each of jobs[0..n) again as it is (a change that changes
+ * nothing): a reply about them made after this leaves only once that
+ * change has committed in this leader's term, a read barrier through Raft
+ * that a deposed leader never passes. Standalone or with a lease: nothing.
+ * Call it after the state the reply shows was read. */
+void jobreply_confirm(Server *s, Job **jobs, size_t n);
+
+/* The same for a reply about no job in particular (stats, stats-tube,
+ * NOT_FOUND of a peek or stats-job): without a lease, rewrites one job of
+ * any tube (ready, delayed or buried) so that the reply appended next
+ * waits for a commit. A leader holding no such job answers from memory
+ * (PROTOCOL.md 15.7, not covered). */
+void jobreply_confirm_any(Server *s);
+
 /* Loop thread, once per iteration after bodycache_take: completes the
  * replies whose bodies have arrived (or failed), asks the reader again
  * for bodies it could not take yet. */

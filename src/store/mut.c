@@ -279,6 +279,11 @@ mut_emit(StoreMut *m, uint64_t pseq)
     int rc;
 
     if (!m->enrec) return;
+    if (m->refused) { /* past a gap: dropped, as the refused one */
+        m->elen = SRAFT_HDR;
+        m->enrec = 0;
+        return;
+    }
     sraft_entry_header(m->ebuf, m->elen, m->node_id, m->enrec, pseq);
     for (int tries = 0;
          (rc = m->propose(m->propose_arg, m->ebuf, m->elen)) == 1 &&
@@ -288,6 +293,7 @@ mut_emit(StoreMut *m, uint64_t pseq)
     if (rc == 1)
         ack_fail(m->ack, "raft", -1,
                  strdup("the Raft node took no proposal for 10 s"));
+    if (rc == -1) m->refused = 1; /* the node restarts (cluster/node.c) */
     m->elen = SRAFT_HDR;
     m->enrec = 0;
 }

@@ -71,6 +71,9 @@ typedef struct StoreMut {
     unsigned char *ebuf; /* the entry being built */
     size_t elen, ecap;   /* its bytes, its capacity */
     uint32_t enrec;      /* its records */
+    int refused;         /* propose refused an entry: nothing more is
+                            proposed (a later entry would publish past
+                            the gap, acknowledging the dropped one) */
     pthread_t thread;
     int started;
 } StoreMut;

@@ -105,8 +105,10 @@ typedef struct StoreIO {
 /* Cluster mode: hands one Raft entry (entry[0..len), borrowed for the call)
  * to the Raft node (raftnode_propose). Returns 0 if it was taken, 1 if the
  * node's queue is full (try again soon), -1 if it refused (this node does
- * not lead, or stopped: the entry is dropped and never acknowledged). Called
- * on the loop thread, from store_flush. */
+ * not lead, or stopped: the entry is dropped and never acknowledged, and so
+ * is every later one: no sequence past the gap is ever published; the
+ * proposer is expected to restart the process). Called on the loop thread,
+ * from store_flush. */
 typedef int (*StoreProposeFn)(void *arg, const void *entry, size_t len);
 
 /* Cluster mode: told of each mutation record that a committed entry this

@@ -458,6 +458,43 @@ test_cluster(void **state)
            (unsigned long long)t->lost_unknown);
 }
 
+/* The lease (raftnode_lease_ok): the leader gets one once readers ask,
+ * followers never; once the leader cannot reach a majority its lease ends
+ * within half an election timeout, before any other node may be elected
+ * (an election timeout, 1 s, after the followers last heard from it). */
+static void
+test_lease(void **state)
+{
+    (void)state;
+    const unsigned all = (1u << NODES) - 1;
+
+    for (int i = 0; i < NODES; i++)
+        start_node(i);
+    int leader = wait_leader(all, 10);
+    assert_true(leader >= 0);
+    double t0 = now_s();
+    int ok = 0;
+    while (!(ok = raftnode_lease_ok(nodes[leader].rn)) && now_s() < t0 + 5)
+        sleep_ms(5);
+    assert_true(ok);
+    printf("# the leader holds a lease %.3f s after asking\n", now_s() - t0);
+    for (int i = 0; i < NODES; i++)
+        if (i != leader) assert_false(raftnode_lease_ok(nodes[i].rn));
+    /* readers keep asking: the lease stays for a second of them */
+    for (t0 = now_s(); now_s() < t0 + 1.0; sleep_ms(20))
+        ok &= raftnode_lease_ok(nodes[leader].rn);
+    assert_true(ok);
+    for (int i = 0; i < NODES; i++)
+        if (i != leader) stop_node(i);
+    t0 = now_s();
+    while (raftnode_lease_ok(nodes[leader].rn) && now_s() < t0 + 5)
+        sleep_ms(1);
+    double gone = now_s() - t0;
+    printf("# followers stopped: the lease ended after %.3f s\n", gone);
+    assert_true(gone < 0.6);
+    stop_node(leader);
+}
+
 /* start refuses a directory it cannot use, and a node id that is not a
  * voter, leaving nothing behind. */
 static void
@@ -494,6 +531,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_errors),
         cmocka_unit_test(test_cluster),
+        cmocka_unit_test(test_lease),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
