@@ -203,9 +203,9 @@ $(FUZZ_DIR)/fuzz_meta: tests/fuzz/fuzz_meta.c src/store/enc.c \
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^)
 
-# A TLS server session (net/tls.c) given arbitrary bytes as the client's
+# A TLS server session (net/tls.c, net/tlscreds.c) given arbitrary bytes as the client's
 # first flight; its credentials are test-only PEMs inside the target.
-$(FUZZ_DIR)/fuzz_tls: tests/fuzz/fuzz_tls.c src/net/tls.c \
+$(FUZZ_DIR)/fuzz_tls: tests/fuzz/fuzz_tls.c src/net/tls.c src/net/tlscreds.c \
                       $(wildcard src/*/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(TLS_LIBS)
