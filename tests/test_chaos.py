@@ -77,7 +77,10 @@ def replies(c, reqs, timeout, n=None):
         for _ in range(len(reqs) if n is None else n):
             words = c._line().split()
             if words and words[0] in ("RESERVED", "FOUND", "OK"):
-                c._data(int(words[-1]))
+                body = c._data(int(words[-1]))
+                if words[0] == "OK":  # a list's ids, as words after "OK n"
+                    words += [w for w in str(body).replace("-", " ")
+                              .split() if w.isdigit()]
             out.append(words)
     except (Lost, OSError):
         pass
@@ -104,7 +107,7 @@ def test_paused_leader_serves_no_deleted_job(tmp_path):
             jid = put(c.node(old), "x%d" % trial)
             # one connection per request, opened before the pause (on one
             # connection a held reply would hide the replies after it)
-            conns = [Client(c.node(old)) for _ in range(4)]
+            conns = [Client(c.node(old)) for _ in range(5)]
             c.node(old).pause()
             rest = [i for i in (1, 2, 3) if i != old]
             assert wait_serving(c, rest, 10.0) is not None
@@ -117,9 +120,11 @@ def test_paused_leader_serves_no_deleted_job(tmp_path):
             assert w[0] == "INSERTED", w
             new = int(w[1])
             reqs = ["peek %d" % jid, "reserve-job %d" % jid,
-                    "peek %d" % new, "stats-job %d" % new]
+                    "peek %d" % new, "stats-job %d" % new,
+                    "list-jobs default ready 1000"]
             # stale: the deleted job shown, or the new one said missing
-            bad = [("FOUND", "RESERVED")] * 2 + [("NOT_FOUND",)] * 2
+            bad = [("FOUND", "RESERVED")] * 2 + [("NOT_FOUND",)] * 2 + \
+                [("LISTS-DELETED",)]
             for cl, r in zip(conns, reqs):  # queued while it is stopped
                 cl.sock.sendall(r.encode() + b"\r\n")
             c.node(old).resume()
@@ -136,6 +141,9 @@ def test_paused_leader_serves_no_deleted_job(tmp_path):
                 fresh.close()
             except (OSError, Lost):
                 pass
+            # list-jobs is stale when it lists the job DELETED elsewhere
+            got = [(r, ["LISTS-DELETED"] if w and w[0] == "OK" and
+                    str(jid) in w[2:] else w, b) for r, w, b in got]
             stale = [(r, w) for r, w, b in got if w and w[0] in b]
             assert not stale, "trial %d: after job %d was DELETED and " \
                 "job %d put on node %d, resumed node %d answered %r" % (

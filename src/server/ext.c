@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "queue/queue.h"
+#include "server/jobreply.h"
 
 static void
 idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
@@ -26,6 +27,7 @@ ext_list_jobs(Conn *c, const Cmd *cmd)
     Tube *t = tubes_find(&s->tubes, cmd->name, cmd->name_len);
     void *jobs[PROTO_BATCH_MAX];
     size_t n = 0;
+    jobreply_confirm_any(s); /* a deposed leader's reply waits (15.7) */
     if (!t) {
         conn_reply_lit(c, "NOT_FOUND\r\n");
         return;

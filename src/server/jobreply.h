@@ -39,8 +39,8 @@ void jobreply_send(Conn *c, int kind, Job **jobs, size_t n);
 void jobreply_confirm(Server *s, Job **jobs, size_t n);
 
 /* The same for a reply about no job in particular (stats, stats-tube,
- * NOT_FOUND of a peek or stats-job): without a lease, rewrites one job of
- * any tube (ready, delayed or buried) so that the reply appended next
+ * list-jobs, NOT_FOUND of a peek or stats-job): without a lease, rewrites one
+ * job of any tube (ready, delayed or buried) so that the reply appended next
  * waits for a commit. A leader holding no such job answers from memory
  * (PROTOCOL.md 15.7, not covered). */
 void jobreply_confirm_any(Server *s);
