@@ -20,6 +20,7 @@ import pytest
 
 from cluster import Cluster, node_port
 from conftest import ROCKSTALKD, wait_for
+from test_hostile import socket_inodes
 
 pytestmark = pytest.mark.not_via_follower("starts its own servers")
 
@@ -33,14 +34,7 @@ pytestmark = pytest.mark.not_via_follower("starts its own servers")
 def listening(pid):
     """The listening sockets of process pid: {("tcp", port)} for TCP (v4
     and v6), {("unix", path)} for unix ones."""
-    inodes = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
+    inodes = socket_inodes(pid)
     out = set()
     for name in ("tcp", "tcp6"):
         with open("/proc/%d/net/%s" % (pid, name)) as f:
