@@ -5,7 +5,7 @@ PKGS="build-essential pkg-config libev-dev librocksdb-dev zlib1g-dev libmicrohtt
 beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc clang libclang-rt-14-dev \
 ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs \
 libedit-dev libncurses-dev python3-pexpect python3-pyte \
-libraft-dev libuv1-dev libssl-dev openssl stunnel4"
+libraft-dev libuv1-dev libssl-dev openssl stunnel4 gdb"
 # libssl-dev (OpenSSL 3) for src/net/tls.c; openssl, the command, for
 # scripts/cluster-certs.sh and the TLS tests. stunnel4 for make bench's
 # bs-stunnel (beanstalkd behind stunnel, what its users run for TLS).

@@ -17,6 +17,8 @@ endpoint (stats through a follower are the leader's: commands are relayed).
 """
 import os
 import random
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -222,8 +224,40 @@ class Cluster:
                     v["leader"] == lead:
                 return
             time.sleep(0.05)
-        raise AssertionError("node %d did not catch up: %r" %
-                             (nid, self.views()))
+        raise AssertionError("node %d did not catch up: %r\n%s" %
+                             (nid, self.views(), self.diagnose(nid)))
+
+    def diagnose(self, nid, lines=40):
+        """What a stuck node nid shows: its log's last lines and, where gdb
+        can attach, every thread's stack (a raft thread blocked in a state
+        fetch, say). For an assertion's message; never raises."""
+        nd = self.node(nid)
+        out = []
+        try:
+            with open(nd.dir + ".log", "rb") as f:
+                tail = f.read()[-16384:].decode(errors="replace")
+            out.append("node %d log:\n%s" % (nid, "\n".join(
+                tail.splitlines()[-lines:])))
+        except OSError as e:
+            out.append("node %d log: %s" % (nid, e))
+        if nd.alive() and shutil.which("gdb"):
+            try:
+                r = subprocess.run(
+                    ["gdb", "-p", str(nd.proc.pid), "-batch", "-nx", "-ex",
+                     "thread apply all bt 30"], capture_output=True,
+                    timeout=60)
+                bt = []
+                for ln in r.stdout.decode(errors="replace").splitlines():
+                    m = re.match(r"(#\d+)\s+(?:0x\S+ in )?(\S+)", ln)
+                    if ln.startswith("Thread"):
+                        bt.append(ln.split(" (")[0])
+                    elif m:
+                        bt.append("  %s %s" % m.groups())
+                out.append("node %d threads:\n%s" % (nid, "\n".join(
+                    bt[:400])))
+            except (OSError, subprocess.SubprocessError) as e:
+                out.append("node %d threads: %s" % (nid, e))
+        return "\n".join(out)
 
     def stop(self):
         """Stops every node (SIGTERM to all at once, then waits)."""

@@ -75,7 +75,7 @@ fetch_open(Node *n, int k, uint64_t want)
         fd = peer_dial(n->tls, &n->cfg, n->cfg.voters[k].id,
                        PEER_CHANNEL_SNAPSHOT, FETCH_IO_S * 1000, err,
                        sizeof err);
-        if (fd < 0) log_msg(1, "cluster: state fetch: %s", err);
+        if (fd < 0) log_msg(0, "cluster: state fetch: %s", err);
         return fd < 0 ? -1 : fetch_reply(fd, want);
     }
     cluster_client_addr(&n->cfg, k, n->port, &a);
@@ -96,6 +96,11 @@ node_fetch_state(Node *n, uint64_t index)
     char err[256];
     int64_t end = mono_ns() + (int64_t)FETCH_TRY_S * NS_PER_SEC;
 
+    log_msg(0,
+            "cluster: the leader's snapshot is at entry %llu, past this "
+            "node's %llu: fetching the state from a peer",
+            (unsigned long long)index,
+            (unsigned long long)store_raft_applied(n->store));
     while (mono_ns() < end) {
         for (int k = 0; k < n->cfg.n; k++) {
             if (n->cfg.voters[k].id == n->cfg.self_id) continue;
