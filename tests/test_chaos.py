@@ -149,10 +149,50 @@ def test_paused_leader_serves_no_deleted_job(tmp_path):
                 "job %d put on node %d, resumed node %d answered %r" % (
                     trial, jid, new, rest[0], old, stale)
             assert wait_serving(c, [1, 2, 3], 15.0) is not None
+        paused_empty_leader(c)
     finally:
         if c:
             c.stop()
         net.close()
+
+
+def paused_empty_leader(c):
+    """The same with a leader that holds no job at all when it is paused
+    (no job of its own to rewrite as a read barrier): once resumed, it must
+    not say the job put on the new leader is missing (NOT_FOUND of peek,
+    stats-job, peek-ready)."""
+    old = c.wait_leader()
+    assert old and wait_serving(c, [old], 10.0) is not None, c.views()
+    d = Client(c.node(old))
+    while True:  # empty it
+        w, _ = d.cmd("peek-ready")
+        if w[0] != "FOUND":
+            break
+        assert d.cmd("delete " + w[1])[0] == ["DELETED"]
+    d.close()
+    reqs = ["peek-ready", "stats-job %d", "peek %d"]
+    conns = [Client(c.node(old)) for _ in reqs]
+    c.node(old).pause()
+    rest = [i for i in (1, 2, 3) if i != old]
+    assert wait_serving(c, rest, 10.0) is not None
+    d = Client(c.node(rest[0]))
+    d.cmd("use default")
+    w, _ = d.cmd("put 0 0 60 1", "z")
+    d.close()
+    assert w[0] == "INSERTED", w
+    reqs = [r % int(w[1]) if "%" in r else r for r in reqs]
+    for cl, r in zip(conns, reqs):
+        cl.sock.sendall(r.encode() + b"\r\n")
+    c.node(old).resume()
+    got = []
+    for cl, r in zip(conns, reqs):
+        w = replies(cl, [], 3.0, 1)
+        cl.close()
+        got.append((r, w[0] if w else None))
+    stale = [(r, w) for r, w in got if w and w[0] == "NOT_FOUND"]
+    assert not stale, "resumed node %d, which held no job, answered %r " \
+        "after job %s was put on node %d" % (old, stale, reqs[1].split()[1],
+                                             rest[0])
 
 
 def test_refuses_without_namespaces(monkeypatch):

@@ -683,6 +683,14 @@ queue_persist_delete(Server *s, Job *j)
 }
 
 void
+queue_persist_barrier(Server *s)
+{
+    if (!s->store) return;
+    store_add_delete(s->store, ++s->applied_seq, s->next_id++,
+                     STORE_DEL_REWRITTEN | STORE_DEL_NO_BODY);
+}
+
+void
 queue_body_unreadable(Server *s, Session *se, Job *j)
 {
     int held = se && queue_holds(se, j);

@@ -144,6 +144,13 @@ void queue_persist_put(Server *s, Job *j);
 void queue_persist_update(Server *s, Job *j);
 void queue_persist_delete(Server *s, Job *j);
 
+/* A mutation record that changes no job: the delete of a fresh id, taken
+ * from next_id so that no job ever has it (a plain Delete of a key never
+ * written, store/batch.c). A reply appended after it waits for its group
+ * (in cluster mode, for its Raft entry's commit): the read barrier of a
+ * leader that holds no job (server/jobreply.h). No-op without a store. */
+void queue_persist_barrier(Server *s);
+
 /* The reader thread could not read j's body for a reply to se: logs it and,
  * if se holds j (a reserve), buries j (stored), so that it neither stays
  * reserved by a client that never got it nor blocks its tube. The caller

@@ -29,6 +29,7 @@ jobreply_confirm_any(Server *s)
             return;
         }
     }
+    queue_persist_barrier(s); /* no job to rewrite */
 }
 
 /* Appends the reply of the jobs still there (all bodies in memory). */

@@ -40,9 +40,9 @@ void jobreply_confirm(Server *s, Job **jobs, size_t n);
 
 /* The same for a reply about no job in particular (stats, stats-tube,
  * list-jobs, NOT_FOUND of a peek or stats-job): without a lease, rewrites one
- * job of any tube (ready, delayed or buried) so that the reply appended next
- * waits for a commit. A leader holding no such job answers from memory
- * (PROTOCOL.md 15.7, not covered). */
+ * job of any tube (ready, delayed or buried), or, holding none, persists a
+ * barrier record (queue_persist_barrier), so that the reply appended next
+ * waits for a commit (PROTOCOL.md 15.7). */
 void jobreply_confirm_any(Server *s);
 
 /* Loop thread, once per iteration after bodycache_take: completes the
