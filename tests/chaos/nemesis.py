@@ -13,6 +13,7 @@ import signal  # noqa: F401 (documentation: SIGSTOP/SIGCONT via nodes)
 
 class Fault:
     name = "none"
+    disk = False  # needs the nodes' data directories on tmpfs disks
 
     def __init__(self, rng, cluster, net, leader):
         self.rng, self.c, self.net, self.leader = rng, cluster, net, leader
@@ -232,9 +233,45 @@ class PartitionKill(Fault):
         return "%s(%d,%d)" % (self.name, self.leader, self.v)
 
 
+class DiskFull(Fault):
+    """Every free byte of one node's disk taken (its data directory, Raft
+    log included, is on a tmpfs of its own: disk_mib): its next write
+    fails, and a node whose write failed stops (fail-stop, PROTOCOL.md
+    15.4). The heal frees the disk and starts the node again if it
+    stopped."""
+    name = "disk-full-one"
+    disk = True
+
+    def target(self):
+        return self.rng.choice(self.ids)
+
+    def apply(self):
+        self.v = self.target()
+        self.taken = self.c.node(self.v).fill_disk()
+        return self.majority(self.others(self.v))
+
+    def heal(self):
+        nd = self.c.node(self.v)
+        nd.unfill_disk()
+        self.exited = None if nd.alive() else nd.proc.returncode
+        if self.exited is not None:
+            nd.start()
+        super().heal()
+
+    def describe(self):
+        return "%s(%d)" % (self.name, self.v)
+
+
+class DiskFullLeader(DiskFull):
+    name = "disk-full-leader"
+
+    def target(self):
+        return self.leader
+
+
 ALL = (PartitionLeader, PartitionOne, PartitionHalf, OneWay, OneWayIn,
        PauseLeader, PauseMinority, KillOne, KillLeader, KillAll, PauseKill,
-       PartitionKill, Bridge, Ring)
+       PartitionKill, Bridge, Ring, DiskFull, DiskFullLeader)
 NEMESES = {f.name: f for f in ALL}
 FIVE_ONLY = ("bridge", "ring")
 

@@ -36,6 +36,11 @@ from chaos.workload import Client, History, Lost, Producer, Reader, \
 MAX_UNAVAIL_S = 5.0  # the majority side serves again within; a leader
 # serves within this long after the heal
 PROBE_CAP_S = 10.0  # the most a fault is held waiting for the majority
+DISK_MIB = 256  # each node's tmpfs disk, for the disk nemeses
+# their Raft log in 64 KiB segments: a full disk fails the next segment's
+# allocation within a few hundred entries (libraft preallocates segments,
+# and RocksDB its WAL, so writes into space taken before would go on)
+DISK_ENV = {"ROCKSTALKD_RAFT_SEGMENT": str(64 << 10)}
 
 
 def probe(cluster, ids, timeout=1.0):
@@ -104,7 +109,9 @@ def round_(seed, n=3, names=None, base=None, log=print):
     out = []
     st = {"nemesis": name}
     try:
-        c = NsCluster(base, net, n=n)
+        disk = nemesis.NEMESES[name].disk
+        c = NsCluster(base, net, n=n, disk_mib=DISK_MIB if disk else 0,
+                      env=DISK_ENV if disk else None)
         if wait_serving(c, range(1, n + 1), 20.0) is None:
             return ("seed %d %s: no leader at start" % (seed, name),
                     ["no leader at start"], st)
