@@ -206,11 +206,14 @@ import_binlog(const ServerConfig *cfg, char *err, size_t errcap)
         snprintf(err, errcap, "--import-binlog: %s", cerr);
         return -1;
     }
+    /* No commit journal: its write-behind window would cancel the put and
+     * delete of the high-water mark's job (store/pend.h) before they reach
+     * RocksDB, and so the mark. The server's own start opens the journal. */
     StoreConfig sc = {.dir = cfg->dir,
                       .nshards = cfg->nshards,
                       .sync_mode = cfg->sync_mode,
                       .sync_interval_ms = cfg->sync_ms,
-                      .journal_bytes = cfg->journal_bytes};
+                      .journal_bytes = 0};
     int rc = store_open(&sc, &st, err, errcap);
     if (rc == 0)
         rc = store_recover(st, nothing_stored, NULL, &next_id, err, errcap);
