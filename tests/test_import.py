@@ -352,6 +352,7 @@ def run_refused(base, name, args, what):
     out = p.stdout.decode(errors="replace")
     assert p.returncode == 1, (p.returncode, out)
     assert what in out, out
+    assert "Sanitizer" not in out and "runtime error" not in out, out
     return data
 
 
