@@ -122,20 +122,64 @@ add(BsLog *log, uint64_t id)
     return j;
 }
 
-/* The index of tube name in log->tubes, added if new; -1: no memory. A
- * linear scan: tubes are few (each new one costs a full record). */
-static long
-tube_index(BsLog *log, const char *name)
+static uint64_t
+hash_name(const char *name)
 {
-    for (size_t i = log->ntubes; i-- > 0;)
-        if (strcmp(log->tubes[i], name) == 0) return (long)i;
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 0x100000001b3ULL;
+    return h;
+}
+
+/* The slot of name in the tube index (its tube's, or the empty one where
+ * it would go). */
+static size_t
+tube_slot(const BsLog *log, const char *name)
+{
+    size_t i = hash_name(name) & (log->ntslot - 1);
+    while (log->tslot[i] != SIZE_MAX &&
+           strcmp(log->tubes[log->tslot[i]], name) != 0)
+        i = (i + 1) & (log->ntslot - 1);
+    return i;
+}
+
+/* Makes room for one more tube: the array and the index (at most half
+ * full). Returns 0, or -1 (no memory). */
+static int
+tube_room(BsLog *log)
+{
     if ((log->ntubes & (log->ntubes - 1)) == 0) { /* 0, 1, 2, 4...: grow */
         char **t = realloc(log->tubes,
                            (log->ntubes ? 2 * log->ntubes : 1) * sizeof *t);
         if (!t) return -1;
         log->tubes = t;
     }
-    if (!(log->tubes[log->ntubes] = strdup(name))) return -1;
+    if (2 * (log->ntubes + 1) <= log->ntslot) return 0;
+    size_t n = log->ntslot ? 2 * log->ntslot : 64;
+    size_t *old = log->tslot;
+    if (!(log->tslot = malloc(n * sizeof *log->tslot))) {
+        log->tslot = old;
+        return -1;
+    }
+    memset(log->tslot, 0xff, n * sizeof *log->tslot);
+    log->ntslot = n;
+    for (size_t k = 0; k < log->ntubes; k++)
+        log->tslot[tube_slot(log, log->tubes[k])] = k;
+    free(old);
+    return 0;
+}
+
+/* The index of tube name in log->tubes, added if new; -1: no memory. */
+static long
+tube_index(BsLog *log, const char *name)
+{
+    if (log->ntslot) {
+        size_t i = tube_slot(log, name);
+        if (log->tslot[i] != SIZE_MAX) return (long)log->tslot[i];
+    }
+    if (tube_room(log) < 0 || !(log->tubes[log->ntubes] = strdup(name)))
+        return -1;
+    log->tslot[tube_slot(log, name)] = log->ntubes;
     return (long)log->ntubes++;
 }
 
@@ -470,8 +514,9 @@ bslog_read(const char *dir, uint32_t max_body, BsLog *log, char *err,
     log->njobs = k;
     if (k) qsort(log->jobs, k, sizeof *log->jobs, cmp_job);
     free(log->slot);
-    log->slot = NULL;
-    log->nslot = 0;
+    free(log->tslot);
+    log->slot = log->tslot = NULL;
+    log->nslot = log->ntslot = 0;
     return 0;
 }
 
@@ -512,5 +557,6 @@ bslog_free(BsLog *log)
     free(log->tubes);
     free(log->jobs);
     free(log->slot);
+    free(log->tslot);
     memset(log, 0, sizeof *log);
 }

@@ -67,8 +67,8 @@ typedef struct BsLog {
     uint64_t records;  /* records read */
     int torn;          /* the last file ended in a record cut short */
     uint64_t torn_off; /* ...at this offset */
-    /* internal during the read: the id index */
-    size_t cap, *slot, nslot;
+    /* internal during the read: the id and tube indexes */
+    size_t cap, *slot, nslot, *tslot, ntslot;
 } BsLog;
 
 /* Reads every binlog.N file of dir into *log (zeroed first). max_body: the
