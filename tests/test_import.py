@@ -274,6 +274,10 @@ def test_import_matches_beanstalkd(beanstalkd_log):
                 assert gs["time-left"] == "0"
         # the workload made every kind
         assert states.keys() == {"ready", "reserved", "delayed", "buried"}
+        print("compared %d jobs from %d binlog files (%s .. %s), states "
+              "before the stop %s, %d s between the readings" %
+              (len(got), len(b["files"]), b["files"][0], b["files"][-1],
+               dict(sorted(states.items())), round(dt)))
         c = Conn(srv)
         st = yaml_dict(c.cmd("stats")[1])
         ws = b["stats"]
