@@ -58,6 +58,9 @@ typedef struct ServerConfig {
     uint64_t journal_bytes;   /* --journal-size: bytes of each commit
                                  journal file, 0 = none (StoreConfig) */
     int verbose;              /* -V count */
+    const char *import_dir;   /* --import-binlog: beanstalkd's binlog
+                                 directory to load first (server/import.h),
+                                 or NULL */
     const char *cluster_arg;  /* --cluster as given */
     const char *node_id_arg;  /* --node-id as given */
     const char *peer_cert;    /* --cluster-cert: this node's PEM chain */

@@ -101,6 +101,10 @@ usage(FILE *f)
             "     --max-unauth N     unauthenticated connections kept "
             "(default 128;\n"
             "                        beyond it the oldest is closed)\n"
+            "     --import-binlog BINLOGDIR  first load the jobs of "
+            "beanstalkd's binlog\n"
+            "                        (1.12/1.13) into the new, empty data "
+            "directory\n"
             " -V, --verbose          more log output (repeatable)\n"
             " -v, --version          show version information\n"
             " -h, --help             show this help\n");
@@ -165,6 +169,7 @@ static const struct option longopts[] = {
     {"auth-unix", no_argument, NULL, 1202},
     {"allow-plaintext-auth", no_argument, NULL, 1203},
     {"max-unauth", required_argument, NULL, 1204},
+    {"import-binlog", required_argument, NULL, 1301},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -267,6 +272,9 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 1204:
         cfg->max_unauth = (uint32_t)num("--max-unauth", arg, 1, 1 << 20);
+        break;
+    case 1301:
+        cfg->import_dir = arg;
         break;
     case 'm':
         cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);
@@ -400,6 +408,17 @@ main(int argc, char **argv)
         return 1;
     }
     static ClusterConfig cc;
+    if (cfg.import_dir && (cfg.cluster_arg || cfg.node_id_arg)) {
+        fprintf(stderr, "rockstalkd: --import-binlog does not go with "
+                        "--cluster: it fills a single node's data "
+                        "directory\n");
+        return 1;
+    }
+    if (cfg.import_dir && cfg.memory_only) {
+        fprintf(stderr, "rockstalkd: --import-binlog needs a data directory, "
+                        "not --memory\n");
+        return 1;
+    }
     if (!cfg.cluster_arg && !cfg.node_id_arg &&
         (cfg.peer_cert || cfg.peer_key || cfg.peer_ca || cfg.peer_insecure)) {
         fprintf(stderr, "rockstalkd: --cluster-cert, --cluster-key, "

@@ -26,6 +26,7 @@
 #include "server/cmd.h"
 #include "server/ext.h"
 #include "server/jobreply.h"
+#include "server/import.h"
 #include "server/listeners.h"
 #include "server/stats.h"
 #include "store/prefetch.h"
@@ -455,7 +456,8 @@ open_store(Server *s, char *err, size_t errcap)
             return -1;
         sc.sync_mode = STORE_SYNC_NEVER;
         sc.journal_bytes = 0;
-    } else if (node_standalone_dir(s->cfg.dir, err, errcap) < 0) {
+    } else if ((s->cfg.import_dir && import_binlog(&s->cfg, err, errcap) < 0) ||
+               node_standalone_dir(s->cfg.dir, err, errcap) < 0) {
         return -1;
     }
     if (store_open(&sc, &s->store, err, errcap) < 0) return -1;
