@@ -296,6 +296,7 @@ take(Server *s, Session *se, Job *j)
     lease_update(s, se);
     s->reserved_ct++;
     j->tube->reserved_ct++;
+    j->tube->reserve_ct++;
 }
 
 void

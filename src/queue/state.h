@@ -49,7 +49,9 @@ typedef struct ServerConfig {
     size_t cache_max;         /* -m: bytes of bodies kept in memory (store) */
     long binlog_size;         /* -s, reported as binlog-max-size only */
     const char *user;         /* -u */
-    const char *metrics_addr; /* --metrics HOST:PORT, NULL = off */
+    const char *http_addr;    /* --http (or --metrics) HOST:PORT, NULL =
+                                 off (http/httpd.h) */
+    const char *http_opt;     /* ...the flag that gave it */
     uint32_t max_conns;       /* --max-connections, 0 = no limit */
     uint32_t max_timeouts;    /* --max-timeouts: bury a job whose TTR ran
                                  out this many times; 0 = never */
@@ -116,15 +118,20 @@ typedef struct Server {
     int64_t ack_spin_since;  /* monotonic ns the current spin began, 0: none
                                 since the store last caught up */
     ev_signal sigterm_w, sigint_w, sigusr1_w, sighup_w;
-    ev_timer stop_w;         /* bounds the shutdown's wait for replies */
-    int stopping;            /* 1: SIGTERM/SIGINT taken, no new commands;
-                                2: every reply written, lingering until the
-                                clients close (see server_run) */
-    ev_timer metrics_w;      /* publishes the metrics text each second */
-    struct Metrics *metrics; /* NULL unless --metrics */
-    struct Node *node;       /* cluster mode (node.h); NULL: standalone */
-    struct TlsSource *tls;   /* tls:// listeners' credentials, or NULL */
-    struct Access *access;   /* --auth-file (access.h); NULL: open */
+    ev_timer stop_w;    /* bounds the shutdown's wait for replies */
+    int stopping;       /* 1: SIGTERM/SIGINT taken, no new commands;
+                           2: every reply written, lingering until the
+                           clients close (see server_run) */
+    ev_timer http_w;    /* renders and publishes the HTTP documents
+                           each second (server/httpdocs.h) */
+    struct Httpd *http; /* NULL unless --http (or --metrics) */
+    uint32_t rate_tick; /* samples taken for the tubes' rates (the
+                           latest one's number, TubeRates) */
+    int64_t rate_at[TUBE_RATE_SAMPLES]; /* monotonic ns of each sample,
+                                           by slot */
+    struct Node *node;     /* cluster mode (node.h); NULL: standalone */
+    struct TlsSource *tls; /* tls:// listeners' credentials, or NULL */
+    struct Access *access; /* --auth-file (access.h); NULL: open */
 
     /* queue state */
     JobTable jobs;

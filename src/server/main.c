@@ -70,8 +70,11 @@ usage(FILE *f)
             "files\n"
             "                        (default mode and -f MS; default 16 "
             "MiB, 0: none)\n"
-            "     --metrics HOST:PORT  serve Prometheus metrics at "
-            "http://HOST:PORT/metrics\n"
+            "     --http HOST:PORT   serve HTTP: /healthz, /readyz, "
+            "/metrics (Prometheus)\n"
+            "                        and the JSON API /api/v1/; no HOST: "
+            "127.0.0.1\n"
+            "     --metrics HOST:PORT  the same as --http\n"
             "     --cluster ID@HOST:PORT[/CLIENTPORT],...  the 3 or 5 voters "
             "of a Raft\n"
             "                        cluster (Raft addresses; CLIENTPORT "
@@ -156,6 +159,7 @@ static const struct option longopts[] = {
     {"dedup-window", required_argument, NULL, 'D'},
     {"journal-size", required_argument, NULL, 'J'},
     {"metrics", required_argument, NULL, 'P'},
+    {"http", required_argument, NULL, 1401},
     {"cluster", required_argument, NULL, 'K'},
     {"node-id", required_argument, NULL, 'N'},
     {"cluster-cert", required_argument, NULL, 1001},
@@ -232,7 +236,13 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         cfg->max_timeouts = (uint32_t)num("--max-timeouts", arg, 0, UINT32_MAX);
         break;
     case 'P':
-        cfg->metrics_addr = arg;
+    case 1401:
+        if (cfg->http_addr) {
+            fprintf(stderr, "rockstalkd: --http (or --metrics) given twice\n");
+            exit(1);
+        }
+        cfg->http_addr = arg;
+        cfg->http_opt = ch == 'P' ? "--metrics" : "--http";
         break;
     case 'K':
         cfg->cluster_arg = arg;

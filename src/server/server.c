@@ -18,13 +18,13 @@
 #include "base/log.h"
 #include "cluster/node.h"
 #include "conn/conn.h"
-#include "http/metrics.h"
 #include "net/net.h"
 #include "queue/queue.h"
 #include "server/clienttls.h"
 #include "server/access.h"
 #include "server/cmd.h"
 #include "server/ext.h"
+#include "server/httpdocs.h"
 #include "server/jobreply.h"
 #include "server/import.h"
 #include "server/listeners.h"
@@ -396,6 +396,7 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     }
     log_msg(0, "signal %d: shutting down", w->signum);
     s->stopping = 1;
+    httpdocs_ready(s); /* /readyz: 503 from now on */
     stop_accepting(s);
     ev_timer_stop(loop, &s->accept_pause_w);
     for (Conn *c = s->conns; c; c = c->next)
@@ -412,29 +413,6 @@ stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
         log_msg(0, "shutdown: replies still unwritten after %.0f s; closing",
                 SHUTDOWN_GRACE_S);
     ev_break(loop, EVBREAK_ALL);
-}
-
-static void
-metrics_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    Server *s = w->data;
-    StatsBuf b = {0};
-    (void)loop, (void)revents;
-    stats_prometheus(s, &b);
-    metrics_publish(s->metrics, b.buf, b.len);
-    stats_buf_free(&b);
-}
-
-static int
-open_metrics(Server *s, char *err, size_t errcap)
-{
-    if (!s->cfg.metrics_addr) return 0;
-    if (metrics_start(s->cfg.metrics_addr, &s->metrics, err, errcap) < 0)
-        return -1;
-    ev_timer_init(&s->metrics_w, metrics_cb, 0., 1.);
-    s->metrics_w.data = s;
-    ev_timer_start(s->loop, &s->metrics_w);
-    return 0;
 }
 
 static int
@@ -539,10 +517,12 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     if (clienttls_open(s, err, errcap) < 0) return -1;
     /* Listen before the (possibly long) recovery, so a taken port is
      * reported at once; connections wait in the backlog until accepted. */
+    /* The HTTP server before recovery too: /readyz says "recovering". */
     if (listeners_open(s, cfg, err, errcap) < 0 ||
         access_init(s, err, errcap) < 0 || /* before recovery */
-        (!cfg->memory_only && open_store(s, err, errcap) < 0) ||
-        open_metrics(s, err, errcap) < 0) {
+        httpdocs_open(s, err, errcap) < 0 ||
+        (!cfg->memory_only && open_store(s, err, errcap) < 0)) {
+        httpdocs_close(s);
         listeners_close(s); /* and the unix socket files made */
         return -1;
     }
@@ -573,10 +553,7 @@ void
 server_free(Server *s)
 {
     char err[512];
-    if (s->metrics) {
-        metrics_stop(s->metrics);
-        s->metrics = NULL;
-    }
+    httpdocs_close(s);
     prefetch_stop(s->bodies.reader); /* it reads from the store */
     s->bodies.reader = NULL;
     node_close(s); /* the raft thread writes to the store */
