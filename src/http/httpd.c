@@ -257,7 +257,7 @@ serve(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
     if (r == R_HEALTHZ)
         return send_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}");
     if (r == R_READYZ) return send_readyz(h, conn);
-    if (h->api_closed && kind != HTTPD_DOC_METRICS)
+    if (h->api_closed && (r == R_TUBE || kind != HTTPD_DOC_METRICS))
         return send_json(conn, MHD_HTTP_UNAUTHORIZED,
                          "{\"error\":\"the API has no authentication yet: "
                          "closed while --auth-file is set\"}");
