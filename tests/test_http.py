@@ -235,11 +235,13 @@ def listening_on(port):
 def test_loopback_unless_told(rockstalkd):
     for arg, want in ((":%d", "0100007F"), ("%d", "0100007F"),
                       ("localhost:%d", "0100007F"),
-                      ("0.0.0.0:%d", "00000000")):
+                      ("0.0.0.0:%d", "00000000"),
+                      ("[::1]:%d", "0" * 24 + "01000000")):
         hp = free_port()
         s = rockstalkd("--memory", "--http", arg % hp)
         assert listening_on(hp) == [want], arg
-        assert get(hp, "/healthz")[0] == 200
+        if "::" not in arg:  # (no test traffic beyond 127.0.0.0/8)
+            assert get(hp, "/healthz")[0] == 200
         s.stop()
 
 
@@ -314,3 +316,29 @@ def test_cluster(tmp_path):
         assert get(last.metrics_port, "/healthz")[0] == 200
     finally:
         c.stop()
+
+
+def test_tubes_bounded_and_names(httpd):
+    """More tubes than HTTPDOCS_TUBES_MAX (1000): the first 1000 by name
+    are listed, truncated says so, and a tube past them is not found; a
+    name with '/' is found whole, percent-encoded or not."""
+    s, hp = httpd()
+    c = Client(s)
+    names = ["t%04d" % i for i in range(1001)] + ["a/b$(x)"]
+    c.send(b"".join(b"watch %s\r\n" % n.encode() for n in names))
+    for _ in names:
+        assert c.line().startswith("WATCHING")
+    wait_for(lambda: get_json(hp, "/api/v1/tubes")[1]["count"] == 1003,
+             what="1003 tubes in /api/v1/tubes")
+    _, doc = get_json(hp, "/api/v1/tubes")
+    listed = [t["name"] for t in doc["tubes"]]
+    assert (doc["listed"], doc["truncated"]) == (1000, True)
+    assert listed == sorted(["default"] + names)[:1000]
+    assert listed[:2] == ["a/b$(x)", "default"] and listed[-1] == "t0997"
+    assert get(hp, "/api/v1/tubes/t0997")[0] == 200
+    assert get(hp, "/api/v1/tubes/t0998")[0] == 404
+    for path in ("/api/v1/tubes/a/b$(x)", "/api/v1/tubes/a%2Fb%24%28x%29"):
+        st, t = get_json(hp, path)
+        assert st == 200 and t["name"] == "a/b$(x)", path
+        assert t["watching"] == 1
+    c.close()
