@@ -50,7 +50,8 @@ def test_nemeses_cover_the_issue():
     for want in ("partition-leader", "partition-one", "partition-half",
                  "bridge", "ring", "oneway-leader", "pause-leader",
                  "pause-minority", "kill-one", "kill-all", "pause-kill",
-                 "partition-kill", "disk-full-one", "disk-full-leader"):
+                 "partition-kill", "disk-full-one", "disk-full-leader",
+                 "skew-kill-leader"):
         assert want in names
     assert "ring" not in nemesis.names(3)
 

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/common.h"
 #include "base/heap.h"
 #include "base/ptrset.h"
 #include "net/listen.h"
@@ -133,6 +134,19 @@ typedef struct Server {
     struct TlsSource *tls; /* tls:// listeners' credentials, or NULL */
     struct Access *access; /* --auth-file (access.h); NULL: open */
 
+    /* cluster time (PROTOCOL.md 15.2, state_wall_ns): the wall clock plus
+     * clock_skew_ns (tests only: ROCKSTALKD_FAULT_CLOCK_SKEW_MS, a clock
+     * set wrong) plus clock_offset_ns, the leader's clock less this one's
+     * as estimated while following (queue_clock_sample): a new leader goes
+     * on with the old one's time, so delays and put-unique windows keep
+     * their length across a failover between skewed clocks. */
+    int64_t clock_skew_ns;
+    int64_t clock_offset_ns;
+    int64_t clock_max[2]; /* the highest sample of this window, and of the
+                             one before it (queue_clock_sample) */
+    int clock_has[2];     /* ...whether that window had one */
+    int64_t clock_window; /* monotonic ns the current window began */
+
     /* queue state */
     JobTable jobs;
     TubeRegistry tubes;
@@ -195,6 +209,15 @@ typedef struct Server {
 
     int exit_code;
 } Server;
+
+/* Cluster time, wall-clock ns since the epoch: what job records hold
+ * (created_at, ready_at) and put-unique windows are measured in. The
+ * node's own clock on a leader that never followed. */
+static inline int64_t
+state_wall_ns(const Server *s)
+{
+    return wall_ns() + s->clock_skew_ns + s->clock_offset_ns;
+}
 
 /* The loop's sequence stamp for a reply made now: replies leave only once
  * the store has acknowledged this sequence. */

@@ -195,7 +195,7 @@ second_cb(struct ev_loop *loop, ev_timer *w, int revents)
     maybe_trim(s);
     conn_sweep_tls(s, mono_ns() - CONN_HANDSHAKE_S * NS_PER_SEC);
     if (node_serves(w->data)) /* the leader's sweep is replicated */
-        queue_dedup_sweep(w->data, wall_ns(), 100000);
+        queue_dedup_sweep(w->data, state_wall_ns(s), 100000);
 }
 
 static void
@@ -497,6 +497,10 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     s->cfg = *cfg;
     s->bodies.max = cfg->cache_max;
     s->next_id = 1;
+    /* tests only: a clock set this many ms wrong (the chaos harness's
+     * skewed nodes; state_wall_ns) */
+    const char *skew = getenv("ROCKSTALKD_FAULT_CLOCK_SKEW_MS");
+    if (skew) s->clock_skew_ns = strtoll(skew, NULL, 10) * 1000000LL;
     s->active_window = 1; /* a new connection's 0 counts in the first */
     s->started_at = mono_ns();
     if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) memset(rnd, 0, sizeof rnd);

@@ -288,7 +288,7 @@ stats_server_json(Server *s, Json *j)
 }
 
 void
-stats_job(const Job *j, StatsBuf *b)
+stats_job(const Server *s, const Job *j, StatsBuf *b)
 {
     int64_t now = mono_ns(), left = 0;
     if (j->state == JOB_RESERVED || j->state == JOB_DELAYED)
@@ -296,7 +296,8 @@ stats_job(const Job *j, StatsBuf *b)
     put(b, "---\nid: %" PRIu64 "\ntube: %s\nstate: %s\npri: %u\n", j->id,
         j->tube->name, job_state_name(j), j->pri);
     put(b, "age: %" PRId64 "\ndelay: %u\nttr: %u\ntime-left: %" PRId64 "\n",
-        (wall_ns() - j->created_at) / NS_PER_SEC, j->delay, j->ttr, left);
+        (state_wall_ns(s) - j->created_at) / NS_PER_SEC, j->delay, j->ttr,
+        left);
     put(b, "file: 0\nreserves: %u\ntimeouts: %u\nreleases: %u\n", j->reserves,
         j->timeouts, j->releases);
     put(b, "buries: %u\nkicks: %u\n\r\n", j->buries, j->kicks);

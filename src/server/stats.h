@@ -23,7 +23,7 @@ typedef struct StatsBuf {
  * identity with its connection count only when identities is nonzero (the
  * asker may see them all). */
 void stats_server(Server *s, int identities, StatsBuf *b);
-void stats_job(const Job *j, StatsBuf *b);
+void stats_job(const Server *s, const Job *j, StatsBuf *b);
 void stats_tube(const Tube *t, StatsBuf *b);
 void stats_list(const PtrSet *tubes, StatsBuf *b);
 

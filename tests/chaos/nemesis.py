@@ -14,6 +14,7 @@ import signal  # noqa: F401 (documentation: SIGSTOP/SIGCONT via nodes)
 class Fault:
     name = "none"
     disk = False  # needs the nodes' data directories on tmpfs disks
+    skew = False  # needs the nodes' clocks set apart (skews())
 
     def __init__(self, rng, cluster, net, leader):
         self.rng, self.c, self.net, self.leader = rng, cluster, net, leader
@@ -233,6 +234,29 @@ class PartitionKill(Fault):
         return "%s(%d,%d)" % (self.name, self.leader, self.v)
 
 
+class SkewKillLeader(Fault):
+    """The nodes' clocks set apart (skews(), given at their start: one
+    right, one SKEW_S ahead, one SKEW_S behind, in an order drawn from the
+    seed; put-unique keys kept DEDUP_S), then the leader killed: the new
+    leader's clock differs from the old one's by SKEW_S or twice that,
+    several times the dedup window and every delay the workload puts."""
+    name = "skew-kill-leader"
+    skew = True
+    SKEW_S, DEDUP_S = 20, 5
+
+    @classmethod
+    def skews(cls, rng, n):
+        """{node id: its clock's skew in ms}, drawn from rng."""
+        ms = cls.SKEW_S * 1000
+        sk = [0, ms, -ms, ms // 2, -ms // 2][:n]
+        rng.shuffle(sk)
+        return {i + 1: s for i, s in enumerate(sk)}
+
+    def apply(self):
+        self.kill([self.leader])
+        return self.majority(self.others(self.leader))
+
+
 class DiskFull(Fault):
     """Every free byte of one node's disk taken (its data directory, Raft
     log included, is on a tmpfs of its own: disk_mib): its next write
@@ -271,7 +295,7 @@ class DiskFullLeader(DiskFull):
 
 ALL = (PartitionLeader, PartitionOne, PartitionHalf, OneWay, OneWayIn,
        PauseLeader, PauseMinority, KillOne, KillLeader, KillAll, PauseKill,
-       PartitionKill, Bridge, Ring, DiskFull, DiskFullLeader)
+       PartitionKill, Bridge, Ring, DiskFull, DiskFullLeader, SkewKillLeader)
 NEMESES = {f.name: f for f in ALL}
 FIVE_ONLY = ("bridge", "ring")
 

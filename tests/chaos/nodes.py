@@ -75,6 +75,7 @@ class NsNode:
             self.dir = os.path.join(cluster.base, name)
         self.proc = None
         self.paused = False
+        self.env = {}  # this node's own, over the cluster's
 
     def fill_disk(self):
         """Takes every free byte of the node's tmpfs (a file beside its
@@ -115,6 +116,7 @@ class NsNode:
     def start(self):
         env = dict(os.environ)
         env.update(self.cluster.env)
+        env.update(self.env)
         self.proc = subprocess.Popen(
             self.cluster.net.exec_argv(self.id, self.argv()),
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -188,7 +190,7 @@ class NsNode:
 
 class NsCluster:
     def __init__(self, base, net, n=3, flags=(), start=True, disk_mib=0,
-                 env=None):
+                 env=None, node_env=None):
         self.base, self.net, self.n = str(base), net, n
         self.flags, self.env = list(flags), dict(env or {})
         os.makedirs(self.base, exist_ok=True)
@@ -205,6 +207,8 @@ class NsCluster:
             for nd in self.nodes:
                 nd.unmount()
             raise
+        for nd in self.nodes:
+            nd.env = dict((node_env or {}).get(nd.id, {}))
         if start:
             for nd in self.nodes:
                 nd.start()

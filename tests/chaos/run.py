@@ -109,16 +109,24 @@ def round_(seed, n=3, names=None, base=None, log=print):
     out = []
     st = {"nemesis": name}
     try:
-        disk = nemesis.NEMESES[name].disk
-        c = NsCluster(base, net, n=n, disk_mib=DISK_MIB if disk else 0,
-                      env=DISK_ENV if disk else None)
+        nem = nemesis.NEMESES[name]
+        node_env, flags = None, []
+        if nem.skew:  # clocks set apart before the nodes start
+            node_env = {i: {"ROCKSTALKD_FAULT_CLOCK_SKEW_MS": str(ms)}
+                        for i, ms in nem.skews(rng, n).items()}
+            flags = ["--dedup-window", str(nem.DEDUP_S)]
+        c = NsCluster(base, net, n=n, flags=flags,
+                      disk_mib=DISK_MIB if nem.disk else 0,
+                      env=DISK_ENV if nem.disk else None, node_env=node_env)
         if wait_serving(c, range(1, n + 1), 20.0) is None:
             return ("seed %d %s: no leader at start" % (seed, name),
                     ["no leader at start"], st)
         for k in range(nprod):
             procs.append(Producer(c, hist, "p%d" % k, seeds[k], stop))
+            procs[-1].delayed = nem.skew
         for k in range(nwork):
             procs.append(Worker(c, hist, "w%d" % k, seeds[nprod + k], stop))
+            procs[-1].kick = not nem.skew
         for k in range(nread):
             procs.append(Reader(c, hist, "r%d" % k, seeds[nprod + nwork + k],
                                 stop))
