@@ -51,7 +51,7 @@ def test_nemeses_cover_the_issue():
                  "bridge", "ring", "oneway-leader", "pause-leader",
                  "pause-minority", "kill-one", "kill-all", "pause-kill",
                  "partition-kill", "disk-full-one", "disk-full-leader",
-                 "skew-kill-leader"):
+                 "skew-kill-leader", "slow-one", "slow-leader"):
         assert want in names
     assert "ring" not in nemesis.names(3)
 

@@ -234,6 +234,33 @@ class PartitionKill(Fault):
         return "%s(%d,%d)" % (self.name, self.leader, self.v)
 
 
+class SlowOne(Fault):
+    """One node's link slow and lossy both ways (Net.throttle: 128 kbit/s
+    to 2 Mbit/s, a 300 ms queue, drops beyond it), its peers' and its
+    clients' traffic alike. Everyone stays connected: the cluster must go
+    on serving."""
+    name = "slow-one"
+
+    def target(self):
+        return self.rng.choice(self.ids)
+
+    def apply(self):
+        self.v = self.target()
+        self.rate = self.rng.choice(["128kbit", "512kbit", "2mbit"])
+        self.net.throttle(self.v, rate=self.rate)
+        return list(self.ids)
+
+    def describe(self):
+        return "%s(%d,%s)" % (self.name, self.v, self.rate)
+
+
+class SlowLeader(SlowOne):
+    name = "slow-leader"
+
+    def target(self):
+        return self.leader
+
+
 class SkewKillLeader(Fault):
     """The nodes' clocks set apart (skews(), given at their start: one
     right, one SKEW_S ahead, one SKEW_S behind, in an order drawn from the
@@ -295,7 +322,8 @@ class DiskFullLeader(DiskFull):
 
 ALL = (PartitionLeader, PartitionOne, PartitionHalf, OneWay, OneWayIn,
        PauseLeader, PauseMinority, KillOne, KillLeader, KillAll, PauseKill,
-       PartitionKill, Bridge, Ring, DiskFull, DiskFullLeader, SkewKillLeader)
+       PartitionKill, Bridge, Ring, DiskFull, DiskFullLeader, SkewKillLeader,
+       SlowOne, SlowLeader)
 NEMESES = {f.name: f for f in ALL}
 FIVE_ONLY = ("bridge", "ring")
 
