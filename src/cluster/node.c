@@ -72,15 +72,24 @@ typedef struct Replay {
     StoreJob job; /* put, update */
 } Replay;
 
+static void cb_notify(void *arg);
+
 /* Raft thread: a committed record for the in-memory queue of a node that
  * does not serve (StoreReplayFn), queued for the loop (node_step); past
  * NODE_REPLAY_MAX records this waits for the loop, which does nothing
- * else on such a node. */
+ * else on such a node. On a serving leader (every entry applied there is
+ * its own) such a record means its memory is not the log: it only marks
+ * foreign, and node_step restarts the process. */
 static void
 cb_replay(void *arg, int op, uint64_t id, const StoreJob *job)
 {
     Node *n = arg;
 
+    if (atomic_load(&n->serving_seen)) { /* not ours, yet serving */
+        atomic_store(&n->foreign, 1);
+        cb_notify(n);
+        return;
+    }
     pthread_mutex_lock(&n->rmu);
     while (n->rlen >= NODE_REPLAY_MAX && !n->rstop)
         pthread_cond_wait(&n->rcv, &n->rmu);
@@ -547,6 +556,7 @@ promote(Server *s, const RaftNodeStatus *st)
     n->proxied_leader = n->cfg.self_id;
     drain_replay(s); /* every entry before the barrier */
     n->serving = 1;
+    atomic_store(&n->serving_seen, 1);
     n->serving_term = st->term;
     log_msg(0, "cluster: leader in term %llu; serving %zu jobs (next id %llu)",
             (unsigned long long)st->term, s->jobs.len,
@@ -639,6 +649,9 @@ node_step(Server *s)
         else if (atomic_load(&n->gap))
             why = "a proposal was refused or lost (its changes may be in no "
                   "log)";
+        else if (atomic_load(&n->foreign))
+            why = "an entry it did not propose was applied (its memory is "
+                  "not the log)";
         if (why) {
             log_msg(
                 0,

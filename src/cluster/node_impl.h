@@ -34,6 +34,12 @@ struct Node {
      * no log. From then on no entry publishes its sequence (cb_apply), so
      * no reply past the gap leaves, and node_step restarts the process. */
     _Atomic int gap;
+    /* serving, as the raft thread sees it (cb_replay), and whether an entry
+     * this leader did not propose was applied while it served: its memory
+     * is then not the log, and node_step restarts the process (rather than
+     * the raft thread waiting for ever on a replay buffer the serving loop
+     * never drains) */
+    _Atomic int serving_seen, foreign;
     int port; /* this node's client port (-p) */
     char *const *argv;
     pthread_mutex_t raft_mu; /* orders propose against node_close */
