@@ -723,10 +723,16 @@ def test_cluster_needs_certificates_with_auth(tmp_path):
 
 def test_cluster_follower_relays_the_handshake(tmp_path):
     """A follower relays its clients' bytes to the leader, which runs the
-    handshake and the checks: a token works through a follower."""
+    handshake and the checks: a token works through a follower. A client
+    of the follower's unix socket is trusted as the leader's own unix
+    clients are (the follower says so on its authenticated link), while
+    its TCP clients still need a token."""
     from cluster import Cluster
     p = write_auth(tmp_path / "auth", auth_text())
-    c = Cluster(tmp_path / "c", flags=["--auth-file", p])
+    c = Cluster(tmp_path / "c", flags=["--auth-file", p], start=False)
+    for nd in c.nodes:
+        nd.flags = ["--listen", "unix:%s/n%d.sock" % (tmp_path, nd.id)]
+        nd.start(wait=False)
     try:
         wait_for(lambda: c.leader() != 0, timeout=20, what="a leader")
         lead = c.leader()
@@ -751,6 +757,17 @@ def test_cluster_follower_relays_the_handshake(tmp_path):
         pre = Client(f)
         pre.send(b"stats\r\n")
         assert pre.line() == "UNAUTHORIZED" and pre.closed()
+        u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        u.settimeout(10)
+        u.connect("%s/n%d.sock" % (tmp_path, f.id))
+        u.sendall(b"use default\r\nput 0 0 10 2\r\nhi\r\n")
+        got = b""
+        while got.count(b"\r\n") < 2:
+            chunk = u.recv(4096)
+            assert chunk, got
+            got += chunk
+        u.close()
+        assert got.startswith(b"USING default\r\nINSERTED "), got
         root = Client(c.node(lead), TOKENS["root"])
         st = stats(root)
         assert st["rockstalk-auth-failures"] == "2"

@@ -482,11 +482,24 @@ relay_hello(void *arg, TlsSock *client, unsigned char *buf, size_t cap)
     return PEER_PREAMBLE_LEN + 1 + len;
 }
 
+/* The same for a client of this node's unix socket that it trusts (no
+ * --auth-unix): the leader trusts it as its own unix clients. */
+static size_t
+relay_hello_unix(void *arg, TlsSock *client, unsigned char *buf, size_t cap)
+{
+    Node *n = arg;
+
+    (void)client;
+    if (cap < PEER_PREAMBLE_LEN) return 0;
+    peer_preamble_put(buf, n->cfg.self_id, PEER_CHANNEL_CLIENT_UNIX);
+    return PEER_PREAMBLE_LEN;
+}
+
 /* A client relayed to the leader over a link of the client channel that
  * this loop drives itself (proxy_start_tls), as the peer transport would:
  * the leader's certificate must name it, the preamble goes first. */
 static void
-relay_tls(Node *n, int fd, TlsSock *x, uint64_t leader, int k)
+relay_tls(Node *n, int fd, TlsSock *x, uint64_t leader, int k, int via)
 {
     struct sockaddr_in a;
     TlsCreds *c = tls_source_get(n->tls);
@@ -499,12 +512,17 @@ relay_tls(Node *n, int fd, TlsSock *x, uint64_t leader, int k)
         close(fd);
         return;
     }
-    proxy_start_tls(&n->proxies, fd, x, &a, t, leader, relay_hello, n);
+    proxy_start_tls(&n->proxies, fd, x, &a, t, leader,
+                    via == CONN_VIA_UNIX && !n->srv->cfg.auth_unix
+                        ? relay_hello_unix
+                        : relay_hello,
+                    n);
 }
 
-/* A client (x: its TLS session, or NULL) relayed to the leader. */
+/* A client (x: its TLS session, or NULL) of the listener kind via
+ * (CONN_VIA_*) relayed to the leader. */
 static void
-relay(Node *n, int fd, TlsSock *x, uint64_t leader)
+relay(Node *n, int fd, TlsSock *x, uint64_t leader, int via)
 {
     struct sockaddr_in a;
     int k = cluster_find(&n->cfg, leader);
@@ -515,7 +533,7 @@ relay(Node *n, int fd, TlsSock *x, uint64_t leader)
         return;
     }
     if (n->tls) { /* to the leader's Raft port, over the nodes' mTLS */
-        relay_tls(n, fd, x, leader, k);
+        relay_tls(n, fd, x, leader, k, via);
         return;
     }
     cluster_client_addr(&n->cfg, k, n->port, &a);
@@ -532,7 +550,7 @@ node_accept(Server *s, int fd, int via, TlsSock *tls)
     raftnode_status(n->raft, &st);
     if (st.leader_id && st.leader_id != n->cfg.self_id &&
         st.leader_id == n->proxied_leader) {
-        relay(n, fd, tls, st.leader_id);
+        relay(n, fd, tls, st.leader_id, via);
         return 1;
     }
     if (n->nparked == NODE_PARK_MAX) {
@@ -615,7 +633,7 @@ unpark(Node *n, const RaftNodeStatus *st)
     for (int i = 0; i < n->nparked; i++) {
         struct Parked *p = &n->parked[i];
         if (lead) {
-            relay(n, p->fd, p->tls, st->leader_id);
+            relay(n, p->fd, p->tls, st->leader_id, p->via);
         } else if (p->at < old) {
             close(p->fd);
             tls_sock_free(p->tls);

@@ -324,7 +324,11 @@ serve_client(Node *n, PeerService *svc)
             return;
         }
     }
-    Conn *c = conn_new_via(s, svc->fd, CONN_VIA_RELAY, x, head, len);
+    Conn *c = conn_new_via(s, svc->fd,
+                           svc->channel == PEER_CHANNEL_CLIENT_UNIX
+                               ? CONN_VIA_RELAY_UNIX
+                               : CONN_VIA_RELAY,
+                           x, head, len);
     svc->fd = -1;
     if (c && cn) /* the follower verified it; the peer link proves the node */
         c->peer_cn = strndup((const char *)svc->head + 1, cn);
@@ -367,6 +371,7 @@ node_served_cb(struct ev_loop *loop, ev_async *w, int revents)
     pthread_mutex_unlock(&n->served_mu);
     for (int i = 0; i < k; i++) {
         if (svc[i].channel == PEER_CHANNEL_CLIENT ||
+            svc[i].channel == PEER_CHANNEL_CLIENT_UNIX ||
             (svc[i].channel == PEER_CHANNEL_CLIENT_CN && svc[i].tls))
             serve_client(n, &svc[i]);
         else if (svc[i].channel == PEER_CHANNEL_SNAPSHOT && !svc[i].tls)

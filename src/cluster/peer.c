@@ -90,7 +90,8 @@ hand_whole(Link *l, const unsigned char *rest, size_t n)
     uv_os_fd_t fd;
 
     if ((l->channel != PEER_CHANNEL_CLIENT &&
-         l->channel != PEER_CHANNEL_CLIENT_CN) ||
+         l->channel != PEER_CHANNEL_CLIENT_CN &&
+         l->channel != PEER_CHANNEL_CLIENT_UNIX) ||
         l->to_tcp || l->to_inner || tls_conn_pending_out(l->tls) ||
         uv_fileno((uv_handle_t *)&l->tcp, &fd) != 0)
         return 0;

@@ -25,16 +25,21 @@
 
 /* The preamble's channels: what a link carries. */
 enum {
-    PEER_CHANNEL_RAFT = 1,      /* libraft's messages */
-    PEER_CHANNEL_CLIENT = 2,    /* a follower's client, relayed to the leader
-                                   (the beanstalkd protocol, as on -p) */
-    PEER_CHANNEL_SNAPSHOT = 3,  /* the state stream for a node that fell
-                                   behind (PROTOCOL.md 11.6) */
-    PEER_CHANNEL_CLIENT_CN = 4, /* a relayed client whose TLS certificate
-                                   the follower verified: a byte n
-                                   (1..PEER_CN_MAX), its subject CN (n
-                                   bytes), then as PEER_CHANNEL_CLIENT */
-    PEER_CHANNEL_MAX = 4
+    PEER_CHANNEL_RAFT = 1,        /* libraft's messages */
+    PEER_CHANNEL_CLIENT = 2,      /* a follower's client, relayed to the leader
+                                     (the beanstalkd protocol, as on -p) */
+    PEER_CHANNEL_SNAPSHOT = 3,    /* the state stream for a node that fell
+                                     behind (PROTOCOL.md 11.6) */
+    PEER_CHANNEL_CLIENT_CN = 4,   /* a relayed client whose TLS certificate
+                                     the follower verified: a byte n
+                                     (1..PEER_CN_MAX), its subject CN (n
+                                     bytes), then as PEER_CHANNEL_CLIENT */
+    PEER_CHANNEL_CLIENT_UNIX = 5, /* a client of the follower's unix socket,
+                                     which the follower trusts as its own
+                                     (no --auth-unix): the leader trusts it
+                                     as one of its unix clients (PROTOCOL.md
+                                     16), else as PEER_CHANNEL_CLIENT */
+    PEER_CHANNEL_MAX = 5
 };
 
 /* The cluster's security policy, checked before anything is opened: the

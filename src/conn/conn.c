@@ -173,7 +173,8 @@ tls_secured(Conn *c)
     if (c->secured) return;
     c->secured = 1;
     hs_remove(c);
-    if (c->via != CONN_VIA_RELAY && /* a relay's certificate is a node's */
+    if (c->via != CONN_VIA_RELAY && c->via != CONN_VIA_RELAY_UNIX &&
+        /* a relay's certificate is a node's */
         tls_peer_cn(tls_conn_ssl(tls_sock_conn(c->tls)), cn, sizeof cn) == 0)
         c->peer_cn = strdup(cn);
 }

@@ -31,10 +31,12 @@ enum {
 
 /* The kind of listener a connection arrived on (Conn.via). */
 enum {
-    CONN_VIA_TCP = 0, /* plaintext TCP (-l/-p, tcp://, inherited sockets) */
-    CONN_VIA_TLS,     /* a tls:// listener */
-    CONN_VIA_UNIX,    /* a unix: listener (AF_UNIX) */
-    CONN_VIA_RELAY,   /* relayed by a cluster peer over its mTLS link */
+    CONN_VIA_TCP = 0,    /* plaintext TCP (-l/-p, tcp://, inherited sockets) */
+    CONN_VIA_TLS,        /* a tls:// listener */
+    CONN_VIA_UNIX,       /* a unix: listener (AF_UNIX) */
+    CONN_VIA_RELAY,      /* relayed by a cluster peer over its mTLS link */
+    CONN_VIA_RELAY_UNIX, /* ... a client of the peer's unix socket, which
+                            the peer trusts (PEER_CHANNEL_CLIENT_UNIX) */
 };
 
 /* A reply waiting for the store: bytes of obuf up to end may leave once

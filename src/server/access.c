@@ -97,13 +97,15 @@ become(Conn *c, AuthUser *u)
 }
 
 /* An unauthenticated c that needs no token: a unix socket without
- * --auth-unix, or a verified certificate naming a cert identity. Returns
- * 1 once settled. */
+ * --auth-unix (its own, or a follower's that trusts its own: the follower
+ * proved it is a node), or a verified certificate naming a cert identity.
+ * Returns 1 once settled. */
 static int
 settle(Conn *c)
 {
     Server *s = c->srv;
-    if (c->via == CONN_VIA_UNIX && !s->cfg.auth_unix) {
+    if ((c->via == CONN_VIA_UNIX || c->via == CONN_VIA_RELAY_UNIX) &&
+        !s->cfg.auth_unix) {
         become(c, NULL);
         return 1;
     }
