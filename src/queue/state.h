@@ -120,6 +120,8 @@ typedef struct Server {
     ev_timer metrics_w;      /* publishes the metrics text each second */
     struct Metrics *metrics; /* NULL unless --metrics */
     struct Node *node;       /* cluster mode (node.h); NULL: standalone */
+    struct Backups *backups; /* rockstalk-backup senders (server/backup.h);
+                                NULL until the first */
     struct TlsSource *tls;   /* tls:// listeners' credentials, or NULL */
     struct Access *access;   /* --auth-file (access.h); NULL: open */
 

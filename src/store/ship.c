@@ -61,6 +61,7 @@ typedef struct ShipOut {
     size_t len;         /* bytes waiting in buf */
     uint64_t frames;
     uLong crc;
+    ShipTotals tot; /* the whole stream's */
     char *err;
     size_t errcap;
 } ShipOut;
@@ -88,6 +89,7 @@ out_flush(ShipOut *o)
 {
     int rc = fd_send_all(o->fd, o->buf, o->len, o->err, o->errcap);
 
+    o->tot.bytes += o->len;
     o->len = 0;
     return rc;
 }
@@ -135,6 +137,18 @@ out_frame(ShipOut *o, int cf, const char *k, size_t klen, const char *v,
     return out_put(o, v, vlen, 1);
 }
 
+/* 1 if a meta record is a job's (not a STORE_GONE record's). */
+static int
+is_job(const char *k, size_t klen, const char *v, size_t vlen)
+{
+    StoreJob job;
+
+    return klen == 8 &&
+           store_meta_decode(enc_key_get(k), (const unsigned char *)v, vlen,
+                             &job) == 0 &&
+           job.state != STORE_GONE;
+}
+
 /* Sends every pair of one column family, through it (over the snapshot). */
 static int
 send_cf(ShipOut *o, const StoreShard *sh, int cf, rocksdb_iterator_t *it)
@@ -149,6 +163,7 @@ send_cf(ShipOut *o, const StoreShard *sh, int cf, rocksdb_iterator_t *it)
         if (cf == SHARD_CF_DEFAULT && key_is(k, klen, "restoring"))
             return util_fail(o->err, o->errcap,
                              "shard-%02d is being restored itself", sh->index);
+        if (cf == SHARD_CF_META) o->tot.jobs += is_job(k, klen, v, vlen);
         if (out_frame(o, cf, k, klen, v, vlen) < 0) return -1;
     }
     rocksdb_iter_get_error(it, &e);
@@ -161,10 +176,11 @@ send_cf(ShipOut *o, const StoreShard *sh, int cf, rocksdb_iterator_t *it)
 /* Sends one shard: its header, its frames (each column family through the
  * same snapshot), its end frame. */
 static int
-send_shard(ShipOut *o, const StoreShard *sh)
+send_shard(ShipOut *o, const StoreShard *sh, const rocksdb_snapshot_t *given)
 {
     unsigned char idx[4], end[END_FRAME];
-    const rocksdb_snapshot_t *snap = rocksdb_create_snapshot(sh->db);
+    const rocksdb_snapshot_t *snap =
+        given ? given : rocksdb_create_snapshot(sh->db);
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     int rc;
 
@@ -182,8 +198,9 @@ send_shard(ShipOut *o, const StoreShard *sh)
         rocksdb_iter_destroy(it);
     }
     rocksdb_readoptions_destroy(ro);
-    rocksdb_release_snapshot(sh->db, snap);
+    if (!given) rocksdb_release_snapshot(sh->db, snap);
     if (rc < 0) return -1;
+    o->tot.frames += o->frames;
     end[0] = SHIP_END_FRAME;
     le_put64(end + 1, o->frames);
     le_put32(end + 9, (uint32_t)o->crc);
@@ -192,6 +209,16 @@ send_shard(ShipOut *o, const StoreShard *sh)
 
 int
 ship_send(StoreShard *shards, int nshards, int fd, char *err, size_t errcap)
+{
+    ShipTotals tot;
+
+    return ship_send_at(shards, nshards, NULL, fd, &tot, err, errcap);
+}
+
+int
+ship_send_at(StoreShard *shards, int nshards,
+             const rocksdb_snapshot_t *const *snaps, int fd, ShipTotals *tot,
+             char *err, size_t errcap)
 {
     ShipOut o = {.fd = fd, .err = err, .errcap = errcap};
     unsigned char hdr[STREAM_HDR];
@@ -204,9 +231,10 @@ ship_send(StoreShard *shards, int nshards, int fd, char *err, size_t errcap)
     le_put32(hdr + SHIP_MAGIC_LEN + 4, (uint32_t)nshards);
     rc = out_put(&o, hdr, sizeof hdr, 0);
     for (int i = 0; rc == 0 && i < nshards; i++)
-        rc = send_shard(&o, &shards[i]);
+        rc = send_shard(&o, &shards[i], snaps ? snaps[i] : NULL);
     if (rc == 0) rc = out_flush(&o);
     free(o.buf);
+    *tot = o.tot;
     return rc;
 }
 
