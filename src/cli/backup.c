@@ -75,8 +75,8 @@ parse_header(Parse *ps, char *err, size_t errcap)
         return 0;
     case P_IDX:
         if (get32(h) != ps->shard) {
-            snprintf(err, errcap, "stream: shard %u where %u was due",
-                     get32(h), ps->shard);
+            snprintf(err, errcap, "stream: shard %u where %u was due", get32(h),
+                     ps->shard);
             return -1;
         }
         ps->frames = 0;
@@ -169,8 +169,9 @@ prepare_dir(const char *dir, int *made, char *err, size_t errcap)
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
             closedir(d);
-            snprintf(err, errcap, "%s is not empty: a backup goes into a new "
-                                  "directory",
+            snprintf(err, errcap,
+                     "%s is not empty: a backup goes into a new "
+                     "directory",
                      dir);
             return -1;
         }
@@ -259,8 +260,8 @@ out:
 
 /* Makes the received file durable under its final name. */
 static int
-finish(int fd, const char *part, const char *final, const char *dir,
-       char *err, size_t errcap)
+finish(int fd, const char *part, const char *final, const char *dir, char *err,
+       size_t errcap)
 {
     int dfd;
 

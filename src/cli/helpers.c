@@ -237,6 +237,7 @@ h_backup(Session *s, int argc, char **argv, char *err, size_t errcap)
     (void)argc;
     BackupResult r;
     int rc = backup_run(s, argv[1], &r, err, errcap);
+    if (rc == RC_REPLY) session_status(s, err); /* the refusal */
     if (rc != RC_OK) return rc;
     printf("backup: %llu jobs, %llu bytes (%u shards) in %.3f s into %s\n"
            "serve it with: rockstalkd -b %s\n",

@@ -71,8 +71,7 @@ sender_main(void *arg)
                 "backup: sent %llu jobs (%llu bytes, the store at sequence "
                 "%llu) in %.3f s",
                 (unsigned long long)info.jobs, (unsigned long long)info.bytes,
-                (unsigned long long)info.seq,
-                (double)(mono_ns() - t0) / 1e9);
+                (unsigned long long)info.seq, (double)(mono_ns() - t0) / 1e9);
     else
         log_msg(0, "backup: %s", err);
     pthread_mutex_lock(&sd->b->mu); /* backup_stop may shut it down */

@@ -420,8 +420,7 @@ store_restore_pending(const char *dir, int *nshards, char *err, size_t errcap)
     path[strlen(path) - 5] = '\0'; /* STORE_RESTORE_FILE */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) return 0;
-    if (fd < 0)
-        return util_fail(err, errcap, "%s: %s", path, strerror(errno));
+    if (fd < 0) return util_fail(err, errcap, "%s: %s", path, strerror(errno));
     ssize_t r = read(fd, hdr, sizeof hdr);
     close(fd);
     if (r != (ssize_t)sizeof hdr || memcmp(hdr, SHIP_MAGIC, SHIP_MAGIC_LEN))
@@ -453,8 +452,8 @@ store_restore(Store *s, char *err, size_t errcap)
 {
     char path[4096], extra;
 
-    if (dir_path(&s->dir, STORE_RESTORE_FILE, path, sizeof path, err,
-                 errcap) < 0)
+    if (dir_path(&s->dir, STORE_RESTORE_FILE, path, sizeof path, err, errcap) <
+        0)
         return -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return util_fail(err, errcap, "%s: %s", path, strerror(errno));
