@@ -311,6 +311,12 @@ def test_backup_refusals(tmp_path, rockstalkd):
     r = backup(mem.port, tmp_path / "m")
     assert r.returncode == 1 and "BACKUP_UNAVAILABLE" in r.stderr, r.stderr
     assert not (tmp_path / "m").exists()
+    # a reply still waiting to leave: the stream would overtake it
+    c = Conn(s.port)
+    c.s.sendall(b"put 0 0 60 1\r\nx\r\nrockstalk-backup\r\n")
+    assert c.line().startswith("INSERTED")
+    assert c.line() in ("BACKUP_UNAVAILABLE", "BACKUP 1"), c.buf[:100]
+    c.close()
 
     def digest(t):
         return "sha256:" + hashlib.sha256(t.encode()).hexdigest()
@@ -335,7 +341,9 @@ def test_backup_refusals(tmp_path, rockstalkd):
         got = contents(qport, max(ids) + 5)
     finally:
         stop(q)
-    assert got == {j: b"job-%d" % i for i, j in enumerate(ids)}
+    want = {j: b"job-%d" % i for i, j in enumerate(ids)}
+    want[max(ids) + 1] = b"x"  # the put before the refused backup
+    assert got == want
 
 
 def raw_stream(port):
@@ -528,6 +536,35 @@ def test_backup_memory_bounded_and_senders_bounded(tmp_path):
         assert r.returncode == 0, r.stderr
     finally:
         stop(p)
+    q, qport = start(tmp_path / "copy", "-z", "1048576")
+    try:
+        got = contents(qport, max(ids) + 5)
+    finally:
+        stop(q)
+    assert sorted(got) == ids
+    assert all(got[j] == body[:-8] + b"%08d" % i for i, j in enumerate(ids))
+
+
+def test_backup_over_tls(tmp_path, rockstalkd):
+    """rockstalk --tls backup: the stream goes through the connection's own
+    TLS session, which the sender thread takes over (8 MiB, so the socket
+    fills and the sender waits for it); the copy serves every job."""
+    from cluster import make_certs
+    certs = str(tmp_path / "certs")
+    make_certs(certs, 1)
+    tport = free_port()
+    s = rockstalkd("-z", "1048576", "--listen", "tls://127.0.0.1:%d" % tport,
+                   "--tls-cert", os.path.join(certs, "node1.pem"),
+                   "--tls-key", os.path.join(certs, "node1.key"))
+    c = Conn(s.port)
+    body = b"t" * (256 << 10)
+    ids = [c.put(body[:-8] + b"%08d" % i) for i in range(32)]
+    c.close()
+    tls = ["--tls", "--cacert", os.path.join(certs, "ca.pem"),
+           "--tls-name", "rockstalk-node-1"]
+    r = backup(tport, tmp_path / "copy", *tls)
+    assert r.returncode == 0, r.stderr
+    assert "32 jobs" in r.stdout, r.stdout
     q, qport = start(tmp_path / "copy", "-z", "1048576")
     try:
         got = contents(qport, max(ids) + 5)

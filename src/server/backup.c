@@ -1,14 +1,18 @@
 /* server/backup.c - the rockstalk-backup command (see server/backup.h). */
 #include "server/backup.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "net/tlssock.h"
 #include "base/common.h"
 #include "store/store.h"
 
@@ -23,9 +27,11 @@ typedef struct Backups {
 typedef struct Sender {
     Backups *b;
     Store *store;
+    TlsSock *tls; /* the connection's TLS session, or NULL (owned) */
     int slot, fd, nshards;
 } Sender;
 
+/* s's senders, made at the first backup; NULL when memory lacks. */
 static Backups *
 backups_get(Server *s)
 {
@@ -38,11 +44,54 @@ backups_get(Server *s)
     return s->backups = b;
 }
 
-/* Sends a short line whole (the socket blocks, its send timeout set). */
+/* Waits up to BACKUP_SEND_S for fd to take bytes. */
 static int
-send_line(int fd, const char *line, int len)
+wait_writable(int fd, char *err, size_t errcap)
 {
-    return send(fd, line, (size_t)len, MSG_NOSIGNAL) == len ? 0 : -1;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int r;
+
+    while ((r = poll(&p, 1, BACKUP_SEND_S * 1000)) < 0 && errno == EINTR)
+        ;
+    if (r > 0) return 0;
+    snprintf(err, errcap, "%s",
+             r == 0 ? "the client took nothing for the send timeout"
+                    : strerror(errno));
+    return -1;
+}
+
+/* StoreWriteFn over the sender's non-blocking socket, plain or TLS (the
+ * session's ciphertext flushed before it returns). */
+static int
+sender_write(void *arg, const void *buf, size_t n, char *err, size_t errcap)
+{
+    Sender *sd = arg;
+    const char *p = buf;
+
+    while (n > 0) {
+        ssize_t w = sd->tls ? tls_sock_write(sd->tls, sd->fd, p, n)
+                            : send(sd->fd, p, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            snprintf(err, errcap, "send: %s", strerror(errno));
+            return -1;
+        }
+        if (wait_writable(sd->fd, err, errcap) < 0) return -1;
+    }
+    int f;
+    while (sd->tls && (f = tls_sock_flush(sd->tls, sd->fd)) != 0) {
+        if (f < 0 && errno != EAGAIN && errno != EINTR) {
+            snprintf(err, errcap, "send: %s", strerror(errno));
+            return -1;
+        }
+        if (wait_writable(sd->fd, err, errcap) < 0) return -1;
+    }
+    return 0;
 }
 
 static void *
@@ -50,21 +99,19 @@ sender_main(void *arg)
 {
     Sender *sd = arg;
     StoreBackupInfo info = {0};
-    char line[96], err[256];
+    char line[96], err[256] = "";
     int64_t t0 = mono_ns();
     int len = snprintf(line, sizeof line, "BACKUP %d\r\n", sd->nshards);
-    int rc = send_line(sd->fd, line, len);
+    int rc = sender_write(sd, line, (size_t)len, err, sizeof err);
 
     if (rc == 0)
-        rc = store_backup_send(sd->store, sd->fd, &info, err, sizeof err);
-    else
-        snprintf(err, sizeof err, "the client is gone");
+        rc = store_backup_send(sd->store, sender_write, sd, &info, err,
+                               sizeof err);
     if (rc == 0) {
         len = snprintf(line, sizeof line, "BACKUP_DONE %llu %llu\r\n",
                        (unsigned long long)info.jobs,
                        (unsigned long long)info.bytes);
-        rc = send_line(sd->fd, line, len);
-        if (rc < 0) snprintf(err, sizeof err, "the client is gone");
+        rc = sender_write(sd, line, (size_t)len, err, sizeof err);
     }
     if (rc == 0)
         log_msg(1,
@@ -73,7 +120,13 @@ sender_main(void *arg)
                 (unsigned long long)info.jobs, (unsigned long long)info.bytes,
                 (unsigned long long)info.seq, (double)(mono_ns() - t0) / 1e9);
     else
-        log_msg(0, "backup: %s", err);
+        log_msg(0, "backup: %s%s%s", err, sd->tls ? ": " : "",
+                sd->tls ? tls_conn_error(tls_sock_conn(sd->tls)) : "");
+    if (sd->tls && rc == 0) { /* best effort: the client has its line */
+        (void)tls_sock_close_notify(sd->tls, sd->fd);
+        (void)tls_sock_flush(sd->tls, sd->fd);
+    }
+    tls_sock_free(sd->tls);
     pthread_mutex_lock(&sd->b->mu); /* backup_stop may shut it down */
     close(sd->fd);
     sd->b->fd[sd->slot] = -1;
@@ -108,43 +161,48 @@ void
 backup_serve(Conn *c)
 {
     Server *s = c->srv;
-    struct timeval tv = {BACKUP_SEND_S, 0};
     StoreStats st;
     Backups *b;
     Sender *sd;
     pthread_t t;
     int fd;
 
-    if (s->node || !s->store ||
-        (c->via != CONN_VIA_TCP && c->via != CONN_VIA_UNIX) || c->tls) {
+    /* alone on the connection: earlier replies must have left (the stream
+     * takes the socket over), and a relayed one belongs to a cluster */
+    if (s->node || !s->store || c->via == CONN_VIA_RELAY ||
+        c->osent != c->oend) {
         conn_reply_lit(c, "BACKUP_UNAVAILABLE\r\n");
+        return;
+    }
+    if (s->stopping) {
+        conn_reply_lit(c, "BACKUP_BUSY\r\n");
         return;
     }
     if (!(b = backups_get(s)) || !(sd = calloc(1, sizeof *sd))) {
         conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     }
-    /* close-on-exec: nothing the server runs keeps the stream open */
-    if ((fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
-        free(sd);
-        conn_close(c);
-        return;
-    }
+    /* the socket itself, not a copy: a TLS session may be bound to its
+     * descriptor (net/tlssock.h, direct); close-on-exec, so that nothing
+     * the server runs keeps the stream open */
+    fd = c->fd;
     if ((sd->slot = take_slot(b, fd)) < 0) {
-        close(fd);
         free(sd);
         conn_reply_lit(c, "BACKUP_BUSY\r\n");
         return;
     }
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
     store_stats(s->store, &st);
     sd->b = b;
     sd->store = s->store;
-    sd->fd = fd;
+    sd->fd = fd; /* non-blocking, as the connection's */
     sd->nshards = st.nshards;
+    sd->tls = c->tls; /* the sender's now: conn_close neither ends, frees */
+    c->tls = NULL;    /* nor closes them */
+    c->fd = -1;
     conn_close(c);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (pthread_create(&t, NULL, sender_main, sd) != 0) {
+        tls_sock_free(sd->tls);
         free_slot(b, sd->slot);
         free(sd);
         return;

@@ -57,6 +57,8 @@ key_is(const char *k, size_t klen, const char *name)
  * CRC. */
 typedef struct ShipOut {
     int fd;
+    StoreWriteFn write; /* NULL: send to fd */
+    void *warg;
     unsigned char *buf; /* SHIP_IO_BUF bytes, owned */
     size_t len;         /* bytes waiting in buf */
     uint64_t frames;
@@ -87,7 +89,8 @@ fd_send_all(int fd, const unsigned char *p, size_t n, char *err, size_t errcap)
 static int
 out_flush(ShipOut *o)
 {
-    int rc = fd_send_all(o->fd, o->buf, o->len, o->err, o->errcap);
+    int rc = o->write ? o->write(o->warg, o->buf, o->len, o->err, o->errcap)
+                      : fd_send_all(o->fd, o->buf, o->len, o->err, o->errcap);
 
     o->tot.bytes += o->len;
     o->len = 0;
@@ -207,35 +210,47 @@ send_shard(ShipOut *o, const StoreShard *sh, const rocksdb_snapshot_t *given)
     return out_put(o, end, sizeof end, 0);
 }
 
+/* Sends the stream through o (its buffer allocated here). */
+static int
+ship_out(StoreShard *shards, int nshards,
+         const rocksdb_snapshot_t *const *snaps, ShipOut *o, ShipTotals *tot)
+{
+    unsigned char hdr[STREAM_HDR];
+    int rc = 0;
+
+    if ((o->buf = malloc(SHIP_IO_BUF)) == NULL)
+        return util_fail(o->err, o->errcap,
+                         "out of memory for the send buffer");
+    memcpy(hdr, SHIP_MAGIC, SHIP_MAGIC_LEN);
+    le_put32(hdr + SHIP_MAGIC_LEN, SHIP_VERSION);
+    le_put32(hdr + SHIP_MAGIC_LEN + 4, (uint32_t)nshards);
+    rc = out_put(o, hdr, sizeof hdr, 0);
+    for (int i = 0; rc == 0 && i < nshards; i++)
+        rc = send_shard(o, &shards[i], snaps ? snaps[i] : NULL);
+    if (rc == 0) rc = out_flush(o);
+    free(o->buf);
+    *tot = o->tot;
+    return rc;
+}
+
 int
 ship_send(StoreShard *shards, int nshards, int fd, char *err, size_t errcap)
 {
     ShipTotals tot;
 
-    return ship_send_at(shards, nshards, NULL, fd, &tot, err, errcap);
+    return ship_out(shards, nshards, NULL,
+                    &(ShipOut){.fd = fd, .err = err, .errcap = errcap}, &tot);
 }
 
 int
 ship_send_at(StoreShard *shards, int nshards,
-             const rocksdb_snapshot_t *const *snaps, int fd, ShipTotals *tot,
-             char *err, size_t errcap)
+             const rocksdb_snapshot_t *const *snaps, StoreWriteFn write,
+             void *warg, ShipTotals *tot, char *err, size_t errcap)
 {
-    ShipOut o = {.fd = fd, .err = err, .errcap = errcap};
-    unsigned char hdr[STREAM_HDR];
-    int rc = 0;
+    ShipOut o = {
+        .fd = -1, .write = write, .warg = warg, .err = err, .errcap = errcap};
 
-    if ((o.buf = malloc(SHIP_IO_BUF)) == NULL)
-        return util_fail(err, errcap, "out of memory for the send buffer");
-    memcpy(hdr, SHIP_MAGIC, SHIP_MAGIC_LEN);
-    le_put32(hdr + SHIP_MAGIC_LEN, SHIP_VERSION);
-    le_put32(hdr + SHIP_MAGIC_LEN + 4, (uint32_t)nshards);
-    rc = out_put(&o, hdr, sizeof hdr, 0);
-    for (int i = 0; rc == 0 && i < nshards; i++)
-        rc = send_shard(&o, &shards[i], snaps ? snaps[i] : NULL);
-    if (rc == 0) rc = out_flush(&o);
-    free(o.buf);
-    *tot = o.tot;
-    return rc;
+    return ship_out(shards, nshards, snaps, &o, tot);
 }
 
 /* ---- receiver ---- */

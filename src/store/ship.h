@@ -35,6 +35,7 @@
 #include <rocksdb/c.h>
 
 #include "store/shard.h"
+#include "store/types.h"
 
 #define SHIP_MAGIC "RSSHIP01"
 #define SHIP_MAGIC_LEN 8
@@ -80,11 +81,11 @@ typedef struct ShipTotals {
 
 /* As ship_send, but shard i is read through snaps[i] (the caller's, still
  * held, of shards[i].db; released by the caller), so that all shards show
- * one moment (a backup, store.h store_backup_send); counts into *tot
- * (zeroed first). */
+ * one moment (a backup, store.h store_backup_send), and every full buffer
+ * goes to write(warg, ...) instead of a socket; counts into *tot. */
 int ship_send_at(StoreShard *shards, int nshards,
-                 const rocksdb_snapshot_t *const *snaps, int fd,
-                 ShipTotals *tot, char *err, size_t errcap);
+                 const rocksdb_snapshot_t *const *snaps, StoreWriteFn write,
+                 void *warg, ShipTotals *tot, char *err, size_t errcap);
 
 /* Reads a stream from fd (blocking; not closed) into shards[0..nshards)
  * (open), replacing their content. A stream header with another magic,

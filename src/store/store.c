@@ -387,14 +387,15 @@ store_ship_recv(Store *s, int fd, char *err, size_t errcap)
 }
 
 int
-store_backup_send(Store *s, int fd, StoreBackupInfo *info, char *err,
-                  size_t errcap)
+store_backup_send(Store *s, StoreWriteFn write, void *warg,
+                  StoreBackupInfo *info, char *err, size_t errcap)
 {
     const rocksdb_snapshot_t *snap[STORE_SHARDS_MAX];
     ShipTotals tot;
 
     if (mut_snapshots(&s->mut, snap, &info->seq, err, errcap) < 0) return -1;
-    int rc = ship_send_at(s->shard, s->nshards, snap, fd, &tot, err, errcap);
+    int rc = ship_send_at(s->shard, s->nshards, snap, write, warg, &tot, err,
+                          errcap);
     for (int i = 0; i < s->nshards; i++)
         rocksdb_release_snapshot(s->shard[i].db, snap[i]);
     info->jobs = tot.jobs;

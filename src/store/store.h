@@ -181,15 +181,15 @@ typedef struct StoreBackupInfo {
 } StoreBackupInfo;
 
 /* Any thread, a started standalone store: writes the state of one moment
- * to fd (a blocking socket, its send timeout set) as the snapshot stream
- * of store/ship.h. The mutation thread takes every shard's RocksDB
- * snapshot between two of its groups, its write-behind window written
- * first, so the stream holds every change published before the call and
- * is the state after one sequence (info->seq) on every shard. Memory: one
- * SHIP_IO_BUF buffer. Returns 0 (info filled), or -1 with a message in err
+ * through write(warg, ...) (a socket's writer with its own timeout, plain
+ * or TLS) as the snapshot stream of store/ship.h. The mutation thread takes
+ * every shard's RocksDB snapshot between two of its groups, its write-behind
+ * window written first, so the stream holds every change published before the
+ * call and is the state after one sequence (info->seq) on every shard. Memory:
+ * one SHIP_IO_BUF buffer. Returns 0 (info filled), or -1 with a message in err
  * (cluster mode, a failed store, a read or send error). */
-int store_backup_send(Store *s, int fd, StoreBackupInfo *info, char *err,
-                      size_t errcap);
+int store_backup_send(Store *s, StoreWriteFn write, void *warg,
+                      StoreBackupInfo *info, char *err, size_t errcap);
 
 /* Main thread, before store_open: 1 if the data directory dir holds
  * STORE_RESTORE_FILE (then *nshards is its stream's shard count), 0 if
