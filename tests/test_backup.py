@@ -572,3 +572,65 @@ def test_backup_over_tls(tmp_path, rockstalkd):
         stop(q)
     assert sorted(got) == ids
     assert all(got[j] == body[:-8] + b"%08d" % i for i, j in enumerate(ids))
+
+
+def test_backup_from_a_cluster_through_a_follower(tmp_path):
+    """A 3-node cluster (mutual TLS between nodes), a producer putting on
+    the leader: `rockstalk backup` against a follower is relayed to the
+    leader, which sends the shards as of one applied Raft entry; the copy
+    restores as a standalone server with every job acknowledged before the
+    backup started and nothing put after it ended."""
+    from cluster import Cluster
+    c = Cluster(tmp_path / "c", ["-S", "2"])
+    try:
+        lead = c.node(c.wait_leader())
+        f = c.follower()
+        conn = Conn(lead.port)
+        acked = [(conn.put(b"before-%d" % i), b"before-%d" % i, 0.0)
+                 for i in range(100)]
+        conn.close()
+        stop_load, later = threading.Event(), []
+
+        def producer():
+            cn = Conn(lead.port)
+            n = 0
+            while not stop_load.is_set():
+                body = b"during-%d" % n
+                t = time.monotonic()
+                later.append((cn.put(body), body, t, time.monotonic()))
+                n += 1
+            cn.close()
+        t = threading.Thread(target=producer)
+        t.start()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        r = backup(f.port, tmp_path / "copy")
+        t1 = time.monotonic()
+        stop_load.set()
+        t.join(20)
+        assert r.returncode == 0, r.stderr
+        # a follower's own refusal path: the leader sends; a node that is
+        # not the leader never parses the command (it relays)
+    finally:
+        stop_load.set()
+        c.stop()
+    assert sorted(os.listdir(tmp_path / "copy")) == ["RESTORE"]
+    top = max(j for j, *_ in acked + later)
+    q, qport = start(tmp_path / "copy")
+    try:
+        got = contents(qport, top + 5)
+    finally:
+        stop(q)
+    for jid, body, *_ in acked:
+        assert got.get(jid) == body, jid
+    for jid, body, ts, ta in later:
+        if ta < t0:
+            assert got.get(jid) == body, jid
+        if ts > t1:
+            assert jid not in got, jid
+    # one moment: the puts in the copy are a prefix of the producer's
+    present = [jid in got for jid, *_ in later]
+    assert present == sorted(present, reverse=True), "a gap in the puts"
+    print("cluster backup through a follower: %d jobs in the copy of %d "
+          "put; %s" % (len(got), len(acked) + len(later),
+                       r.stdout.splitlines()[0]))

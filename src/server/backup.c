@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "cluster/node.h"
 #include "net/tlssock.h"
 #include "base/common.h"
 #include "store/store.h"
@@ -29,6 +30,7 @@ typedef struct Sender {
     Store *store;
     TlsSock *tls; /* the connection's TLS session, or NULL (owned) */
     int slot, fd, nshards;
+    int cluster; /* the store is a Raft node's (for the log) */
 } Sender;
 
 /* s's senders, made at the first backup; NULL when memory lacks. */
@@ -115,9 +117,10 @@ sender_main(void *arg)
     }
     if (rc == 0)
         log_msg(1,
-                "backup: sent %llu jobs (%llu bytes, the store at sequence "
-                "%llu) in %.3f s",
+                "backup: sent %llu jobs (%llu bytes, the store at %s %llu) "
+                "in %.3f s",
                 (unsigned long long)info.jobs, (unsigned long long)info.bytes,
+                sd->cluster ? "Raft entry" : "sequence",
                 (unsigned long long)info.seq, (double)(mono_ns() - t0) / 1e9);
     else
         log_msg(0, "backup: %s%s%s", err, sd->tls ? ": " : "",
@@ -167,10 +170,13 @@ backup_serve(Conn *c)
     pthread_t t;
     int fd;
 
+    NodeStats ns;
+    node_stats(s, &ns);
     /* alone on the connection: earlier replies must have left (the stream
-     * takes the socket over), and a relayed one belongs to a cluster */
-    if (s->node || !s->store || c->via == CONN_VIA_RELAY ||
-        c->osent != c->oend) {
+     * takes the socket over); in a cluster the leader sends it (a follower
+     * relays the connection to it) */
+    int serves = !strcmp(ns.role, "standalone") || !strcmp(ns.role, "leader");
+    if (!s->store || !serves || c->osent != c->oend) {
         conn_reply_lit(c, "BACKUP_UNAVAILABLE\r\n");
         return;
     }
@@ -197,6 +203,7 @@ backup_serve(Conn *c)
     sd->store = s->store;
     sd->fd = fd; /* non-blocking, as the connection's */
     sd->nshards = st.nshards;
+    sd->cluster = s->node != NULL;
     sd->tls = c->tls; /* the sender's now: conn_close neither ends, frees */
     c->tls = NULL;    /* nor closes them */
     c->fd = -1;

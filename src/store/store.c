@@ -393,7 +393,10 @@ store_backup_send(Store *s, StoreWriteFn write, void *warg,
     const rocksdb_snapshot_t *snap[STORE_SHARDS_MAX];
     ShipTotals tot;
 
-    if (mut_snapshots(&s->mut, snap, &info->seq, err, errcap) < 0) return -1;
+    if (s->mut.propose) /* cluster mode: between two applied entries */
+        sraft_snapshots(&s->raft, snap, &info->seq);
+    else if (mut_snapshots(&s->mut, snap, &info->seq, err, errcap) < 0)
+        return -1;
     int rc = ship_send_at(s->shard, s->nshards, snap, write, warg, &tot, err,
                           errcap);
     for (int i = 0; i < s->nshards; i++)
