@@ -459,6 +459,12 @@ def test_backup_cut_short_leaves_nothing_that_starts(tmp_path, rockstalkd):
                            capture_output=True, text=True, timeout=20)
         assert r.returncode != 0 and "ended early" in r.stderr, r.stderr
         assert (d / "RESTORE").exists()
+    # and with RESTORE gone, the half-restored shards are not served
+    os.unlink(d / "RESTORE")
+    r = subprocess.run([ROCKSTALKD, "-l", "127.0.0.1", "-p",
+                        str(free_port()), "-b", str(d)],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode != 0 and "unfinished restore" in r.stderr, r.stderr
 
 
 def vm_hwm_kib(pid):

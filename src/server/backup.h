@@ -1,7 +1,7 @@
 /* server/backup.h - the rockstalk-backup command (PROTOCOL.md 11.7): a
- * standalone server streams one consistent moment of its store to the
- * client from a thread of its own, which rockstalk backup DIR writes into
- * a new data directory.
+ * standalone server, or a cluster's leader, streams one consistent moment
+ * of its store to the client from a thread of its own, which rockstalk
+ * backup DIR writes into a new data directory.
  *
  * Threads: backup_serve on the loop thread; backup_stop and backup_free on
  * the main thread at shutdown, before the store closes; the senders'
@@ -26,13 +26,15 @@
 #define BACKUP_STOP_MS 3000
 
 /* Loop thread, rockstalk-backup on c (access already checked): on a
- * standalone server with a store, over a plaintext TCP or unix socket,
- * takes c's socket out of the loop (c is closed; the sender's copy of the
- * descriptor is close-on-exec) and from a sender thread writes
- * "BACKUP <shards>\r\n", the snapshot stream of the moment the store took
- * (store_backup_send), then "BACKUP_DONE <jobs> <bytes>\r\n"; a failure
- * mid-stream closes the socket without that line. Else c gets, and stays
- * open: BACKUP_UNAVAILABLE (cluster mode, --memory, a TLS connection),
+ * standalone server with a store or a cluster's leader, with no earlier
+ * reply of c still waiting, takes c's socket and TLS session (if any) out
+ * of the loop (c is closed without them; the socket is made
+ * close-on-exec) and from a sender thread writes "BACKUP <shards>\r\n",
+ * the snapshot stream of the moment the store took (store_backup_send),
+ * then "BACKUP_DONE <jobs> <bytes>\r\n", each send waiting at most
+ * BACKUP_SEND_S for the socket; a failure mid-stream closes the socket
+ * without that line. Else c gets, and stays open: BACKUP_UNAVAILABLE
+ * (--memory, a node that does not lead, replies still waiting),
  * BACKUP_BUSY (BACKUP_SENDERS_MAX running, or stopping) or OUT_OF_MEMORY. */
 void backup_serve(Conn *c);
 

@@ -340,6 +340,7 @@ mark_restoring(ShipIn *in, StoreShard *sh)
     int rc = in_write(in, sh, b, sh->opt->wo_sync, "mark restoring");
     rocksdb_writebatch_destroy(b);
     if (rc == 0) sh->raft_applied = 0;
+    if (rc == 0) sh->restoring = 1;
     return rc;
 }
 
@@ -505,6 +506,7 @@ recv_shard(ShipIn *in, StoreShard *sh)
         rocksdb_free(e);
         return -1;
     }
+    sh->restoring = 0;
     sh->hwm = in->next_id;
     sh->jgroup = in->jgroup;
     sh->raft_applied = in->raft_applied;

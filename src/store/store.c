@@ -320,6 +320,13 @@ int
 store_recover(Store *s, int (*cb)(void *ctx, const StoreJob *job), void *ctx,
               uint64_t *next_id, char *err, size_t errcap)
 {
+    for (int i = 0; i < s->nshards; i++)
+        if (s->shard[i].restoring)
+            return util_fail(err, errcap,
+                             "shard-%02d holds an unfinished restore: put "
+                             "the backup's %s back into %s (or take the "
+                             "backup again)",
+                             i, STORE_RESTORE_FILE, s->cfg.dir);
     return recover_run(s->shard, s->nshards, cb, ctx, next_id, err, errcap);
 }
 

@@ -37,7 +37,9 @@ typedef struct Store Store;
  * in *out, owned by the caller until store_close. */
 int store_open(const StoreConfig *cfg, Store **out, char *err, size_t errcap);
 
-/* Scans every shard's job metadata once (bodies are not read) and calls
+/* Refuses (-1) a shard holding an unfinished restore ("restoring",
+ * store_restore). Then scans every shard's job metadata once (bodies are
+ * not read) and calls
  * cb(ctx, job) for each stored job, in id order within a shard. cb returns 0
  * to go on or -1 to abort (store_recover then fails). *next_id is set to one
  * more than the highest id ever allocated (stored high-water mark or largest
@@ -180,14 +182,17 @@ typedef struct StoreBackupInfo {
     uint64_t frames; /* key-value pairs in it */
 } StoreBackupInfo;
 
-/* Any thread, a started standalone store: writes the state of one moment
- * through write(warg, ...) (a socket's writer with its own timeout, plain
- * or TLS) as the snapshot stream of store/ship.h. The mutation thread takes
- * every shard's RocksDB snapshot between two of its groups, its write-behind
- * window written first, so the stream holds every change published before the
- * call and is the state after one sequence (info->seq) on every shard. Memory:
- * one SHIP_IO_BUF buffer. Returns 0 (info filled), or -1 with a message in err
- * (cluster mode, a failed store, a read or send error). */
+/* Any thread, a started store: writes the state of one moment through
+ * write(warg, ...) (a socket's writer with its own timeout, plain or TLS)
+ * as the snapshot stream of store/ship.h. Standalone, the mutation thread
+ * takes every shard's RocksDB snapshot between two of its groups, its
+ * write-behind window written first, so the stream holds every change
+ * published before the call and is the state after one sequence
+ * (info->seq) on every shard; in cluster mode they are taken between two
+ * applied Raft entries (store/raft.h sraft_snapshots; info->seq is the
+ * entry). Memory: one SHIP_IO_BUF buffer. Returns 0 (info filled), or -1
+ * with a message in err (a failed or stopping store, a read or send
+ * error). */
 int store_backup_send(Store *s, StoreWriteFn write, void *warg,
                       StoreBackupInfo *info, char *err, size_t errcap);
 
