@@ -166,14 +166,82 @@ def one_moment(jobs, present, t0, t1):
     return lo, hi, [g for g in gaps if g[0] < g[1]]
 
 
-def test_backup_under_load_is_one_moment(tmp_path):
+def test_one_moment_check_can_fail():
+    """The checker itself: job 1 deleted (reply at 3) before job 2 was
+    put (sent at 4); a copy holding both mixes two moments."""
+    jobs = [dict(id=1, put_send=0.0, put_ack=1.0, del_send=2.0, del_ack=3.0),
+            dict(id=2, put_send=4.0, put_ack=5.0, del_send=None,
+                 del_ack=None)]
+    assert one_moment(jobs, {1, 2}, 0.0, 10.0)[2] == []
+    assert one_moment(jobs, {2}, 0.0, 10.0)[2]       # after 5
+    assert one_moment(jobs, {1}, 0.0, 10.0)[2]       # before 3
+    assert one_moment(jobs, set(), 0.0, 10.0)[2]     # between 3 and 4
+    assert one_moment(jobs, {2}, 0.0, 3.9)[2] == []  # 2 not sent by then
+
+
+def check_copy(copy, jobs, deletes, t0, t1, out):
+    """Restores copy and checks it against the load's record (jobs: put
+    times, deletes: id -> delete send and reply times) for a backup run
+    between t0 and t1. Returns a line of figures."""
+    for j in jobs:
+        d = deletes.get(j["id"])
+        j["del_send"], j["del_ack"] = d if d else (None, None)
+    assert sorted(os.listdir(copy)) == ["RESTORE"]
+    top = max(j["id"] for j in jobs)
+    q, qport = start(copy)
+    try:
+        got = contents(qport, top + 100)
+        st = stats(qport)
+    finally:
+        stop(q)
+    byid = {j["id"]: j for j in jobs}
+    assert set(got) <= set(byid), "the copy holds a job never put"
+    for jid, body in got.items():
+        assert body == byid[jid]["body"], jid
+    # every job acknowledged before the backup started, and whose delete
+    # was not even sent before it ended, is there
+    must = [j["id"] for j in jobs if j["put_ack"] < t0 and
+            (j["del_send"] is None or j["del_send"] > t1)]
+    missing = [i for i in must if i not in got]
+    assert not missing, missing[:10]
+    # a job whose delete was acknowledged before it started is not
+    gone = [j["id"] for j in jobs
+            if j["del_ack"] is not None and j["del_ack"] < t0 and
+            j["id"] in got]
+    assert not gone, gone[:10]
+    # nothing put after the backup ended
+    late = [j["id"] for j in jobs if j["put_send"] > t1 and j["id"] in got]
+    assert not late, late[:10]
+    lo, hi, gaps = one_moment(jobs, set(got), t0, t1)
+    assert gaps, ("no single moment explains the copy", lo - t0, hi - t0)
+    total = sum(int(st["current-jobs-" + s])
+                for s in ("ready", "reserved", "delayed", "buried"))
+    assert total == len(got)
+    during = sum(1 for j in jobs
+                 if t0 <= j["put_ack"] and j["put_send"] <= t1)
+    dels = sum(1 for j in jobs if j["del_ack"] and
+               t0 <= j["del_ack"] and j["del_send"] <= t1)
+    return ("%d in the copy, %d required present; %d puts and %d deletes "
+            "overlapped the backup's %.3f s; one moment in %.1f ms of it "
+            "(%d gaps); %s" %
+            (len(got), len(must), during, dels, t1 - t0,
+             sum(b - a for a, b in gaps) * 1e3, len(gaps),
+             out.splitlines()[0])), during, dels
+
+
+@pytest.mark.parametrize("mode", ["default", "F"])
+def test_backup_under_load_is_one_moment(tmp_path, mode):
     """Four shards, 1500 jobs of 2 KiB before, then 2 producers, 2 workers
     (reserve, delete) and a churner (put, delete at once, often cancelled
-    inside the commit journal's write-behind window) while the backup
-    runs; the copy restores to one moment of the server's history."""
-    src, copy = tmp_path / "src", tmp_path / "copy"
-    p, port = start(src, "-S", "4")
+    inside the commit journal's write-behind window) while three backups
+    run one after another; each copy restores to one moment of the
+    server's history. In the default mode (commit journal, write-behind
+    window) and under -F (each group straight into RocksDB, where shards
+    read one after another would show different moments)."""
+    src = tmp_path / "src"
+    p, port = start(src, "-S", "4", *(["-F"] if mode == "F" else []))
     jobs, lock, stop_load = [], threading.Lock(), threading.Event()
+    deletes, runs = {}, []
     try:
         c = Conn(port)
         for i in range(1500):
@@ -227,70 +295,36 @@ def test_backup_under_load_is_one_moment(tmp_path):
                 n += 1
             c.close()
 
-        deletes = {}
         threads = [threading.Thread(target=producer, args=(k,))
                    for k in range(2)]
         threads += [threading.Thread(target=worker) for _ in range(2)]
         threads.append(threading.Thread(target=churner))
         for t in threads:
             t.start()
-        time.sleep(0.5)
-        t0 = time.monotonic()
-        r = backup(port, copy)
-        t1 = time.monotonic()
+        for k in range(3):
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            r = backup(port, tmp_path / ("copy%d" % k))
+            t1 = time.monotonic()
+            assert r.returncode == 0, r.stderr
+            assert "jobs" in r.stdout and "bytes" in r.stdout, r.stdout
+            runs.append((t0, t1, r.stdout))
         time.sleep(0.3)
         stop_load.set()
         for t in threads:
             t.join(30)
-        assert r.returncode == 0, r.stderr
-        assert "jobs" in r.stdout and "bytes" in r.stdout, r.stdout
     finally:
         stop_load.set()
         stop(p)
-    assert sorted(os.listdir(copy)) == ["RESTORE"]
-    for j in jobs:
-        d = deletes.get(j["id"])
-        j["del_send"], j["del_ack"] = d if d else (None, None)
-    top = max(j["id"] for j in jobs)
-    q, qport = start(copy)
-    try:
-        got = contents(qport, top + 100)
-        st = stats(qport)
-    finally:
-        stop(q)
-    byid = {j["id"]: j for j in jobs}
-    assert set(got) <= set(byid), "the copy holds a job never put"
-    for jid, body in got.items():
-        assert body == byid[jid]["body"], jid
-    # every job acknowledged before the backup started, and whose delete
-    # was not even sent before it ended, is there
-    must = [j["id"] for j in jobs if j["put_ack"] < t0 and
-            (j["del_send"] is None or j["del_send"] > t1)]
-    missing = [i for i in must if i not in got]
-    assert not missing, missing[:10]
-    # a job whose delete was acknowledged before it started is not
-    gone = [j["id"] for j in jobs
-            if j["del_ack"] is not None and j["del_ack"] < t0 and
-            j["id"] in got]
-    assert not gone, gone[:10]
-    # nothing put after the backup ended
-    late = [j["id"] for j in jobs if j["put_send"] > t1 and j["id"] in got]
-    assert not late, late[:10]
-    lo, hi, gaps = one_moment(jobs, set(got), t0, t1)
-    assert gaps, ("no single moment explains the copy", lo - t0, hi - t0)
-    total = sum(int(st["current-jobs-" + s])
-                for s in ("ready", "reserved", "delayed", "buried"))
-    assert total == len(got)
-    during = [j for j in jobs if t0 <= j["put_ack"] and j["put_send"] <= t1]
-    dels = sum(1 for j in jobs if j["del_ack"] and
-               t0 <= j["del_ack"] and j["del_send"] <= t1)
-    print("backup under load: %d jobs put in all (%d deleted), %d in the "
-          "copy, %d required present; %d puts and %d deletes overlapped the "
-          "backup's %.3f s; one moment in %.1f ms of it (%d gaps); %s" %
-          (len(jobs), len(deletes), len(got), len(must), len(during), dels,
-           t1 - t0, sum(b - a for a, b in gaps) * 1e3, len(gaps),
-           r.stdout.splitlines()[0]))
-    assert len(during) > 0 and dels > 0, "no load overlapped the backup"
+    overlap = [0, 0]
+    for k, (t0, t1, out) in enumerate(runs):
+        line, during, dels = check_copy(tmp_path / ("copy%d" % k), jobs,
+                                        deletes, t0, t1, out)
+        overlap[0] += during
+        overlap[1] += dels
+        print("backup %d under load (%s): %s" % (k, mode, line))
+    print("load: %d jobs put in all, %d deleted" % (len(jobs), len(deletes)))
+    assert overlap[0] > 0 and overlap[1] > 0, "no load overlapped a backup"
 
 
 def test_backup_refusals(tmp_path, rockstalkd):
