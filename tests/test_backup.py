@@ -81,16 +81,21 @@ class Conn:
 
 
 def start(d, *flags):
-    """A rockstalkd on data directory d; returns (Popen, port)."""
+    """A rockstalkd on data directory d, its log in d.log; returns (Popen,
+    port)."""
     port = free_port()
+    log = open(str(d) + ".log", "ab")
     p = subprocess.Popen([ROCKSTALKD, "-l", "127.0.0.1", "-p", str(port),
                           "-b", str(d)] + list(flags),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                         stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    p.log_path = str(d) + ".log"
     wait_listening(port, p)
     return p, port
 
 
 def stop(p):
+    """Stops p; its log must hold no sanitizer report (make asan)."""
     if p.poll() is None:
         p.terminate()
         try:
@@ -98,6 +103,10 @@ def stop(p):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+    with open(p.log_path, "rb") as f:
+        log = f.read()
+    for bad in (b"Sanitizer", b"runtime error:"):
+        assert bad not in log, log[-3000:]
 
 
 def backup(port, d, *opts, timeout=60):
@@ -574,6 +583,16 @@ def test_backup_memory_bounded_and_senders_bounded(tmp_path):
                 break
             time.sleep(0.1)
         assert r.returncode == 0, r.stderr
+        # a stop with a sender blocked on a reader that takes nothing:
+        # its socket is shut down, the server exits at once and cleanly
+        s = socket.create_connection(("127.0.0.1", port), 10)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"rockstalk-backup\r\n")
+        time.sleep(0.3)
+        t = time.monotonic()
+        stop(p)
+        assert p.returncode == 0 and time.monotonic() - t < 5, p.returncode
+        s.close()
     finally:
         stop(p)
     q, qport = start(tmp_path / "copy", "-z", "1048576")
