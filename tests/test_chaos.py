@@ -50,7 +50,8 @@ def test_nemeses_cover_the_issue():
     for want in ("partition-leader", "partition-one", "partition-half",
                  "bridge", "ring", "oneway-leader", "pause-leader",
                  "pause-minority", "kill-one", "kill-all", "pause-kill",
-                 "partition-kill"):
+                 "partition-kill", "disk-full-one", "disk-full-leader",
+                 "skew-kill-leader", "slow-one", "slow-leader"):
         assert want in names
     assert "ring" not in nemesis.names(3)
 
@@ -280,12 +281,14 @@ def test_refused_proposal_is_not_acknowledged(tmp_path):
         c.stop()
 
 
-def test_full_raft_disk_fails_stop(tmp_path):
-    """The leader's Raft directory fills up (a small tmpfs, then a filler
+@pytest.mark.parametrize("role", ["leader", "follower"])
+def test_full_raft_disk_fails_stop(tmp_path, role):
+    """A node's Raft directory fills up (a small tmpfs, then a filler
     file): its append fails (RAFT_NOSPACE). libraft 0.15 would lead on
-    and reuse the index (main's binary died of SIGSEGV here); the leader
-    must stop with exit 2 and say why, another must serve, and every put
-    acknowledged must still be there."""
+    and reuse the index (main's binary died of SIGSEGV here); a follower
+    would answer "rejected" and heartbeats for ever, storing nothing even
+    once the disk has room. The node must stop with exit 2 and say why, a
+    leader must serve, and every put acknowledged must still be there."""
     import atexit
     import subprocess
     from cluster import Cluster
@@ -316,14 +319,15 @@ def test_full_raft_disk_fails_stop(tmp_path):
         for nd in c.nodes:
             nd.start(wait=False)
         lead = c.wait_leader()
-        d = os.path.join(c.node(lead).dir, "raft")
+        hit = lead if role == "leader" else c.follower().id
+        d = os.path.join(c.node(hit).dir, "raft")
         st = os.statvfs(d)
         subprocess.run(["fallocate", "-l", str(st.f_bavail * st.f_frsize -
                                               (1 << 20)), d + "/filler"],
                        check=True)
         acked, body = [], "x" * 60000
         for i in range(700):
-            if not c.node(lead).alive() and len(acked) > 50:
+            if not c.node(hit).alive() and len(acked) > 50:
                 break
             try:
                 cl = Client(c.node(c.leader() or lead), timeout=3.0)
@@ -333,11 +337,11 @@ def test_full_raft_disk_fails_stop(tmp_path):
                     acked.append(int(w[1]))
             except (OSError, Lost):
                 time.sleep(0.2)
-        old = c.node(lead)
-        assert not old.alive(), "the leader leads on with a full log disk"
+        old = c.node(hit)
+        assert not old.alive(), "the %s goes on with a full log disk" % role
         assert old.proc.returncode == 2, old.proc.returncode
         with open(old.dir + ".log", "rb") as f:
-            assert b"appending an entry failed" in f.read()
+            assert b"writing the log failed" in f.read()
         cl = Client(c.node(c.wait_leader()), timeout=5.0)
         gone = [j for j in acked if cl.cmd("peek %d" % j)[0][0] != "FOUND"]
         cl.close()

@@ -223,3 +223,23 @@ def test_journal_laps(rockstalkd, mode, monkeypatch):
     text = c.f.read(int(st.split()[1]) + 2).decode()
     assert "current-jobs-ready: %d\n" % len(ids) in text, text
     c.close()
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_cancelled_put_keeps_its_id(rockstalkd, mode):
+    """A put and its delete inside the journal's write-behind window are
+    never written to the shards (PROTOCOL.md 11.5), but the id was given:
+    after a clean stop (SIGTERM: nothing to replay from the journal) and a
+    restart, the next put gets a higher id (ids are never reused)."""
+    srv = rockstalkd("--journal-size", str(JOURNAL_SIZE), *MODES[mode])
+    c = Conn(srv.port)
+    ids = [int(c.cmd("put 0 0 60 1", b"a").split()[1]) for _ in range(3)]
+    assert c.cmd("delete %d" % ids[-1]) == "DELETED"
+    c.close()
+    assert srv.stop() == 0
+    srv.restart()
+    c = Conn(srv.port)
+    r = c.cmd("put 0 0 60 1", b"b")
+    c.close()
+    assert int(r.split()[1]) > ids[-1], "id given again after %r: %s" % (
+        ids, r)

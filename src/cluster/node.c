@@ -172,7 +172,8 @@ node_backlog_bytes(const Server *s)
 /* ---- main thread: start and stop ---- */
 
 /* Tuning for tests (a smaller snapshot threshold makes a log drop early):
- * ROCKSTALKD_RAFT_THRESHOLD and ROCKSTALKD_RAFT_TRAILING, entries. */
+ * ROCKSTALKD_RAFT_THRESHOLD and ROCKSTALKD_RAFT_TRAILING, entries;
+ * ROCKSTALKD_RAFT_SEGMENT, bytes (small segments: a full disk bites). */
 static unsigned
 env_uint(const char *name)
 {
@@ -338,6 +339,7 @@ node_start(Server *s, char *err, size_t errcap)
         .snapshot_threshold = env_uint("ROCKSTALKD_RAFT_THRESHOLD"),
         .snapshot_trailing = env_uint("ROCKSTALKD_RAFT_TRAILING"),
         .fault_refuse = env_uint("ROCKSTALKD_FAULT_RAFT_REFUSE"),
+        .segment_bytes = env_uint("ROCKSTALKD_RAFT_SEGMENT"),
         .tls = n->tls,
     };
     RaftNodeCallbacks cb = {.arg = n,

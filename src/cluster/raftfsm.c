@@ -5,6 +5,7 @@
  * only; the libraft facts it relies on are listed in raftnode.c. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,6 +244,57 @@ rn_submit(RaftNode *n, PropList *l)
         p->buf.base = NULL; /* raft's now */
         rn_list_push(&n->inflight, p);
     }
+}
+
+/* One append in flight through rn_io_wrap's wrapper: libraft's request
+ * and callback, given back when the uv layer calls ours. */
+typedef struct AppendWrap {
+    struct raft_io_append req; /* the uv layer's (first: container) */
+    struct raft_io_append *orig;
+    raft_io_append_cb cb;
+    RaftNode *n;
+} AppendWrap;
+
+static void
+on_io_appended(struct raft_io_append *req, int status)
+{
+    AppendWrap *w = (AppendWrap *)req;
+    RaftNode *n = w->n;
+    struct raft_io_append *orig = w->orig;
+    raft_io_append_cb cb = w->cb;
+
+    free(w);
+    if (status != 0 && status != RAFT_CANCELED && !n->closing)
+        rn_fail(n,
+                "raft: writing the log failed (%s, status %d): stopping "
+                "rather than take part with a log that stores nothing",
+                raft_strerror(status), status);
+    cb(orig, status);
+}
+
+static int
+io_append(struct raft_io *io, struct raft_io_append *req,
+          const struct raft_entry entries[], unsigned k, raft_io_append_cb cb)
+{
+    RaftNode *n = (RaftNode *)((char *)io - offsetof(RaftNode, io));
+    AppendWrap *w = malloc(sizeof *w);
+    int rv;
+
+    if (!w) return RAFT_NOMEM;
+    w->req.data = req->data;
+    w->orig = req;
+    w->cb = cb;
+    w->n = n;
+    if ((rv = n->io_append(io, &w->req, entries, k, on_io_appended)) != 0)
+        free(w);
+    return rv;
+}
+
+void
+rn_io_wrap(RaftNode *n)
+{
+    n->io_append = n->io.append;
+    n->io.append = io_append;
 }
 
 void

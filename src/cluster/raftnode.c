@@ -291,6 +291,9 @@ node_open(RaftNode *n, char *err, size_t errcap)
         transport_free(n);
         goto fail_handles;
     }
+    if (n->opt.segment_bytes)
+        raft_uv_set_segment_size(&n->io, n->opt.segment_bytes);
+    rn_io_wrap(n);
     rn_fsm_init(n);
     rv = raft_init(&n->raft, &n->io, &n->fsm, n->cfg.self_id, n->self_addr);
     if (rv != 0) {

@@ -127,6 +127,11 @@ typedef struct RaftNodeOptions {
      * the proposal it takes in this position (1: the first), as if
      * raft_apply had failed with RAFT_NOMEM. 0: never. */
     unsigned fault_refuse;
+    /* Tests only (ROCKSTALKD_RAFT_SEGMENT): the size of libraft's log
+     * segment files, bytes (raft_uv_set_segment_size; 0: libraft's 8 MiB).
+     * Small segments make a full disk bite at once (a new segment is
+     * allocated every few hundred entries). */
+    size_t segment_bytes;
     /* Credentials for mutual TLS between the voters (cluster/peer.h);
      * NULL: libraft's own TCP transport, plaintext and unauthenticated.
      * Borrowed: must outlive the node. */

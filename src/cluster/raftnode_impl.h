@@ -74,6 +74,10 @@ struct RaftNode {
     RaftTune tune; /* libraft 0.15 workarounds (rafttune.h) */
     struct raft_uv_transport transport;
     struct raft_io io;
+    /* the uv io's own append, which rn_io_wrap's wrapper calls */
+    int (*io_append)(struct raft_io *io, struct raft_io_append *req,
+                     const struct raft_entry entries[], unsigned n,
+                     raft_io_append_cb cb);
     struct raft_fsm fsm;
     struct raft raft;
     PropList inflight; /* appended by this leader, index order */
@@ -116,6 +120,13 @@ void rn_fail(RaftNode *n, const char *fmt, ...)
  * with status: fails the node (rn_fail) unless it is 0, the leadership
  * was lost (RAFT_LEADERSHIPLOST) or libraft is closing. */
 void rn_check_status(RaftNode *n, int status, const char *what);
+
+/* Raft thread, after raft_uv_init: wraps n->io's append so that a failed
+ * write of the log fails the node (rn_fail) on a follower too, where
+ * libraft 0.15 only answers the leader "rejected" and, its uv layer
+ * errored, fails every later append while it keeps answering heartbeats
+ * (replication.c appendFollowerCb). */
+void rn_io_wrap(RaftNode *n);
 
 /* Raft thread: fills n->fsm with the state machine (apply, snapshot,
  * restore), its data pointing at n. */

@@ -136,7 +136,7 @@ lease_update(Server *s, Session *se)
 }
 
 static Tube *best_ready(const Session *se, int64_t now);
-static void to_store(const Job *j, StoreJob *o);
+static void to_store(const Server *s, const Job *j, StoreJob *o);
 static void key_to_store(const Server *s, const Job *j, StoreJob *o);
 
 static void
@@ -157,7 +157,7 @@ queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri, uint32_t delay,
     j->ttr = ttr ? ttr : 1;
     j->body_size = body_size;
     j->body = body;
-    j->created_at = wall_ns();
+    j->created_at = state_wall_ns(s);
     j->tube = t;
     tube_ref(t);
     if (jobtable_insert(&s->jobs, j) < 0) {
@@ -296,6 +296,7 @@ take(Server *s, Session *se, Job *j)
     lease_update(s, se);
     s->reserved_ct++;
     j->tube->reserved_ct++;
+    j->tube->reserve_ct++;
 }
 
 void
@@ -359,7 +360,7 @@ queue_delete(Server *s, Job *j)
         k->job_gone = 1; /* remembered until its window ends */
         if (s->store) {  /* the job's record stays for its key */
             StoreJob o;
-            to_store(j, &o);
+            to_store(s, j, &o);
             key_to_store(s, j, &o);
             o.state = STORE_GONE;
             o.ready_at_ns = k->expire_ns;
@@ -610,7 +611,7 @@ note_stored(Job *j, const StoreJob *o)
 }
 
 static void
-to_store(const Job *j, StoreJob *o)
+to_store(const Server *s, const Job *j, StoreJob *o)
 {
     memset(o, 0, offsetof(StoreJob, tube));
     o->id = j->id;
@@ -631,7 +632,7 @@ to_store(const Job *j, StoreJob *o)
     o->kicks = j->kicks;
     o->created_at_ns = j->created_at;
     if (j->state == JOB_DELAYED)
-        o->ready_at_ns = wall_ns() + (j->deadline - mono_ns());
+        o->ready_at_ns = state_wall_ns(s) + (j->deadline - mono_ns());
     o->tube_len = j->tube->name_len;
     memcpy(o->tube, j->tube->name, j->tube->name_len);
     o->tube[o->tube_len] = '\0';
@@ -653,7 +654,7 @@ queue_persist_put(Server *s, Job *j)
     if (!s->store) return;
     StoreJob o;
     if (j->body_size <= STORE_INLINE_MAX) j->flags |= JOB_F_INLINE;
-    to_store(j, &o);
+    to_store(s, j, &o);
     key_to_store(s, j, &o);
     store_add_put(s->store, ++s->applied_seq, &o, j->body);
     j->seq = (uint32_t)s->applied_seq;
@@ -666,7 +667,7 @@ queue_persist_update(Server *s, Job *j)
     if (!s->store) return;
     StoreJob o;
     j->flags |= JOB_F_REWRITTEN;
-    to_store(j, &o);
+    to_store(s, j, &o);
     key_to_store(s, j, &o);
     store_add_update(s->store, ++s->applied_seq, &o);
     j->seq = (uint32_t)s->applied_seq;
@@ -742,7 +743,7 @@ queue_recover_job(void *ctx, const StoreJob *sj)
     if (sj->flags & STORE_F_INLINE) j->flags |= JOB_F_INLINE;
     if (sj->key_len) j->flags |= JOB_F_UNIQUE;
     if (sj->state != STORE_READY) j->flags |= JOB_F_AT_REST_WAITING;
-    int64_t wait = sj->ready_at_ns - wall_ns();
+    int64_t wait = sj->ready_at_ns - state_wall_ns(s);
     if (sj->state == STORE_BURIED)
         queue_make_buried(s, j);
     else if (sj->state == STORE_DELAYED && wait > 0)
@@ -752,9 +753,46 @@ queue_recover_job(void *ctx, const StoreJob *sj)
     return 0;
 }
 
+/* Moves every delayed job's due time by delta ns (monotonic): every key
+ * of every delay heap moves alike, so no heap's order changes. */
+static void
+shift_delays(Server *s, int64_t delta)
+{
+    for (size_t i = 0; i < s->delay_tubes.len; i++) {
+        Tube *t = s->delay_tubes.data[i];
+        for (size_t k = 0; k < t->delay.len; k++)
+            ((Job *)t->delay.data[k])->deadline += delta;
+    }
+}
+
+void
+queue_clock_sample(Server *s, int64_t leader_ns)
+{
+    int64_t now = mono_ns();
+    int64_t sample = leader_ns - (wall_ns() + s->clock_skew_ns);
+
+    if (now - s->clock_window >= QUEUE_CLOCK_WINDOW_NS) {
+        s->clock_max[1] = s->clock_max[0];
+        s->clock_has[1] = s->clock_has[0];
+        s->clock_has[0] = 0;
+        s->clock_window = now;
+    }
+    if (!s->clock_has[0] || sample > s->clock_max[0]) {
+        s->clock_max[0] = sample;
+        s->clock_has[0] = 1;
+    }
+    int64_t est = s->clock_max[0];
+    if (s->clock_has[1] && s->clock_max[1] > est) est = s->clock_max[1];
+    int64_t delta = est - s->clock_offset_ns;
+    if (delta < QUEUE_CLOCK_STEP_NS && delta > -QUEUE_CLOCK_STEP_NS) return;
+    s->clock_offset_ns = est;
+    shift_delays(s, -delta); /* due at the same cluster time */
+}
+
 int
 queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj)
 {
+    if (op == STORE_REPLAY_PUT) queue_clock_sample(s, sj->created_at_ns);
     Job *j = jobtable_find(&s->jobs, id);
     DedupKey *k = dedup_of_job(&s->dedup, id);
 

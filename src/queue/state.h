@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/common.h"
 #include "base/heap.h"
 #include "base/ptrset.h"
 #include "net/listen.h"
@@ -49,7 +50,9 @@ typedef struct ServerConfig {
     size_t cache_max;         /* -m: bytes of bodies kept in memory (store) */
     long binlog_size;         /* -s, reported as binlog-max-size only */
     const char *user;         /* -u */
-    const char *metrics_addr; /* --metrics HOST:PORT, NULL = off */
+    const char *http_addr;    /* --http (or --metrics) HOST:PORT, NULL =
+                                 off (http/httpd.h) */
+    const char *http_opt;     /* ...the flag that gave it */
     uint32_t max_conns;       /* --max-connections, 0 = no limit */
     uint32_t max_timeouts;    /* --max-timeouts: bury a job whose TTR ran
                                  out this many times; 0 = never */
@@ -58,6 +61,9 @@ typedef struct ServerConfig {
     uint64_t journal_bytes;   /* --journal-size: bytes of each commit
                                  journal file, 0 = none (StoreConfig) */
     int verbose;              /* -V count */
+    const char *import_dir;   /* --import-binlog: beanstalkd's binlog
+                                 directory to load first (server/import.h),
+                                 or NULL */
     const char *cluster_arg;  /* --cluster as given */
     const char *node_id_arg;  /* --node-id as given */
     const char *peer_cert;    /* --cluster-cert: this node's PEM chain */
@@ -113,17 +119,35 @@ typedef struct Server {
     int64_t ack_spin_since;  /* monotonic ns the current spin began, 0: none
                                 since the store last caught up */
     ev_signal sigterm_w, sigint_w, sigusr1_w, sighup_w;
-    ev_timer stop_w;         /* bounds the shutdown's wait for replies */
-    int stopping;            /* 1: SIGTERM/SIGINT taken, no new commands;
-                                2: every reply written, lingering until the
-                                clients close (see server_run) */
-    ev_timer metrics_w;      /* publishes the metrics text each second */
-    struct Metrics *metrics; /* NULL unless --metrics */
+    ev_timer stop_w;    /* bounds the shutdown's wait for replies */
+    int stopping;       /* 1: SIGTERM/SIGINT taken, no new commands;
+                           2: every reply written, lingering until the
+                           clients close (see server_run) */
+    ev_timer http_w;    /* renders and publishes the HTTP documents
+                           each second (server/httpdocs.h) */
+    struct Httpd *http; /* NULL unless --http (or --metrics) */
+    uint32_t rate_tick; /* samples taken for the tubes' rates (the
+                           latest one's number, TubeRates) */
+    int64_t rate_at[TUBE_RATE_SAMPLES]; /* monotonic ns of each sample,
+                                           by slot */
     struct Node *node;       /* cluster mode (node.h); NULL: standalone */
     struct Backups *backups; /* rockstalk-backup senders (server/backup.h);
                                 NULL until the first */
     struct TlsSource *tls;   /* tls:// listeners' credentials, or NULL */
     struct Access *access;   /* --auth-file (access.h); NULL: open */
+
+    /* cluster time (PROTOCOL.md 15.2, state_wall_ns): the wall clock plus
+     * clock_skew_ns (tests only: ROCKSTALKD_FAULT_CLOCK_SKEW_MS, a clock
+     * set wrong) plus clock_offset_ns, the leader's clock less this one's
+     * as estimated while following (queue_clock_sample): a new leader goes
+     * on with the old one's time, so delays and put-unique windows keep
+     * their length across a failover between skewed clocks. */
+    int64_t clock_skew_ns;
+    int64_t clock_offset_ns;
+    int64_t clock_max[2]; /* the highest sample of this window, and of the
+                             one before it (queue_clock_sample) */
+    int clock_has[2];     /* ...whether that window had one */
+    int64_t clock_window; /* monotonic ns the current window began */
 
     /* queue state */
     JobTable jobs;
@@ -187,6 +211,15 @@ typedef struct Server {
 
     int exit_code;
 } Server;
+
+/* Cluster time, wall-clock ns since the epoch: what job records hold
+ * (created_at, ready_at) and put-unique windows are measured in. The
+ * node's own clock on a leader that never followed. */
+static inline int64_t
+state_wall_ns(const Server *s)
+{
+    return wall_ns() + s->clock_skew_ns + s->clock_offset_ns;
+}
 
 /* The loop's sequence stamp for a reply made now: replies leave only once
  * the store has acknowledged this sequence. */

@@ -14,6 +14,17 @@
 #include "base/ptrset.h"
 #include "queue/job.h"
 
+/* Per-second samples a tube keeps of its cumulative put, reserve and
+ * delete counts (total_jobs, reserve_ct, delete_ct), for the HTTP API's
+ * rates: server/httpdocs.c takes one of every tube each second, at the
+ * server's sample tick (Server.rate_tick), into slot tick %
+ * TUBE_RATE_SAMPLES. */
+#define TUBE_RATE_SAMPLES 6
+typedef struct TubeRates {
+    uint64_t n[TUBE_RATE_SAMPLES][3]; /* puts, reserves, deletes */
+    uint32_t since; /* the tick of its first sample; 0: none yet */
+} TubeRates;
+
 typedef struct Tube {
     struct Tube *hnext; /* registry chain */
     uint32_t refs;
@@ -29,6 +40,8 @@ typedef struct Tube {
     size_t delay_pos;   /* index in the server's delayed-tube heap, or
                            SIZE_MAX */
     uint64_t urgent_ct, reserved_ct, buried_ct, total_jobs, delete_ct, pause_ct;
+    uint64_t reserve_ct; /* jobs of this tube reserved, since it was made */
+    TubeRates rates;
     uint32_t using_ct, watching_ct;
     uint32_t prefetch_iter; /* loop iteration of its latest read-ahead scan */
 } Tube;

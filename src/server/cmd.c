@@ -83,7 +83,7 @@ put_seen(Conn *c)
     Tube *t = c->se.use;
     DedupKey *k =
         dedup_find(&s->dedup, t->name, t->name_len, c->put_key, c->put_key_len);
-    if (k && k->job_gone && k->expire_ns <= wall_ns()) {
+    if (k && k->job_gone && k->expire_ns <= state_wall_ns(s)) {
         queue_dedup_forget(s, k); /* its window is over: the sweep is late */
         k = NULL;
     }
@@ -98,7 +98,8 @@ static int
 remember_key(Conn *c, Job *j)
 {
     Server *s = c->srv;
-    int64_t until = wall_ns() + (int64_t)s->cfg.dedup_window * NS_PER_SEC;
+    int64_t until =
+        state_wall_ns(s) + (int64_t)s->cfg.dedup_window * NS_PER_SEC;
     if (!dedup_add(&s->dedup, j->tube->name, j->tube->name_len, c->put_key,
                    c->put_key_len, j->id, until))
         return -1;
@@ -423,7 +424,7 @@ cmd_stats(Conn *c, const Cmd *cmd)
             conn_reply_lit(c, "NOT_FOUND\r\n");
             return;
         }
-        stats_job(j, &b);
+        stats_job(s, j, &b);
         jobreply_confirm(s, &j, 1); /* a stale leader's waits for ever */
     } else if (cmd->op == OP_STATS_TUBE) {
         Tube *t = tubes_find(&s->tubes, cmd->name, cmd->name_len);

@@ -70,8 +70,11 @@ usage(FILE *f)
             "files\n"
             "                        (default mode and -f MS; default 16 "
             "MiB, 0: none)\n"
-            "     --metrics HOST:PORT  serve Prometheus metrics at "
-            "http://HOST:PORT/metrics\n"
+            "     --http HOST:PORT   serve HTTP: /healthz, /readyz, "
+            "/metrics (Prometheus)\n"
+            "                        and the JSON API /api/v1/; no HOST: "
+            "127.0.0.1\n"
+            "     --metrics HOST:PORT  the same as --http\n"
             "     --cluster ID@HOST:PORT[/CLIENTPORT],...  the 3 or 5 voters "
             "of a Raft\n"
             "                        cluster (Raft addresses; CLIENTPORT "
@@ -101,6 +104,10 @@ usage(FILE *f)
             "     --max-unauth N     unauthenticated connections kept "
             "(default 128;\n"
             "                        beyond it the oldest is closed)\n"
+            "     --import-binlog BINLOGDIR  first load the jobs of "
+            "beanstalkd's binlog\n"
+            "                        (1.12/1.13) into the new, empty data "
+            "directory\n"
             " -V, --verbose          more log output (repeatable)\n"
             " -v, --version          show version information\n"
             " -h, --help             show this help\n");
@@ -152,6 +159,7 @@ static const struct option longopts[] = {
     {"dedup-window", required_argument, NULL, 'D'},
     {"journal-size", required_argument, NULL, 'J'},
     {"metrics", required_argument, NULL, 'P'},
+    {"http", required_argument, NULL, 1401},
     {"cluster", required_argument, NULL, 'K'},
     {"node-id", required_argument, NULL, 'N'},
     {"cluster-cert", required_argument, NULL, 1001},
@@ -165,6 +173,7 @@ static const struct option longopts[] = {
     {"auth-unix", no_argument, NULL, 1202},
     {"allow-plaintext-auth", no_argument, NULL, 1203},
     {"max-unauth", required_argument, NULL, 1204},
+    {"import-binlog", required_argument, NULL, 1301},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -227,7 +236,13 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         cfg->max_timeouts = (uint32_t)num("--max-timeouts", arg, 0, UINT32_MAX);
         break;
     case 'P':
-        cfg->metrics_addr = arg;
+    case 1401:
+        if (cfg->http_addr) {
+            fprintf(stderr, "rockstalkd: --http (or --metrics) given twice\n");
+            exit(1);
+        }
+        cfg->http_addr = arg;
+        cfg->http_opt = ch == 'P' ? "--metrics" : "--http";
         break;
     case 'K':
         cfg->cluster_arg = arg;
@@ -267,6 +282,9 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 1204:
         cfg->max_unauth = (uint32_t)num("--max-unauth", arg, 1, 1 << 20);
+        break;
+    case 1301:
+        cfg->import_dir = arg;
         break;
     case 'm':
         cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);
@@ -400,6 +418,17 @@ main(int argc, char **argv)
         return 1;
     }
     static ClusterConfig cc;
+    if (cfg.import_dir && (cfg.cluster_arg || cfg.node_id_arg)) {
+        fprintf(stderr, "rockstalkd: --import-binlog does not go with "
+                        "--cluster: it fills a single node's data "
+                        "directory\n");
+        return 1;
+    }
+    if (cfg.import_dir && cfg.memory_only) {
+        fprintf(stderr, "rockstalkd: --import-binlog needs a data directory, "
+                        "not --memory\n");
+        return 1;
+    }
     if (!cfg.cluster_arg && !cfg.node_id_arg &&
         (cfg.peer_cert || cfg.peer_key || cfg.peer_ca || cfg.peer_insecure)) {
         fprintf(stderr, "rockstalkd: --cluster-cert, --cluster-key, "

@@ -18,7 +18,6 @@
 #include "base/log.h"
 #include "cluster/node.h"
 #include "conn/conn.h"
-#include "http/metrics.h"
 #include "net/net.h"
 #include "queue/queue.h"
 #include "server/clienttls.h"
@@ -26,7 +25,9 @@
 #include "server/backup.h"
 #include "server/cmd.h"
 #include "server/ext.h"
+#include "server/httpdocs.h"
 #include "server/jobreply.h"
+#include "server/import.h"
 #include "server/listeners.h"
 #include "server/stats.h"
 #include "store/prefetch.h"
@@ -195,7 +196,7 @@ second_cb(struct ev_loop *loop, ev_timer *w, int revents)
     maybe_trim(s);
     conn_sweep_tls(s, mono_ns() - CONN_HANDSHAKE_S * NS_PER_SEC);
     if (node_serves(w->data)) /* the leader's sweep is replicated */
-        queue_dedup_sweep(w->data, wall_ns(), 100000);
+        queue_dedup_sweep(w->data, state_wall_ns(s), 100000);
 }
 
 static void
@@ -396,6 +397,7 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     }
     log_msg(0, "signal %d: shutting down", w->signum);
     s->stopping = 1;
+    httpdocs_ready(s); /* /readyz: 503 from now on */
     stop_accepting(s);
     ev_timer_stop(loop, &s->accept_pause_w);
     for (Conn *c = s->conns; c; c = c->next)
@@ -412,29 +414,6 @@ stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
         log_msg(0, "shutdown: replies still unwritten after %.0f s; closing",
                 SHUTDOWN_GRACE_S);
     ev_break(loop, EVBREAK_ALL);
-}
-
-static void
-metrics_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    Server *s = w->data;
-    StatsBuf b = {0};
-    (void)loop, (void)revents;
-    stats_prometheus(s, &b);
-    metrics_publish(s->metrics, b.buf, b.len);
-    stats_buf_free(&b);
-}
-
-static int
-open_metrics(Server *s, char *err, size_t errcap)
-{
-    if (!s->cfg.metrics_addr) return 0;
-    if (metrics_start(s->cfg.metrics_addr, &s->metrics, err, errcap) < 0)
-        return -1;
-    ev_timer_init(&s->metrics_w, metrics_cb, 0., 1.);
-    s->metrics_w.data = s;
-    ev_timer_start(s->loop, &s->metrics_w);
-    return 0;
 }
 
 /* 1 if the data directory holds a backup to restore (store.h
@@ -482,7 +461,8 @@ open_store(Server *s, char *err, size_t errcap)
             return -1;
         sc.sync_mode = STORE_SYNC_NEVER;
         sc.journal_bytes = 0;
-    } else if (node_standalone_dir(s->cfg.dir, err, errcap) < 0) {
+    } else if ((s->cfg.import_dir && import_binlog(&s->cfg, err, errcap) < 0) ||
+               node_standalone_dir(s->cfg.dir, err, errcap) < 0) {
         return -1;
     }
     int restore = restore_pending(s, &sc, err, errcap);
@@ -550,6 +530,10 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     s->cfg = *cfg;
     s->bodies.max = cfg->cache_max;
     s->next_id = 1;
+    /* tests only: a clock set this many ms wrong (the chaos harness's
+     * skewed nodes; state_wall_ns) */
+    const char *skew = getenv("ROCKSTALKD_FAULT_CLOCK_SKEW_MS");
+    if (skew) s->clock_skew_ns = strtoll(skew, NULL, 10) * 1000000LL;
     s->active_window = 1; /* a new connection's 0 counts in the first */
     s->started_at = mono_ns();
     if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) memset(rnd, 0, sizeof rnd);
@@ -570,10 +554,12 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     if (clienttls_open(s, err, errcap) < 0) return -1;
     /* Listen before the (possibly long) recovery, so a taken port is
      * reported at once; connections wait in the backlog until accepted. */
+    /* The HTTP server before recovery too: /readyz says "recovering". */
     if (listeners_open(s, cfg, err, errcap) < 0 ||
         access_init(s, err, errcap) < 0 || /* before recovery */
-        (!cfg->memory_only && open_store(s, err, errcap) < 0) ||
-        open_metrics(s, err, errcap) < 0) {
+        httpdocs_open(s, err, errcap) < 0 ||
+        (!cfg->memory_only && open_store(s, err, errcap) < 0)) {
+        httpdocs_close(s);
         listeners_close(s); /* and the unix socket files made */
         return -1;
     }
@@ -604,10 +590,7 @@ void
 server_free(Server *s)
 {
     char err[512];
-    if (s->metrics) {
-        metrics_stop(s->metrics);
-        s->metrics = NULL;
-    }
+    httpdocs_close(s);
     prefetch_stop(s->bodies.reader); /* it reads from the store */
     s->bodies.reader = NULL;
     node_close(s);  /* the raft thread writes to the store */

@@ -54,8 +54,83 @@ durability_name(const Server *s)
     }
 }
 
+/* Where the fields of stats go: the YAML body (b) or a JSON object (j),
+ * from one list, so the two never disagree. */
+typedef struct Out {
+    StatsBuf *b;
+    Json *j;
+} Out;
+
 static void
-stats_counts(Server *s, StatsBuf *b)
+kv_u(Out *o, const char *k, uint64_t v)
+{
+    if (!o->j) {
+        put(o->b, "%s: %" PRIu64 "\n", k, v);
+        return;
+    }
+    json_key(o->j, k);
+    json_u64(o->j, v);
+}
+
+static void
+kv_i(Out *o, const char *k, int64_t v)
+{
+    if (!o->j) {
+        put(o->b, "%s: %" PRId64 "\n", k, v);
+        return;
+    }
+    json_key(o->j, k);
+    json_i64(o->j, v);
+}
+
+/* A number already formatted (a decimal). */
+static void
+kv_num(Out *o, const char *k, const char *num)
+{
+    if (!o->j) {
+        put(o->b, "%s: %s\n", k, num);
+        return;
+    }
+    json_key(o->j, k);
+    json_num(o->j, num);
+}
+
+/* A string; quoted in YAML too when quote is set. */
+static void
+kv_s(Out *o, const char *k, const char *v, int quote)
+{
+    if (!o->j) {
+        put(o->b, quote ? "%s: \"%s\"\n" : "%s: %s\n", k, v);
+        return;
+    }
+    json_key(o->j, k);
+    json_cstr(o->j, v);
+}
+
+static void
+kv_b(Out *o, const char *k, int v)
+{
+    if (!o->j) {
+        put(o->b, "%s: %s\n", k, v ? "true" : "false");
+        return;
+    }
+    json_key(o->j, k);
+    json_bool(o->j, v);
+}
+
+static void __attribute__((format(printf, 3, 4)))
+kv_f(Out *o, const char *k, const char *fmt, ...)
+{
+    char num[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(num, sizeof num, fmt, ap);
+    va_end(ap);
+    kv_num(o, k, num);
+}
+
+static void
+stats_counts(Server *s, Out *o)
 {
     static const Op order[] = {
         OP_PUT,
@@ -81,47 +156,54 @@ stats_counts(Server *s, StatsBuf *b)
         OP_LIST_TUBES_WATCHED,
         OP_PAUSE_TUBE,
     };
-    put(b, "---\ncurrent-jobs-urgent: %" PRIu64 "\n", s->urgent_ct);
-    put(b, "current-jobs-ready: %" PRIu64 "\n", s->ready_ct);
-    put(b, "current-jobs-reserved: %" PRIu64 "\n", s->reserved_ct);
-    put(b, "current-jobs-delayed: %" PRIu64 "\n", s->delayed_ct);
-    put(b, "current-jobs-buried: %" PRIu64 "\n", s->buried_ct);
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        put(b, "cmd-%s: %" PRIu64 "\n", proto_op_name(order[i]),
-            s->op_ct[order[i]]);
-    put(b, "job-timeouts: %" PRIu64 "\n", s->timeout_ct);
-    put(b, "total-jobs: %" PRIu64 "\n", s->total_jobs);
-    put(b, "max-job-size: %u\n", s->cfg.max_job_size);
-    put(b, "current-tubes: %zu\n", s->tubes.list.len);
-    put(b, "current-connections: %u\n", s->cur_conns);
-    put(b, "current-producers: %u\n", s->cur_producers);
-    put(b, "current-workers: %u\n", s->cur_workers);
-    put(b, "current-waiting: %" PRIu64 "\n", s->waiting_ct);
-    put(b, "total-connections: %u\n", s->total_conns);
+    char key[64];
+    kv_u(o, "current-jobs-urgent", s->urgent_ct);
+    kv_u(o, "current-jobs-ready", s->ready_ct);
+    kv_u(o, "current-jobs-reserved", s->reserved_ct);
+    kv_u(o, "current-jobs-delayed", s->delayed_ct);
+    kv_u(o, "current-jobs-buried", s->buried_ct);
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        snprintf(key, sizeof key, "cmd-%s", proto_op_name(order[i]));
+        kv_u(o, key, s->op_ct[order[i]]);
+    }
+    kv_u(o, "job-timeouts", s->timeout_ct);
+    kv_u(o, "total-jobs", s->total_jobs);
+    kv_u(o, "max-job-size", s->cfg.max_job_size);
+    kv_u(o, "current-tubes", s->tubes.list.len);
+    kv_u(o, "current-connections", s->cur_conns);
+    kv_u(o, "current-producers", s->cur_producers);
+    kv_u(o, "current-workers", s->cur_workers);
+    kv_u(o, "current-waiting", s->waiting_ct);
+    kv_u(o, "total-connections", s->total_conns);
 }
 
 /* rockstalk-auth-*: how clients authenticate, failures, and with
  * identities each identity's open connections. */
 static void
-stats_auth(Server *s, int identities, StatsBuf *b)
+stats_auth(Server *s, int identities, Out *o)
 {
     const Access *a = s->access;
-    put(b, "rockstalk-auth: %s\n", a ? "file" : "none");
+    char key[128];
+    kv_s(o, "rockstalk-auth", a ? "file" : "none", 0);
     if (!a) return;
-    put(b, "rockstalk-auth-failures: %" PRIu64 "\n", a->failures);
-    put(b, "rockstalk-auth-timeouts: %" PRIu64 "\n", a->timeouts);
-    put(b, "rockstalk-auth-evicted: %" PRIu64 "\n", a->evicted);
-    put(b, "rockstalk-auth-unauthenticated: %u\n", a->unauth);
-    put(b, "rockstalk-auth-reloads: %" PRIu64 "\n", a->reloads);
+    kv_u(o, "rockstalk-auth-failures", a->failures);
+    kv_u(o, "rockstalk-auth-timeouts", a->timeouts);
+    kv_u(o, "rockstalk-auth-evicted", a->evicted);
+    kv_u(o, "rockstalk-auth-unauthenticated", a->unauth);
+    kv_u(o, "rockstalk-auth-reloads", a->reloads);
     if (!identities) return;
-    put(b, "rockstalk-auth-trusted-connections: %u\n", a->trusted);
-    for (size_t i = 0; i < a->table.n; i++)
-        put(b, "rockstalk-auth-connections-%s: %u\n", a->table.users[i].name,
-            a->table.users[i].conns);
+    kv_u(o, "rockstalk-auth-trusted-connections", a->trusted);
+    for (size_t i = 0; i < a->table.n; i++) {
+        snprintf(key, sizeof key, "rockstalk-auth-connections-%s",
+                 a->table.users[i].name);
+        kv_u(o, key, a->table.users[i].conns);
+    }
 }
 
-void
-stats_server(Server *s, int identities, StatsBuf *b)
+/* The fields of stats after the counts: the process, the store, our
+ * extensions, the cluster. */
+static void
+stats_process(Server *s, Out *o)
 {
     struct rusage ru;
     struct utsname un;
@@ -129,57 +211,84 @@ stats_server(Server *s, int identities, StatsBuf *b)
     getrusage(RUSAGE_SELF, &ru);
     uname(&un);
     if (s->store) store_stats(s->store, &st);
-    stats_counts(s, b);
-    put(b, "pid: %ld\n", (long)getpid());
-    put(b, "version: \"%s\"\n", ROCKSTALK_VERSION);
-    put(b, "rusage-utime: %ld.%06ld\n", (long)ru.ru_utime.tv_sec,
-        (long)ru.ru_utime.tv_usec);
-    put(b, "rusage-stime: %ld.%06ld\n", (long)ru.ru_stime.tv_sec,
-        (long)ru.ru_stime.tv_usec);
-    put(b, "uptime: %" PRId64 "\n", (mono_ns() - s->started_at) / NS_PER_SEC);
-    put(b, "binlog-oldest-index: 0\nbinlog-current-index: 0\n");
-    put(b, "binlog-records-migrated: 0\n");
-    put(b, "binlog-records-written: %" PRIu64 "\n", st.records);
-    put(b, "binlog-max-size: %ld\n", s->cfg.binlog_size);
-    put(b, "draining: %s\n", s->draining ? "true" : "false");
-    put(b, "id: %s\nhostname: %s\nos: %s\nplatform: %s\n", s->instance_id,
-        un.nodename, un.version, un.machine);
-    put(b, "rockstalk-durability: %s\n", durability_name(s));
-    put(b, "rockstalk-shards: %d\n", st.nshards);
-    put(b, "rockstalk-groups: %" PRIu64 "\n", st.groups);
-    put(b, "rockstalk-mutations-per-group: %.2f\n",
-        st.groups ? (double)st.records / (double)st.groups : 0.0);
-    put(b, "rockstalk-syncs: %" PRIu64 "\n", st.syncs);
-    put(b, "rockstalk-sync-latency-us: %.1f\n",
-        st.syncs ? (double)st.sync_ns / (double)st.syncs / 1000.0 : 0.0);
-    put(b, "rockstalk-body-cache-bytes: %zu\n", s->bodies.bytes);
-    put(b, "rockstalk-body-cache-misses: %" PRIu64 "\n", s->bodies.misses);
-    put(b, "rockstalk-body-prefetched: %" PRIu64 "\n", s->bodies.prefetched);
-    put(b, "rockstalk-cmd-reserve-batch: %" PRIu64 "\n",
-        s->op_ct[OP_RESERVE_BATCH]);
-    put(b, "rockstalk-batch-jobs: %" PRIu64 "\n", s->batch_jobs);
-    put(b, "rockstalk-cmd-list-jobs: %" PRIu64 "\n", s->op_ct[OP_LIST_JOBS]);
-    put(b, "rockstalk-cmd-clear-tube: %" PRIu64 "\n", s->op_ct[OP_CLEAR_TUBE]);
-    put(b, "rockstalk-jobs-cleared: %" PRIu64 "\n", s->cleared_ct);
-    put(b, "rockstalk-timeout-buries: %" PRIu64 "\n", s->poison_ct);
-    put(b, "rockstalk-cmd-put-unique: %" PRIu64 "\n", s->op_ct[OP_PUT_UNIQUE]);
-    put(b, "rockstalk-dedup-hits: %" PRIu64 "\n", s->dedup_hits);
-    put(b, "rockstalk-dedup-keys: %zu\n", s->dedup.len);
+    kv_i(o, "pid", (long)getpid());
+    kv_s(o, "version", ROCKSTALK_VERSION, 1);
+    kv_f(o, "rusage-utime", "%ld.%06ld", (long)ru.ru_utime.tv_sec,
+         (long)ru.ru_utime.tv_usec);
+    kv_f(o, "rusage-stime", "%ld.%06ld", (long)ru.ru_stime.tv_sec,
+         (long)ru.ru_stime.tv_usec);
+    kv_i(o, "uptime", (mono_ns() - s->started_at) / NS_PER_SEC);
+    kv_u(o, "binlog-oldest-index", 0);
+    kv_u(o, "binlog-current-index", 0);
+    kv_u(o, "binlog-records-migrated", 0);
+    kv_u(o, "binlog-records-written", st.records);
+    kv_i(o, "binlog-max-size", s->cfg.binlog_size);
+    kv_b(o, "draining", s->draining);
+    kv_s(o, "id", s->instance_id, 0);
+    kv_s(o, "hostname", un.nodename, 0);
+    kv_s(o, "os", un.version, 0);
+    kv_s(o, "platform", un.machine, 0);
+    kv_s(o, "rockstalk-durability", durability_name(s), 0);
+    kv_i(o, "rockstalk-shards", st.nshards);
+    kv_u(o, "rockstalk-groups", st.groups);
+    kv_f(o, "rockstalk-mutations-per-group", "%.2f",
+         st.groups ? (double)st.records / (double)st.groups : 0.0);
+    kv_u(o, "rockstalk-syncs", st.syncs);
+    kv_f(o, "rockstalk-sync-latency-us", "%.1f",
+         st.syncs ? (double)st.sync_ns / (double)st.syncs / 1000.0 : 0.0);
+}
+
+static void
+stats_ours(Server *s, int identities, Out *o)
+{
+    kv_u(o, "rockstalk-body-cache-bytes", s->bodies.bytes);
+    kv_u(o, "rockstalk-body-cache-misses", s->bodies.misses);
+    kv_u(o, "rockstalk-body-prefetched", s->bodies.prefetched);
+    kv_u(o, "rockstalk-cmd-reserve-batch", s->op_ct[OP_RESERVE_BATCH]);
+    kv_u(o, "rockstalk-batch-jobs", s->batch_jobs);
+    kv_u(o, "rockstalk-cmd-list-jobs", s->op_ct[OP_LIST_JOBS]);
+    kv_u(o, "rockstalk-cmd-clear-tube", s->op_ct[OP_CLEAR_TUBE]);
+    kv_u(o, "rockstalk-jobs-cleared", s->cleared_ct);
+    kv_u(o, "rockstalk-timeout-buries", s->poison_ct);
+    kv_u(o, "rockstalk-cmd-put-unique", s->op_ct[OP_PUT_UNIQUE]);
+    kv_u(o, "rockstalk-dedup-hits", s->dedup_hits);
+    kv_u(o, "rockstalk-dedup-keys", s->dedup.len);
     NodeStats ns;
     node_stats(s, &ns);
-    put(b, "rockstalk-cluster-role: %s\n", ns.role);
-    put(b, "rockstalk-cluster-leader: %" PRIu64 "\n", ns.leader);
-    put(b, "rockstalk-cluster-term: %" PRIu64 "\n", ns.term);
-    put(b, "rockstalk-cluster-commit-index: %" PRIu64 "\n", ns.commit_index);
-    put(b, "rockstalk-cluster-security: %s\n",
-        ns.security ? ns.security : "none");
-    put(b, "rockstalk-cluster-peer-refused: %" PRIu64 "\n", ns.peer_refused);
-    stats_auth(s, identities, b);
+    kv_s(o, "rockstalk-cluster-role", ns.role, 0);
+    kv_u(o, "rockstalk-cluster-leader", ns.leader);
+    kv_u(o, "rockstalk-cluster-term", ns.term);
+    kv_u(o, "rockstalk-cluster-commit-index", ns.commit_index);
+    kv_s(o, "rockstalk-cluster-security", ns.security ? ns.security : "none",
+         0);
+    kv_u(o, "rockstalk-cluster-peer-refused", ns.peer_refused);
+    stats_auth(s, identities, o);
+}
+
+void
+stats_server(Server *s, int identities, StatsBuf *b)
+{
+    Out o = {.b = b};
+    put(b, "---\n");
+    stats_counts(s, &o);
+    stats_process(s, &o);
+    stats_ours(s, identities, &o);
     put(b, "\r\n");
 }
 
 void
-stats_job(const Job *j, StatsBuf *b)
+stats_server_json(Server *s, Json *j)
+{
+    Out o = {.j = j};
+    json_obj(j);
+    stats_counts(s, &o);
+    stats_process(s, &o);
+    stats_ours(s, 0, &o);
+    json_obj_end(j);
+}
+
+void
+stats_job(const Server *s, const Job *j, StatsBuf *b)
 {
     int64_t now = mono_ns(), left = 0;
     if (j->state == JOB_RESERVED || j->state == JOB_DELAYED)
@@ -187,7 +296,8 @@ stats_job(const Job *j, StatsBuf *b)
     put(b, "---\nid: %" PRIu64 "\ntube: %s\nstate: %s\npri: %u\n", j->id,
         j->tube->name, job_state_name(j), j->pri);
     put(b, "age: %" PRId64 "\ndelay: %u\nttr: %u\ntime-left: %" PRId64 "\n",
-        (wall_ns() - j->created_at) / NS_PER_SEC, j->delay, j->ttr, left);
+        (state_wall_ns(s) - j->created_at) / NS_PER_SEC, j->delay, j->ttr,
+        left);
     put(b, "file: 0\nreserves: %u\ntimeouts: %u\nreleases: %u\n", j->reserves,
         j->timeouts, j->releases);
     put(b, "buries: %u\nkicks: %u\n\r\n", j->buries, j->kicks);

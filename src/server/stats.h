@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "base/ptrset.h"
+#include "http/json.h"
 #include "queue/job.h"
 #include "queue/state.h"
 #include "queue/tube.h"
@@ -22,7 +23,7 @@ typedef struct StatsBuf {
  * identity with its connection count only when identities is nonzero (the
  * asker may see them all). */
 void stats_server(Server *s, int identities, StatsBuf *b);
-void stats_job(const Job *j, StatsBuf *b);
+void stats_job(const Server *s, const Job *j, StatsBuf *b);
 void stats_tube(const Tube *t, StatsBuf *b);
 void stats_list(const PtrSet *tubes, StatsBuf *b);
 
@@ -30,6 +31,11 @@ void stats_list(const PtrSet *tubes, StatsBuf *b);
  * counters, per-tube gauges and the commit path (group size, fsync latency
  * histogram) for the metrics endpoint. */
 void stats_prometheus(Server *s, StatsBuf *b);
+
+/* Writes stats_server's fields as one JSON object to j (the same keys in
+ * the same order, numbers as numbers, draining as a boolean; no
+ * identities): the HTTP API's /api/v1/stats. */
+void stats_server_json(Server *s, Json *j);
 
 void stats_buf_free(StatsBuf *b);
 

@@ -82,6 +82,21 @@ sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
     return len;
 }
 
+size_t
+sbatch_note_id(ShardBatches *b, const unsigned char *p)
+{
+    EncRec r;
+    size_t len = enc_rec_get(p, &r);
+    int i = store_shard_of(r.id, b->nshards);
+
+    if (r.id > b->shard[i].hwm) {
+        b->shard[i].hwm = r.id;
+        b->hwm_changed[i] = 1;
+        b->touched[i] = 1;
+    }
+    return len;
+}
+
 void
 sbatch_put_u64(ShardBatches *b, int i, const char *key, uint64_t v)
 {

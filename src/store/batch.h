@@ -44,6 +44,13 @@ void sbatch_destroy(ShardBatches *b);
  * *seq is the record's sequence. Returns the record's length in bytes. */
 size_t sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq);
 
+/* A record that is not written (cancelled in the write-behind window,
+ * store/pend.h) still raises its shard's next_id high-water mark to its
+ * job's id (and marks the shard touched, so the mark is written with the
+ * group): an id once given is never given again, after a clean stop too.
+ * Returns the record's length in bytes. */
+size_t sbatch_note_id(ShardBatches *b, const unsigned char *p);
+
 /* Adds key (a header key of the default column family) = v as 8 bytes
  * little-endian to shard i's batch. Does not mark it touched. */
 void sbatch_put_u64(ShardBatches *b, int i, const char *key, uint64_t v);

@@ -126,8 +126,8 @@ mut_apply_chunks(StoreMut *m, const Chunk *chunks)
         for (size_t off = c->start; off < c->len;) {
             if (c->p[off + ENC_REC_OP])
                 off += sbatch_add(&m->sb, c->p + off, &seq);
-            else
-                off += enc_rec_len(c->p + off);
+            else /* cancelled: its id still raises next_id */
+                off += sbatch_note_id(&m->sb, c->p + off);
         }
     }
 }

@@ -10,6 +10,9 @@ check() runs them all. Each is named in PROTOCOL.md 15.7.
     unexpected    every delivered body was sent by someone
     one_to_one    no body under two ids (a put-unique retried inserts
                   once), no id under two bodies
+    early         no job put with a delay is reserved (but by the final
+                  drain, which kicks) before the delay has passed since its
+                  put was sent, less EARLY_TOL_S
 """
 import collections
 
@@ -71,12 +74,26 @@ def one_to_one(ops):
     return out
 
 
+EARLY_TOL_S = 0.5  # the clock estimate's error and the timers' slack
+
+
+def early(ops):
+    due = {o["id"]: o["t0"] + o["delay"] for o in ops
+           if o["op"] == "put" and o["reply"] == "INSERTED" and
+           o.get("delay")}
+    return ["early: job %d reserved by node %d %.2f s before its delay "
+            "was over" % (o["id"], o["node"], due[o["id"]] - o["t1"])
+            for o in ops if o["reply"] == "RESERVED" and o["p"] != "drain"
+            and o.get("id") in due and o["t1"] < due[o["id"]] - EARLY_TOL_S]
+
+
 def crashes(ops):
     return ["workload error: %s" % o["reply"] for o in ops
             if o["op"] == "crash"]
 
 
-CHECKS = (lost, stale, double_delete, unexpected, one_to_one, crashes)
+CHECKS = (lost, stale, double_delete, unexpected, one_to_one, early,
+          crashes)
 
 
 def check(ops):

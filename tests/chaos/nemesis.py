@@ -13,6 +13,8 @@ import signal  # noqa: F401 (documentation: SIGSTOP/SIGCONT via nodes)
 
 class Fault:
     name = "none"
+    disk = False  # needs the nodes' data directories on tmpfs disks
+    skew = False  # needs the nodes' clocks set apart (skews())
 
     def __init__(self, rng, cluster, net, leader):
         self.rng, self.c, self.net, self.leader = rng, cluster, net, leader
@@ -232,9 +234,96 @@ class PartitionKill(Fault):
         return "%s(%d,%d)" % (self.name, self.leader, self.v)
 
 
+class SlowOne(Fault):
+    """One node's link slow and lossy both ways (Net.throttle: 128 kbit/s
+    to 2 Mbit/s, a 300 ms queue, drops beyond it), its peers' and its
+    clients' traffic alike. Everyone stays connected: the cluster must go
+    on serving."""
+    name = "slow-one"
+
+    def target(self):
+        return self.rng.choice(self.ids)
+
+    def apply(self):
+        self.v = self.target()
+        self.rate = self.rng.choice(["128kbit", "512kbit", "2mbit"])
+        self.net.throttle(self.v, rate=self.rate)
+        return list(self.ids)
+
+    def describe(self):
+        return "%s(%d,%s)" % (self.name, self.v, self.rate)
+
+
+class SlowLeader(SlowOne):
+    name = "slow-leader"
+
+    def target(self):
+        return self.leader
+
+
+class SkewKillLeader(Fault):
+    """The nodes' clocks set apart (skews(), given at their start: one
+    right, one SKEW_S ahead, one SKEW_S behind, in an order drawn from the
+    seed; put-unique keys kept DEDUP_S), then the leader killed: the new
+    leader's clock differs from the old one's by SKEW_S or twice that,
+    several times the dedup window and every delay the workload puts."""
+    name = "skew-kill-leader"
+    skew = True
+    SKEW_S, DEDUP_S = 20, 5
+
+    @classmethod
+    def skews(cls, rng, n):
+        """{node id: its clock's skew in ms}, drawn from rng."""
+        ms = cls.SKEW_S * 1000
+        sk = [0, ms, -ms, ms // 2, -ms // 2][:n]
+        rng.shuffle(sk)
+        return {i + 1: s for i, s in enumerate(sk)}
+
+    def apply(self):
+        self.kill([self.leader])
+        return self.majority(self.others(self.leader))
+
+
+class DiskFull(Fault):
+    """Every free byte of one node's disk taken (its data directory, Raft
+    log included, is on a tmpfs of its own: disk_mib): its next write
+    fails, and a node whose write failed stops (fail-stop, PROTOCOL.md
+    15.4). The heal frees the disk and starts the node again if it
+    stopped."""
+    name = "disk-full-one"
+    disk = True
+
+    def target(self):
+        return self.rng.choice(self.ids)
+
+    def apply(self):
+        self.v = self.target()
+        self.taken = self.c.node(self.v).fill_disk()
+        return self.majority(self.others(self.v))
+
+    def heal(self):
+        nd = self.c.node(self.v)
+        nd.unfill_disk()
+        self.exited = None if nd.alive() else nd.proc.returncode
+        if self.exited is not None:
+            nd.start()
+        super().heal()
+
+    def describe(self):
+        return "%s(%d)" % (self.name, self.v)
+
+
+class DiskFullLeader(DiskFull):
+    name = "disk-full-leader"
+
+    def target(self):
+        return self.leader
+
+
 ALL = (PartitionLeader, PartitionOne, PartitionHalf, OneWay, OneWayIn,
        PauseLeader, PauseMinority, KillOne, KillLeader, KillAll, PauseKill,
-       PartitionKill, Bridge, Ring)
+       PartitionKill, Bridge, Ring, DiskFull, DiskFullLeader, SkewKillLeader,
+       SlowOne, SlowLeader)
 NEMESES = {f.name: f for f in ALL}
 FIVE_ONLY = ("bridge", "ring")
 

@@ -3,6 +3,7 @@
     net = Net(n)            # n namespaces rk<pid>x<k>-n<i>, one bridge
     net.ip(i)               # node i's address (1-based); the host is .254
     net.cut(i, j)           # i drops what it sends to j (blackhole route)
+    net.throttle(i)         # i's link slow and lossy (tc tbf), both ways
     net.heal()              # every cut removed
     net.exec_argv(i, argv)  # argv run inside node i's namespace
     net.close()             # everything removed (idempotent)
@@ -21,6 +22,7 @@ import subprocess
 import threading
 
 IP = "/usr/sbin/ip" if os.path.exists("/usr/sbin/ip") else "ip"
+TC = "/usr/sbin/tc" if os.path.exists("/usr/sbin/tc") else "tc"
 _NAME = re.compile(r"^rk(\d+)x(\d+)")
 _open = []
 _lock = threading.Lock()
@@ -36,6 +38,14 @@ def _ip(*args, check=True):
                        stderr=subprocess.PIPE, text=True)
     if check and r.returncode != 0:
         raise NetError("ip %s: %s" % (" ".join(args), r.stderr.strip()))
+    return r.stdout
+
+
+def _tc(*args, check=True):
+    r = subprocess.run([TC] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if check and r.returncode != 0:
+        raise NetError("tc %s: %s" % (" ".join(args), r.stderr.strip()))
     return r.stdout
 
 
@@ -109,6 +119,7 @@ class Net:
         self.subnet = _free_subnet((os.getpid() * 7 + k) % 250)
         self.bridge = self.tag + "b"
         self.cuts = set()
+        self.slow = set()
         self.closed = False
         with _lock:
             _open.append(self)
@@ -172,7 +183,26 @@ class Net:
                 if i != j and where.get(i, -i) != where.get(j, -j):
                     self.cut(i, j)
 
+    def throttle(self, i, rate="512kbit", burst="8kb", latency="300ms"):
+        """Node i's link becomes slow and lossy both ways: a token bucket
+        (tc tbf; netem is not available here) on its side of the veth and
+        on the bridge's, at rate, whose queue holds latency's worth of
+        packets and drops the rest."""
+        if i in self.slow:
+            return
+        args = ["root", "tbf", "rate", rate, "burst", burst, "latency",
+                latency]
+        _tc("-n", self.ns(i), "qdisc", "add", "dev", "eth0", *args)
+        _tc("qdisc", "add", "dev", "%sv%d" % (self.tag, i), *args)
+        self.slow.add(i)
+
     def heal(self):
+        for i in sorted(self.slow):
+            _tc("-n", self.ns(i), "qdisc", "del", "dev", "eth0", "root",
+                check=False)
+            _tc("qdisc", "del", "dev", "%sv%d" % (self.tag, i), "root",
+                check=False)
+        self.slow.clear()
         for i, j in sorted(self.cuts):
             _ip("-n", self.ns(i), "route", "del", "blackhole",
                 self.ip(j) + "/32", check=False)

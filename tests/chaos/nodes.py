@@ -9,8 +9,16 @@
 
 Ports are the same in every namespace: client 11300, Raft 7000, metrics
 9100, on the node's own address. Logs: DIR.log beside each data dir.
+
+With disk_mib, each node's data directory lives on a tmpfs of its own of
+that size (mounted before the node starts; its source is named
+rkdisk<pid>-n<i>, so a dead run's mounts are found and unmounted by the
+next NsCluster), and node.fill_disk() / unfill_disk() take every free byte
+of it and give them back: a full disk under a running node.
 """
+import errno
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,15 +33,75 @@ from cluster import ROCKSTALKD, make_certs  # noqa: E402
 CLIENT_PORT, RAFT_PORT, METRICS_PORT = 11300, 7000, 9100
 
 
+_DISK = re.compile(r"^rkdisk(\d+)-n\d+$")
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def remove_leftover_disks():
+    """Unmounts the tmpfs disks of runs whose process no longer runs."""
+    with open("/proc/self/mounts") as f:
+        mounts = [ln.split() for ln in f]
+    for m in mounts:
+        g = _DISK.match(m[0]) if len(m) > 2 and m[2] == "tmpfs" else None
+        if g and not _pid_alive(int(g.group(1))):
+            subprocess.run(["umount", "-l", m[1]], check=False)
+
+
 class NsNode:
-    def __init__(self, cluster, nid):
+    def __init__(self, cluster, nid, disk_mib=0):
         self.cluster, self.id = cluster, nid
         self.host = cluster.net.ip(nid)
         self.port = CLIENT_PORT
-        self.dir = os.path.join(cluster.base, "node%d" % nid)
-        self.log = open(self.dir + ".log", "ab")
+        name = "node%d" % nid
+        self.log = open(os.path.join(cluster.base, name + ".log"), "ab")
+        self.disk = None
+        if disk_mib:
+            self.disk = os.path.join(cluster.base, "disk%d" % nid)
+            os.makedirs(self.disk)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0700"
+                            % disk_mib, "rkdisk%d-n%d" % (os.getpid(), nid),
+                            self.disk], check=True)
+            self.dir = os.path.join(self.disk, name)
+        else:
+            self.dir = os.path.join(cluster.base, name)
         self.proc = None
         self.paused = False
+        self.env = {}  # this node's own, over the cluster's
+
+    def fill_disk(self):
+        """Takes every free byte of the node's tmpfs (a file beside its
+        data directory). Returns the bytes taken."""
+        n = 0
+        with open(os.path.join(self.disk, "filler"), "wb") as f:
+            chunk = b"\0" * (1 << 20)
+            try:
+                while True:
+                    n += f.write(chunk)
+                    f.flush()
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+        return n
+
+    def unfill_disk(self):
+        try:
+            os.unlink(os.path.join(self.disk, "filler"))
+        except FileNotFoundError:
+            pass
+
+    def unmount(self):
+        if self.disk:
+            subprocess.run(["umount", "-l", self.disk], check=False)
+            self.disk = None
 
     def argv(self):
         c = self.cluster
@@ -46,9 +114,12 @@ class NsNode:
                 "--cluster-ca", c.cert(0)] + c.flags
 
     def start(self):
+        env = dict(os.environ)
+        env.update(self.cluster.env)
+        env.update(self.env)
         self.proc = subprocess.Popen(
             self.cluster.net.exec_argv(self.id, self.argv()),
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.paused = False
 
     def alive(self):
@@ -118,15 +189,26 @@ class NsNode:
 
 
 class NsCluster:
-    def __init__(self, base, net, n=3, flags=(), start=True):
+    def __init__(self, base, net, n=3, flags=(), start=True, disk_mib=0,
+                 env=None, node_env=None):
         self.base, self.net, self.n = str(base), net, n
-        self.flags = list(flags)
+        self.flags, self.env = list(flags), dict(env or {})
         os.makedirs(self.base, exist_ok=True)
         self.certs = make_certs(os.path.join(self.base, "certs"), n)
         self.spec = ",".join("%d@%s:%d/%d" % (i, net.ip(i), RAFT_PORT,
                                               CLIENT_PORT)
                              for i in range(1, n + 1))
-        self.nodes = [NsNode(self, i) for i in range(1, n + 1)]
+        remove_leftover_disks()
+        self.nodes = []
+        try:
+            for i in range(1, n + 1):
+                self.nodes.append(NsNode(self, i, disk_mib))
+        except BaseException:
+            for nd in self.nodes:
+                nd.unmount()
+            raise
+        for nd in self.nodes:
+            nd.env = dict((node_env or {}).get(nd.id, {}))
         if start:
             for nd in self.nodes:
                 nd.start()
@@ -181,3 +263,4 @@ class NsCluster:
                 nd.kill9()
         for nd in self.nodes:
             nd.log.close()
+            nd.unmount()

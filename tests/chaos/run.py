@@ -36,6 +36,11 @@ from chaos.workload import Client, History, Lost, Producer, Reader, \
 MAX_UNAVAIL_S = 5.0  # the majority side serves again within; a leader
 # serves within this long after the heal
 PROBE_CAP_S = 10.0  # the most a fault is held waiting for the majority
+DISK_MIB = 256  # each node's tmpfs disk, for the disk nemeses
+# their Raft log in 64 KiB segments: a full disk fails the next segment's
+# allocation within a few hundred entries (libraft preallocates segments,
+# and RocksDB its WAL, so writes into space taken before would go on)
+DISK_ENV = {"ROCKSTALKD_RAFT_SEGMENT": str(64 << 10)}
 
 
 def probe(cluster, ids, timeout=1.0):
@@ -104,14 +109,24 @@ def round_(seed, n=3, names=None, base=None, log=print):
     out = []
     st = {"nemesis": name}
     try:
-        c = NsCluster(base, net, n=n)
+        nem = nemesis.NEMESES[name]
+        node_env, flags = None, []
+        if nem.skew:  # clocks set apart before the nodes start
+            node_env = {i: {"ROCKSTALKD_FAULT_CLOCK_SKEW_MS": str(ms)}
+                        for i, ms in nem.skews(rng, n).items()}
+            flags = ["--dedup-window", str(nem.DEDUP_S)]
+        c = NsCluster(base, net, n=n, flags=flags,
+                      disk_mib=DISK_MIB if nem.disk else 0,
+                      env=DISK_ENV if nem.disk else None, node_env=node_env)
         if wait_serving(c, range(1, n + 1), 20.0) is None:
             return ("seed %d %s: no leader at start" % (seed, name),
                     ["no leader at start"], st)
         for k in range(nprod):
             procs.append(Producer(c, hist, "p%d" % k, seeds[k], stop))
+            procs[-1].delayed = nem.skew
         for k in range(nwork):
             procs.append(Worker(c, hist, "w%d" % k, seeds[nprod + k], stop))
+            procs[-1].kick = not nem.skew
         for k in range(nread):
             procs.append(Reader(c, hist, "r%d" % k, seeds[nprod + nwork + k],
                                 stop))

@@ -157,9 +157,18 @@ class Proc(threading.Thread):
 
 
 class Producer(Proc):
+    """delayed: a third of the plain puts get a delay of 2 to 4 s (their
+    records carry "delay"; checker.early)."""
+    delayed = False
+
     def step(self):
         self.n += 1
         body = "%s-%d" % (self.name, self.n)
+        if self.delayed and self.rng.random() < 0.3:
+            d = self.rng.randint(2, 4)
+            self.req("put", "put 100 %d 30 %d" % (d, len(body)), body,
+                     body=body, delay=d)
+            return
         if self.rng.random() < 0.3:
             # put-unique, retried with the same key and body after a lost
             # reply, on another connection (maybe another node)
@@ -176,6 +185,11 @@ class Producer(Proc):
 
 
 class Worker(Proc):
+    """kick False: no bury and kick (a kick that finds nothing buried makes
+    delayed jobs ready before their time, which checker.early would
+    count)."""
+    kick = True
+
     def step(self):
         r = self.req("reserve", "reserve-with-timeout 1")
         if r is None or r[0][0] != "RESERVED":
@@ -185,7 +199,7 @@ class Worker(Proc):
         if x < 0.1:
             if self.req("release", "release %d 100 0" % jid, id=jid):
                 return
-        elif x < 0.2:
+        elif x < 0.2 and self.kick:
             if self.req("bury", "bury %d 100" % jid, id=jid):
                 self.req("kick", "kick 5")
             return

@@ -1,0 +1,374 @@
+/* httpd.c - see httpd.h. */
+#include "http/httpd.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API "/api/v1/"
+#define JSON_TYPE "application/json"
+
+struct HttpdDocs {
+    atomic_int refs; /* the published slot's and each answer's */
+    int failed;
+    char *doc[HTTPD_DOC_COUNT];
+    size_t len[HTTPD_DOC_COUNT];
+    struct TubeEnt {
+        size_t name; /* offset in names */
+        size_t off, len;
+    } * tubes;
+    size_t ntubes, tcap;
+    char *names; /* NUL-terminated names, one after the other */
+    size_t nlen, ncap;
+};
+
+struct Httpd {
+    struct MHD_Daemon *daemon;
+    pthread_mutex_t mu; /* guards cur (the pointer; a set is immutable) */
+    HttpdDocs *cur;     /* NULL until the first publish */
+    atomic_int ready;
+    _Atomic(const char *) status;
+    int api_closed;
+};
+
+/* ---- document sets ---- */
+
+HttpdDocs *
+httpd_docs_new(void)
+{
+    HttpdDocs *d = calloc(1, sizeof *d);
+    if (d) atomic_init(&d->refs, 1);
+    return d;
+}
+
+void
+httpd_docs_free(HttpdDocs *d)
+{
+    if (!d) return;
+    for (int k = 0; k < HTTPD_DOC_COUNT; k++)
+        free(d->doc[k]);
+    free(d->tubes);
+    free(d->names);
+    free(d);
+}
+
+static void
+docs_unref(void *arg)
+{
+    HttpdDocs *d = arg;
+    if (atomic_fetch_sub(&d->refs, 1) == 1) httpd_docs_free(d);
+}
+
+void
+httpd_docs_set(HttpdDocs *d, HttpdDocKind k, char *buf, size_t len)
+{
+    free(d->doc[k]);
+    d->doc[k] = buf;
+    d->len[k] = len;
+}
+
+int
+httpd_docs_add_tube(HttpdDocs *d, const char *name, size_t off, size_t len)
+{
+    size_t n = strlen(name) + 1;
+    if (d->ntubes == d->tcap) {
+        size_t cap = d->tcap ? d->tcap * 2 : 64;
+        struct TubeEnt *t = realloc(d->tubes, cap * sizeof *t);
+        if (!t) return d->failed = 1, -1;
+        d->tubes = t, d->tcap = cap;
+    }
+    if (d->nlen + n > d->ncap) {
+        size_t cap = d->ncap ? d->ncap : 1024;
+        while (cap < d->nlen + n)
+            cap *= 2;
+        char *b = realloc(d->names, cap);
+        if (!b) return d->failed = 1, -1;
+        d->names = b, d->ncap = cap;
+    }
+    if (d->ntubes && strcmp(d->names + d->tubes[d->ntubes - 1].name, name) >= 0)
+        return d->failed = 1, -1; /* not ascending */
+    memcpy(d->names + d->nlen, name, n);
+    d->tubes[d->ntubes++] = (struct TubeEnt){d->nlen, off, len};
+    d->nlen += n;
+    return 0;
+}
+
+static int
+docs_valid(const HttpdDocs *d)
+{
+    if (d->failed) return 0;
+    for (size_t i = 0; i < d->ntubes; i++)
+        if (d->tubes[i].off > d->len[HTTPD_DOC_TUBES] ||
+            d->tubes[i].len > d->len[HTTPD_DOC_TUBES] - d->tubes[i].off)
+            return 0;
+    return 1;
+}
+
+void
+httpd_publish(Httpd *h, HttpdDocs *d)
+{
+    if (!d) return;
+    if (!docs_valid(d)) {
+        httpd_docs_free(d);
+        return;
+    }
+    pthread_mutex_lock(&h->mu);
+    HttpdDocs *old = h->cur;
+    h->cur = d;
+    pthread_mutex_unlock(&h->mu);
+    if (old) docs_unref(old);
+}
+
+void
+httpd_set_ready(Httpd *h, int ready, const char *status)
+{
+    atomic_store(&h->status, status);
+    atomic_store(&h->ready, ready);
+}
+
+/* The published set with a reference taken, or NULL. */
+static HttpdDocs *
+docs_get(Httpd *h)
+{
+    pthread_mutex_lock(&h->mu);
+    HttpdDocs *d = h->cur;
+    if (d) atomic_fetch_add(&d->refs, 1);
+    pthread_mutex_unlock(&h->mu);
+    return d;
+}
+
+/* ---- answers ---- */
+
+static enum MHD_Result
+send_response(struct MHD_Connection *conn, unsigned status,
+              struct MHD_Response *r, const char *type)
+{
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, "Allow", "GET, HEAD");
+    if (status == MHD_HTTP_UNAUTHORIZED)
+        MHD_add_response_header(r, "WWW-Authenticate",
+                                "Bearer realm=\"rockstalk\"");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* A JSON body made here (copied). */
+static enum MHD_Result
+send_json(struct MHD_Connection *conn, unsigned status, const char *body)
+{
+    return send_response(conn, status,
+                         MHD_create_response_from_buffer(
+                             strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY),
+                         JSON_TYPE);
+}
+
+/* len bytes at p of set d (its reference passes to the response). */
+static enum MHD_Result
+send_doc(struct MHD_Connection *conn, HttpdDocs *d, const char *p, size_t len,
+         const char *type)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)p,
+                                                               docs_unref, d);
+    if (!r) docs_unref(d);
+    return send_response(conn, MHD_HTTP_OK, r, type);
+}
+
+static enum MHD_Result
+send_readyz(Httpd *h, struct MHD_Connection *conn)
+{
+    char body[160];
+    int ready = atomic_load(&h->ready);
+    snprintf(body, sizeof body, "{\"ready\":%s,\"status\":\"%s\"}",
+             ready ? "true" : "false", atomic_load(&h->status));
+    return send_json(conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+                     body);
+}
+
+/* /api/v1/tubes/NAME: the tube's object, found by binary search. */
+static enum MHD_Result
+send_tube(struct MHD_Connection *conn, HttpdDocs *d, const char *name)
+{
+    size_t lo = 0, hi = d->ntubes;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(d->names + d->tubes[mid].name, name);
+        if (c == 0)
+            return send_doc(conn, d,
+                            d->doc[HTTPD_DOC_TUBES] + d->tubes[mid].off,
+                            d->tubes[mid].len, JSON_TYPE);
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    docs_unref(d);
+    return send_json(conn, MHD_HTTP_NOT_FOUND, "{\"error\":\"no such tube\"}");
+}
+
+/* What a path names. */
+typedef enum Route {
+    R_NONE,
+    R_HEALTHZ,
+    R_READYZ,
+    R_DOC, /* a whole document: *kind */
+    R_TUBE /* /api/v1/tubes/NAME: *name */
+} Route;
+
+static Route
+route(const char *url, HttpdDocKind *kind, const char **name)
+{
+    static const struct {
+        const char *path;
+        HttpdDocKind kind;
+    } docs[] = {{"/metrics", HTTPD_DOC_METRICS},
+                {API "stats", HTTPD_DOC_STATS},
+                {API "tubes", HTTPD_DOC_TUBES},
+                {API "cluster", HTTPD_DOC_CLUSTER}};
+    if (strcmp(url, "/healthz") == 0) return R_HEALTHZ;
+    if (strcmp(url, "/readyz") == 0) return R_READYZ;
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++)
+        if (strcmp(url, docs[i].path) == 0) {
+            *kind = docs[i].kind;
+            return R_DOC;
+        }
+    if (strncmp(url, API "tubes/", strlen(API "tubes/")) == 0 &&
+        url[strlen(API "tubes/")]) {
+        *name = url + strlen(API "tubes/");
+        return R_TUBE;
+    }
+    return R_NONE;
+}
+
+static enum MHD_Result
+serve(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
+      const char *name)
+{
+    if (r == R_HEALTHZ)
+        return send_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}");
+    if (r == R_READYZ) return send_readyz(h, conn);
+    if (h->api_closed && (r == R_TUBE || kind != HTTPD_DOC_METRICS))
+        return send_json(conn, MHD_HTTP_UNAUTHORIZED,
+                         "{\"error\":\"the API has no authentication yet: "
+                         "closed while --auth-file is set\"}");
+    HttpdDocs *d = docs_get(h);
+    if (!d || (r == R_DOC && !d->doc[kind])) {
+        if (d) docs_unref(d);
+        return send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+                         "{\"error\":\"not available yet\"}");
+    }
+    if (r == R_TUBE) return send_tube(conn, d, name);
+    return send_doc(conn, d, d->doc[kind], d->len[kind],
+                    kind == HTTPD_DOC_METRICS
+                        ? "text/plain; version=0.0.4; charset=utf-8"
+                        : JSON_TYPE);
+}
+
+static enum MHD_Result
+handle(void *cls, struct MHD_Connection *conn, const char *url,
+       const char *method, const char *version, const char *upload_data,
+       size_t *upload_data_size, void **req_cls)
+{
+    Httpd *h = cls;
+    HttpdDocKind kind = HTTPD_DOC_METRICS;
+    const char *name = NULL;
+    (void)version, (void)upload_data, (void)upload_data_size, (void)req_cls;
+    Route r = route(url, &kind, &name);
+    if (r == R_NONE)
+        return send_json(conn, MHD_HTTP_NOT_FOUND, "{\"error\":\"not found\"}");
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return send_json(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                         "{\"error\":\"method not allowed\"}");
+    return serve(h, conn, r, kind, name);
+}
+
+/* ---- start and stop ---- */
+
+/* addr: "HOST:PORT", ":PORT" or "PORT" -> ss (IPv4 or IPv6) and *portp.
+ * No host: 127.0.0.1. Returns 0, or -1. */
+static int
+parse_addr(const char *addr, struct sockaddr_storage *ss, uint16_t *portp)
+{
+    const char *colon = strrchr(addr, ':');
+    const char *ps = colon ? colon + 1 : addr;
+    char host[64] = "";
+    size_t hl = colon ? (size_t)(colon - addr) : 0;
+    if (hl >= sizeof host) return -1;
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    char *end;
+    long port = strtol(ps, &end, 10);
+    if (*end || end == ps || port < 0 || port > 65535) return -1;
+    memset(ss, 0, sizeof *ss);
+    *portp = (uint16_t)port;
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        host[hl - 1] = '\0';
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        return inet_pton(AF_INET6, host + 1, &s6->sin6_addr) == 1 ? 0 : -1;
+    }
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)port);
+    if (!host[0] || strcmp(host, "localhost") == 0) {
+        s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        return 0;
+    }
+    return inet_pton(AF_INET, host, &s4->sin_addr) == 1 ? 0 : -1;
+}
+
+int
+httpd_start(const HttpdConfig *cfg, Httpd **out, char *err, size_t errcap)
+{
+    struct sockaddr_storage ss;
+    uint16_t port;
+    if (parse_addr(cfg->addr, &ss, &port) < 0) {
+        snprintf(err, errcap, "bad %s address %s (want HOST:PORT)", cfg->opt,
+                 cfg->addr);
+        return -1;
+    }
+    Httpd *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&h->mu, NULL);
+    atomic_init(&h->ready, 0);
+    atomic_init(&h->status, "recovering");
+    h->api_closed = cfg->api_closed;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+    if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    h->daemon = MHD_start_daemon(
+        flags, port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, 64U,
+        MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(err, errcap, "cannot serve HTTP on %s (%s)", cfg->addr,
+                 cfg->opt);
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+        return -1;
+    }
+    *out = h;
+    return 0;
+}
+
+void
+httpd_stop(Httpd *h)
+{
+    MHD_stop_daemon(h->daemon); /* answers in flight hold their sets */
+    if (h->cur) docs_unref(h->cur);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
