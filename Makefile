@@ -39,7 +39,7 @@ CLI_SRC := $(wildcard src/cli/*.c)
 CLI_OBJ := $(CLI_SRC:src/cli/%.c=$(BUILD)/cli/%.o)
 CLI_CFLAGS := $(shell pkg-config --cflags libedit ncursesw 2>/dev/null)
 CLI_LDLIBS := $(shell pkg-config --libs libedit ncursesw 2>/dev/null \
-                || echo -ledit -lncursesw -ltinfo) $(TLS_LIBS)
+                || echo -ledit -lncursesw -ltinfo) $(TLS_LIBS) -lz
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
 

@@ -404,6 +404,7 @@ GLOBAL = {
     "list-tube-used": ("*", "USING"),   # the connection's own state
     "list-tubes-watched": ("*", "OK"),
     "rockstalk-snapshot": ("root", None),  # bare admin only
+    "rockstalk-backup": ("root", None),    # bare admin only
 }
 
 IDENTS = ["prod", "cons", "insp", "tadm", "other", "root"]

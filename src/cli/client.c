@@ -176,6 +176,30 @@ fill(Client *c, size_t want, char *err, size_t errcap)
     }
 }
 
+long
+client_recv(Client *c, void *buf, size_t n, char *err, size_t errcap)
+{
+    size_t avail = c->len - c->off;
+    if (avail > 0) {
+        size_t take = avail < n ? avail : n;
+        memcpy(buf, c->buf + c->off, take);
+        c->off += take;
+        return (long)take;
+    }
+    for (;;) {
+        char why[CLIENT_ERR_LEN] = "";
+        ssize_t r = c->tls ? clitls_recv(c->tls, buf, n, why, sizeof why)
+                           : recv(c->fd, buf, n, 0);
+        if (r < 0 && !c->tls && errno == EINTR) continue;
+        if (r > 0) return (long)r;
+        if (r == 0) return 0;
+        c->broken = 1;
+        snprintf(err, errcap, "cannot read from %s: %s", c->where,
+                 c->tls ? why : strerror(errno));
+        return -1;
+    }
+}
+
 /* Reads one CRLF-terminated line into out (NUL-ended, CRLF removed). */
 static int
 read_line(Client *c, char *out, char *err, size_t errcap)

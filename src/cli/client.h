@@ -68,6 +68,12 @@ void client_close(Client *c);
 int client_send(Client *c, const void *data, size_t len, char *err,
                 size_t errcap);
 
+/* Reads raw bytes (a stream after a status line, as rockstalk-backup's):
+ * first what the buffer holds past the last reply, else one receive of at
+ * most n bytes. Returns the count, 0 at the end of the server's stream, or
+ * -1 with a message in err. */
+long client_recv(Client *c, void *buf, size_t n, char *err, size_t errcap);
+
 /* Reads one whole reply (status line, and any body or batch) into *r,
  * which the caller releases with reply_free(). Returns 0, or -1 with a
  * message in err when the connection fails, closes, or the reply is

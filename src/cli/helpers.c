@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backup.h"
 #include "top.h"
 #include "view.h"
 #include "yaml.h"
@@ -231,6 +232,21 @@ h_hash_token(Session *s, int argc, char **argv, char *err, size_t errcap)
 }
 
 static int
+h_backup(Session *s, int argc, char **argv, char *err, size_t errcap)
+{
+    (void)argc;
+    BackupResult r;
+    int rc = backup_run(s, argv[1], &r, err, errcap);
+    if (rc == RC_REPLY) session_status(s, err); /* the refusal */
+    if (rc != RC_OK) return rc;
+    printf("backup: %llu jobs, %llu bytes (%u shards) in %.3f s into %s\n"
+           "serve it with: rockstalkd -b %s\n",
+           (unsigned long long)r.jobs, (unsigned long long)r.bytes, r.shards,
+           r.seconds, argv[1], argv[1]);
+    return RC_OK;
+}
+
+static int
 h_help(Session *s, int argc, char **argv, char *err, size_t errcap)
 {
     (void)s;
@@ -257,6 +273,8 @@ static const Helper helpers[] = {
     {"drain", 0, 0, "", "not offered; see rockstalk(1)", h_drain},
     {"hash-token", 1, 1, "TOKEN|-", "print the auth file's sha256:<hex> of "
      "TOKEN (-: read it from stdin)", h_hash_token},
+    {"backup", 1, 1, "DIR", "copy the server's state of one moment into "
+     "the new data directory DIR", h_backup},
     {"help", 0, 0, "", "this list", h_help},
 };
 /* clang-format on */

@@ -66,6 +66,7 @@ static const Verb verbs[] = {
     V("clear-tube ", OP_CLEAR_TUBE),      /* extension */
     V("put-unique ", OP_PUT_UNIQUE),      /* extension */
     V("rockstalk-snapshot", OP_SNAPSHOT), /* cluster mode */
+    V("rockstalk-backup", OP_BACKUP),     /* standalone */
 };
 
 static const char *const op_names[OP_COUNT] = {
@@ -100,6 +101,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_CLEAR_TUBE] = "clear-tube",
     [OP_PUT_UNIQUE] = "put-unique",
     [OP_SNAPSHOT] = "rockstalk-snapshot",
+    [OP_BACKUP] = "rockstalk-backup",
 };
 
 const char *

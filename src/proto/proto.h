@@ -44,6 +44,7 @@ typedef enum Op {
     OP_CLEAR_TUBE,
     OP_PUT_UNIQUE,
     OP_SNAPSHOT, /* rockstalk-snapshot: cluster mode, node.h */
+    OP_BACKUP,   /* rockstalk-backup: server/backup.h */
     OP_COUNT
 } Op;
 

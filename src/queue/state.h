@@ -130,9 +130,11 @@ typedef struct Server {
                            latest one's number, TubeRates) */
     int64_t rate_at[TUBE_RATE_SAMPLES]; /* monotonic ns of each sample,
                                            by slot */
-    struct Node *node;     /* cluster mode (node.h); NULL: standalone */
-    struct TlsSource *tls; /* tls:// listeners' credentials, or NULL */
-    struct Access *access; /* --auth-file (access.h); NULL: open */
+    struct Node *node;       /* cluster mode (node.h); NULL: standalone */
+    struct Backups *backups; /* rockstalk-backup senders (server/backup.h);
+                                NULL until the first */
+    struct TlsSource *tls;   /* tls:// listeners' credentials, or NULL */
+    struct Access *access;   /* --auth-file (access.h); NULL: open */
 
     /* cluster time (PROTOCOL.md 15.2, state_wall_ns): the wall clock plus
      * clock_skew_ns (tests only: ROCKSTALKD_FAULT_CLOCK_SKEW_MS, a clock

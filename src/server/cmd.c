@@ -10,6 +10,7 @@
 #include "proto/proto.h"
 #include "queue/queue.h"
 #include "server/access.h"
+#include "server/backup.h"
 #include "server/ext.h"
 #include "server/jobreply.h"
 #include "server/stats.h"
@@ -491,6 +492,8 @@ cmd_run(Conn *c, const Cmd *cmd)
         return conn_close_after_replies(c);
     case OP_SNAPSHOT:
         return node_snapshot_serve(c);
+    case OP_BACKUP:
+        return backup_serve(c);
     default: /* stats, stats-job, stats-tube, list-tubes(-watched) */
         return cmd_stats(c, cmd);
     }

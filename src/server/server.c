@@ -22,6 +22,7 @@
 #include "queue/queue.h"
 #include "server/clienttls.h"
 #include "server/access.h"
+#include "server/backup.h"
 #include "server/cmd.h"
 #include "server/ext.h"
 #include "server/httpdocs.h"
@@ -415,6 +416,32 @@ stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
+/* 1 if the data directory holds a backup to restore (store.h
+ * STORE_RESTORE_FILE; sc then takes its shard count), 0 if not, -1 with a
+ * message in err (cluster mode, another -S, an unreadable file). */
+static int
+restore_pending(const Server *s, StoreConfig *sc, char *err, size_t errcap)
+{
+    int n = 0;
+    int rc = store_restore_pending(s->cfg.dir, &n, err, errcap);
+
+    if (rc <= 0) return rc;
+    if (s->cfg.cluster) {
+        snprintf(err, errcap,
+                 "%s holds a backup (%s): restore it standalone, without "
+                 "--cluster",
+                 s->cfg.dir, STORE_RESTORE_FILE);
+        return -1;
+    }
+    if (sc->nshards && sc->nshards != n) {
+        snprintf(err, errcap, "the backup in %s has %d shards, not -S %d",
+                 s->cfg.dir, n, sc->nshards);
+        return -1;
+    }
+    sc->nshards = n;
+    return 1;
+}
+
 static int
 open_store(Server *s, char *err, size_t errcap)
 {
@@ -438,7 +465,13 @@ open_store(Server *s, char *err, size_t errcap)
                node_standalone_dir(s->cfg.dir, err, errcap) < 0) {
         return -1;
     }
+    int restore = restore_pending(s, &sc, err, errcap);
+    if (restore < 0) return -1;
     if (store_open(&sc, &s->store, err, errcap) < 0) return -1;
+    if (restore && store_restore(s->store, err, errcap) < 0) return -1;
+    if (restore)
+        log_msg(0, "restored the backup in %s in %.3f s", s->cfg.dir,
+                (double)(mono_ns() - t0) / 1e9);
     if (s->cfg.cluster) {
         if (node_start(s, err, errcap) < 0) return -1;
         return prefetch_start(s->store, store_notify, s, &s->bodies.reader, err,
@@ -560,7 +593,8 @@ server_free(Server *s)
     httpdocs_close(s);
     prefetch_stop(s->bodies.reader); /* it reads from the store */
     s->bodies.reader = NULL;
-    node_close(s); /* the raft thread writes to the store */
+    node_close(s);  /* the raft thread writes to the store */
+    backup_stop(s); /* the senders read it */
     if (s->store) {
         store_flush(s->store);
         if (store_close(s->store, err, sizeof err) < 0) {
@@ -581,6 +615,7 @@ server_free(Server *s)
     heap_free(&s->pause_heap);
     heap_free(&s->wait_heap);
     node_free(s);
+    backup_free(s);
     ptrset_free(&s->fetching);
     ptrset_free(&s->clearing);
     dedup_free(&s->dedup);

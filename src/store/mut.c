@@ -22,6 +22,7 @@ mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
     m->ack = ack;
     pend_init(&m->pend);
     sbatch_init(&m->sb, shard, nshards);
+    snapreq_init(&m->snapreq);
 }
 
 void
@@ -33,6 +34,7 @@ mut_destroy(StoreMut *m)
     free(m->iov);
     m->iov = NULL;
     pend_destroy(&m->pend, m->ho);
+    snapreq_destroy(&m->snapreq);
 }
 
 /* Adds the marks of shard i's batch: group, the number of the latest group
@@ -434,6 +436,35 @@ mut_wait_args(const StoreMut *m)
     };
 }
 
+/* A backup's moment: with the commit journal the whole write-behind
+ * window is written first (a put and its delete cancelled inside it are
+ * both before the moment), so the shards hold every group published so
+ * far and nothing more; then one snapshot per shard. */
+static void
+mut_backup_point(StoreMut *m)
+{
+    if (m->journal) mut_drain_pend(m, 1, 0);
+    snapreq_serve(&m->snapreq, m->shard, m->nshards,
+                  atomic_load(&m->ack->applied_seq), ack_is_failed(m->ack));
+}
+
+static void
+kick_handoff(void *arg)
+{
+    handoff_kick(arg);
+}
+
+int
+mut_snapshots(StoreMut *m, const rocksdb_snapshot_t **snaps, uint64_t *seq,
+              char *err, size_t errcap)
+{
+    if (m->propose || !m->started)
+        return util_fail(err, errcap,
+                         "no mutation thread writes this store's shards");
+    return snapreq_take(&m->snapreq, kick_handoff, m->ho, snaps, m->nshards,
+                        seq, err, errcap);
+}
+
 void
 mut_run(StoreMut *m)
 {
@@ -447,8 +478,10 @@ mut_run(StoreMut *m)
         int asked = atomic_exchange(&m->ack->drain_asked, 0);
         if (m->journal) mut_drain_pend(m, asked, 0);
         if (m->mode == STORE_SYNC_INTERVAL) sync_interval(m->sync);
+        if (snapreq_pending(&m->snapreq)) mut_backup_point(m);
         if (stop && !group) break;
     }
+    snapreq_stop(&m->snapreq);
     mut_drain_pend(m, 1, 0);
     sync_final(m->sync);
 }

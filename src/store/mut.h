@@ -19,7 +19,7 @@
  * thread. Calls: store_handoff (input),
  * store_sync (syncs), store_ack (publication, fail-stop, counters),
  * store_shard (RocksDB handles), store_journal, store_pend, store_enc
- * (records), store_util.
+ * (records), store_snapreq (a backup's moment), store_util.
  */
 #ifndef ROCKSTALK_STORE_MUT_H
 #define ROCKSTALK_STORE_MUT_H
@@ -35,6 +35,7 @@
 #include "store/journal.h"
 #include "store/pend.h"
 #include "store/shard.h"
+#include "store/snapreq.h"
 #include "store/sync.h"
 #include "store/types.h"
 
@@ -74,6 +75,9 @@ typedef struct StoreMut {
     int refused;         /* propose refused an entry: nothing more is
                             proposed (a later entry would publish past
                             the gap, acknowledging the dropped one) */
+    /* a backup's request for one moment (store/snapreq.h): served between
+     * two groups, the write-behind window written first */
+    SnapReq snapreq;
     pthread_t thread;
     int started;
 } StoreMut;
@@ -116,6 +120,15 @@ void mut_run(StoreMut *m);
 /* After handoff_stop: waits for the mutation thread, if started, or runs
  * mut_run here. */
 void mut_join(StoreMut *m);
+
+/* Any thread but the mutation thread, standalone: a RocksDB snapshot of
+ * every shard taken by the mutation thread between two groups, its
+ * write-behind window written first: snaps[0..nshards) then show the
+ * state after sequence *seq exactly, every change published up to the
+ * request included (store/snapreq.h; the caller releases them). Returns
+ * 0, or -1 with a message in err. */
+int mut_snapshots(StoreMut *m, const rocksdb_snapshot_t **snaps, uint64_t *seq,
+                  char *err, size_t errcap);
 
 /* Frees the WriteBatches and the journal's iovec (the thread must be
  * gone). */

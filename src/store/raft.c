@@ -15,12 +15,29 @@ sraft_init(StoreRaft *r, StoreShard *shard, int nshards, const StoreIO *io,
     sbatch_init(&r->sb, shard, nshards);
     r->io = io;
     r->ack = ack;
+    pthread_mutex_init(&r->apply_mu, NULL);
 }
 
 void
 sraft_destroy(StoreRaft *r)
 {
     sbatch_destroy(&r->sb);
+    pthread_mutex_destroy(&r->apply_mu);
+}
+
+void
+sraft_snapshots(StoreRaft *r, const rocksdb_snapshot_t **snaps, uint64_t *index)
+{
+    uint64_t low = UINT64_MAX;
+
+    pthread_mutex_lock(&r->apply_mu);
+    for (int i = 0; i < r->sb.nshards; i++) {
+        snaps[i] = rocksdb_create_snapshot(r->sb.shard[i].db);
+        if (r->sb.shard[i].raft_applied < low)
+            low = r->sb.shard[i].raft_applied;
+    }
+    pthread_mutex_unlock(&r->apply_mu);
+    *index = low;
 }
 
 void
@@ -120,9 +137,10 @@ replay(StoreRaft *r, const unsigned char *p, const EncRec *rec)
     return 0;
 }
 
-int
-sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
-            int ours)
+/* sraft_apply's work, under apply_mu. */
+static int
+apply_locked(StoreRaft *r, uint64_t index, const void *data, size_t len,
+             int ours)
 {
     const unsigned char *p = data;
     uint64_t seq, nrec = 0;
@@ -158,6 +176,16 @@ sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
     if (write_touched(r, index) < 0) return -1;
     if (ours) ack_applied(r->ack, seq);
     return 0;
+}
+
+int
+sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
+            int ours)
+{
+    pthread_mutex_lock(&r->apply_mu); /* uncontended but for a backup */
+    int rc = apply_locked(r, index, data, len, ours);
+    pthread_mutex_unlock(&r->apply_mu);
+    return rc;
 }
 
 int

@@ -29,6 +29,7 @@
 #ifndef ROCKSTALK_STORE_RAFT_H
 #define ROCKSTALK_STORE_RAFT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,9 @@ typedef struct StoreRaft {
     StoreAck *ack;        /* borrowed */
     StoreReplayFn replay; /* NULL: none */
     void *replay_arg;
+    /* held by sraft_apply for one entry (its publication and its writes)
+     * and by sraft_snapshots: a backup's snapshots fall between entries */
+    pthread_mutex_t apply_mu;
 } StoreRaft;
 
 /* Initialises r over the store's shards and parts (borrowed). */
@@ -71,6 +75,14 @@ void sraft_entry_header(unsigned char *p, size_t len, uint16_t origin,
  * or -1 after ack_fail. */
 int sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
                 int ours);
+
+/* Any thread: a RocksDB snapshot of every shard taken between two applied
+ * entries (under apply_mu), into snaps[0..nshards) (the caller releases
+ * them); *index: the last entry every shard holds. A backup's moment in
+ * cluster mode: every entry whose replies have left is in it (they are
+ * published inside the apply), and nothing uncommitted is. */
+void sraft_snapshots(StoreRaft *r, const rocksdb_snapshot_t **snaps,
+                     uint64_t *index);
 
 /* Raft thread, for a snapshot at index (every entry up to it applied):
  * writes raft_applied = index to every shard below it and syncs every

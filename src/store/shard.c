@@ -194,6 +194,7 @@ header_check(StoreShard *sh, const char *dir, char *err, size_t errcap)
     sh->raft_applied = r ? le_get64(nid) : 0;
     if ((r = header_get(sh, "restoring", nid, 8, err, errcap)) < 0) return -1;
     if (r) sh->raft_applied = 0; /* a snapshot was being received: again */
+    sh->restoring = r;
     return 0;
 }
 

@@ -50,6 +50,9 @@ typedef struct StoreShard {
                               same batch as the entry); 0 while a snapshot
                               is being received ("restoring" present):
                               set by shard_open, then by the raft thread */
+    int restoring;         /* "restoring" is present (set by shard_open and by
+                              store/ship.c's receiver): the shard's content is
+                              incomplete */
 } StoreShard;
 
 /* Creates the shared options into o (sizes in store/shard.c). Aborts only

@@ -57,10 +57,13 @@ key_is(const char *k, size_t klen, const char *name)
  * CRC. */
 typedef struct ShipOut {
     int fd;
+    StoreWriteFn write; /* NULL: send to fd */
+    void *warg;
     unsigned char *buf; /* SHIP_IO_BUF bytes, owned */
     size_t len;         /* bytes waiting in buf */
     uint64_t frames;
     uLong crc;
+    ShipTotals tot; /* the whole stream's */
     char *err;
     size_t errcap;
 } ShipOut;
@@ -86,8 +89,10 @@ fd_send_all(int fd, const unsigned char *p, size_t n, char *err, size_t errcap)
 static int
 out_flush(ShipOut *o)
 {
-    int rc = fd_send_all(o->fd, o->buf, o->len, o->err, o->errcap);
+    int rc = o->write ? o->write(o->warg, o->buf, o->len, o->err, o->errcap)
+                      : fd_send_all(o->fd, o->buf, o->len, o->err, o->errcap);
 
+    o->tot.bytes += o->len;
     o->len = 0;
     return rc;
 }
@@ -135,6 +140,18 @@ out_frame(ShipOut *o, int cf, const char *k, size_t klen, const char *v,
     return out_put(o, v, vlen, 1);
 }
 
+/* 1 if a meta record is a job's (not a STORE_GONE record's). */
+static int
+is_job(const char *k, size_t klen, const char *v, size_t vlen)
+{
+    StoreJob job;
+
+    return klen == 8 &&
+           store_meta_decode(enc_key_get(k), (const unsigned char *)v, vlen,
+                             &job) == 0 &&
+           job.state != STORE_GONE;
+}
+
 /* Sends every pair of one column family, through it (over the snapshot). */
 static int
 send_cf(ShipOut *o, const StoreShard *sh, int cf, rocksdb_iterator_t *it)
@@ -149,6 +166,7 @@ send_cf(ShipOut *o, const StoreShard *sh, int cf, rocksdb_iterator_t *it)
         if (cf == SHARD_CF_DEFAULT && key_is(k, klen, "restoring"))
             return util_fail(o->err, o->errcap,
                              "shard-%02d is being restored itself", sh->index);
+        if (cf == SHARD_CF_META) o->tot.jobs += is_job(k, klen, v, vlen);
         if (out_frame(o, cf, k, klen, v, vlen) < 0) return -1;
     }
     rocksdb_iter_get_error(it, &e);
@@ -161,10 +179,11 @@ send_cf(ShipOut *o, const StoreShard *sh, int cf, rocksdb_iterator_t *it)
 /* Sends one shard: its header, its frames (each column family through the
  * same snapshot), its end frame. */
 static int
-send_shard(ShipOut *o, const StoreShard *sh)
+send_shard(ShipOut *o, const StoreShard *sh, const rocksdb_snapshot_t *given)
 {
     unsigned char idx[4], end[END_FRAME];
-    const rocksdb_snapshot_t *snap = rocksdb_create_snapshot(sh->db);
+    const rocksdb_snapshot_t *snap =
+        given ? given : rocksdb_create_snapshot(sh->db);
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     int rc;
 
@@ -182,32 +201,56 @@ send_shard(ShipOut *o, const StoreShard *sh)
         rocksdb_iter_destroy(it);
     }
     rocksdb_readoptions_destroy(ro);
-    rocksdb_release_snapshot(sh->db, snap);
+    if (!given) rocksdb_release_snapshot(sh->db, snap);
     if (rc < 0) return -1;
+    o->tot.frames += o->frames;
     end[0] = SHIP_END_FRAME;
     le_put64(end + 1, o->frames);
     le_put32(end + 9, (uint32_t)o->crc);
     return out_put(o, end, sizeof end, 0);
 }
 
-int
-ship_send(StoreShard *shards, int nshards, int fd, char *err, size_t errcap)
+/* Sends the stream through o (its buffer allocated here). */
+static int
+ship_out(StoreShard *shards, int nshards,
+         const rocksdb_snapshot_t *const *snaps, ShipOut *o, ShipTotals *tot)
 {
-    ShipOut o = {.fd = fd, .err = err, .errcap = errcap};
     unsigned char hdr[STREAM_HDR];
     int rc = 0;
 
-    if ((o.buf = malloc(SHIP_IO_BUF)) == NULL)
-        return util_fail(err, errcap, "out of memory for the send buffer");
+    if ((o->buf = malloc(SHIP_IO_BUF)) == NULL)
+        return util_fail(o->err, o->errcap,
+                         "out of memory for the send buffer");
     memcpy(hdr, SHIP_MAGIC, SHIP_MAGIC_LEN);
     le_put32(hdr + SHIP_MAGIC_LEN, SHIP_VERSION);
     le_put32(hdr + SHIP_MAGIC_LEN + 4, (uint32_t)nshards);
-    rc = out_put(&o, hdr, sizeof hdr, 0);
+    rc = out_put(o, hdr, sizeof hdr, 0);
     for (int i = 0; rc == 0 && i < nshards; i++)
-        rc = send_shard(&o, &shards[i]);
-    if (rc == 0) rc = out_flush(&o);
-    free(o.buf);
+        rc = send_shard(o, &shards[i], snaps ? snaps[i] : NULL);
+    if (rc == 0) rc = out_flush(o);
+    free(o->buf);
+    *tot = o->tot;
     return rc;
+}
+
+int
+ship_send(StoreShard *shards, int nshards, int fd, char *err, size_t errcap)
+{
+    ShipTotals tot;
+
+    return ship_out(shards, nshards, NULL,
+                    &(ShipOut){.fd = fd, .err = err, .errcap = errcap}, &tot);
+}
+
+int
+ship_send_at(StoreShard *shards, int nshards,
+             const rocksdb_snapshot_t *const *snaps, StoreWriteFn write,
+             void *warg, ShipTotals *tot, char *err, size_t errcap)
+{
+    ShipOut o = {
+        .fd = -1, .write = write, .warg = warg, .err = err, .errcap = errcap};
+
+    return ship_out(shards, nshards, snaps, &o, tot);
 }
 
 /* ---- receiver ---- */
@@ -297,6 +340,7 @@ mark_restoring(ShipIn *in, StoreShard *sh)
     int rc = in_write(in, sh, b, sh->opt->wo_sync, "mark restoring");
     rocksdb_writebatch_destroy(b);
     if (rc == 0) sh->raft_applied = 0;
+    if (rc == 0) sh->restoring = 1;
     return rc;
 }
 
@@ -462,6 +506,7 @@ recv_shard(ShipIn *in, StoreShard *sh)
         rocksdb_free(e);
         return -1;
     }
+    sh->restoring = 0;
     sh->hwm = in->next_id;
     sh->jgroup = in->jgroup;
     sh->raft_applied = in->raft_applied;

@@ -30,8 +30,12 @@
 #define ROCKSTALK_STORE_SHIP_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include <rocksdb/c.h>
 
 #include "store/shard.h"
+#include "store/types.h"
 
 #define SHIP_MAGIC "RSSHIP01"
 #define SHIP_MAGIC_LEN 8
@@ -67,6 +71,21 @@ extern const char SHIP_KEY_END[SHIP_KEY_END_LEN];
  * value over the bounds above, a failed send). */
 int ship_send(StoreShard *shards, int nshards, int fd, char *err,
               size_t errcap);
+
+/* What ship_send_at sent: frames (every shard's), bytes of the whole
+ * stream, and jobs (the meta records that are jobs, not a put-unique
+ * key's STORE_GONE record). */
+typedef struct ShipTotals {
+    uint64_t frames, bytes, jobs;
+} ShipTotals;
+
+/* As ship_send, but shard i is read through snaps[i] (the caller's, still
+ * held, of shards[i].db; released by the caller), so that all shards show
+ * one moment (a backup, store.h store_backup_send), and every full buffer
+ * goes to write(warg, ...) instead of a socket; counts into *tot. */
+int ship_send_at(StoreShard *shards, int nshards,
+                 const rocksdb_snapshot_t *const *snaps, StoreWriteFn write,
+                 void *warg, ShipTotals *tot, char *err, size_t errcap);
 
 /* Reads a stream from fd (blocking; not closed) into shards[0..nshards)
  * (open), replacing their content. A stream header with another magic,

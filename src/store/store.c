@@ -19,9 +19,13 @@
  */
 #include "store/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store/ack.h"
 #include "store/dir.h"
@@ -316,6 +320,13 @@ int
 store_recover(Store *s, int (*cb)(void *ctx, const StoreJob *job), void *ctx,
               uint64_t *next_id, char *err, size_t errcap)
 {
+    for (int i = 0; i < s->nshards; i++)
+        if (s->shard[i].restoring)
+            return util_fail(err, errcap,
+                             "shard-%02d holds an unfinished restore: put "
+                             "the backup's %s back into %s (or take the "
+                             "backup again)",
+                             i, STORE_RESTORE_FILE, s->cfg.dir);
     return recover_run(s->shard, s->nshards, cb, ctx, next_id, err, errcap);
 }
 
@@ -380,6 +391,96 @@ int
 store_ship_recv(Store *s, int fd, char *err, size_t errcap)
 {
     return ship_recv(s->shard, s->nshards, fd, err, errcap);
+}
+
+int
+store_backup_send(Store *s, StoreWriteFn write, void *warg,
+                  StoreBackupInfo *info, char *err, size_t errcap)
+{
+    const rocksdb_snapshot_t *snap[STORE_SHARDS_MAX];
+    ShipTotals tot;
+
+    if (s->mut.propose) /* cluster mode: between two applied entries */
+        sraft_snapshots(&s->raft, snap, &info->seq);
+    else if (mut_snapshots(&s->mut, snap, &info->seq, err, errcap) < 0)
+        return -1;
+    int rc = ship_send_at(s->shard, s->nshards, snap, write, warg, &tot, err,
+                          errcap);
+    for (int i = 0; i < s->nshards; i++)
+        rocksdb_release_snapshot(s->shard[i].db, snap[i]);
+    info->jobs = tot.jobs;
+    info->bytes = tot.bytes;
+    info->frames = tot.frames;
+    return rc;
+}
+
+int
+store_restore_pending(const char *dir, int *nshards, char *err, size_t errcap)
+{
+    char path[4096];
+    unsigned char hdr[SHIP_MAGIC_LEN + 8];
+
+    if (snprintf(path, sizeof path, "%s/%s.part", dir, STORE_RESTORE_FILE) >=
+        (int)sizeof path)
+        return util_fail(err, errcap, "data directory path too long");
+    if (access(path, F_OK) == 0)
+        return util_fail(err, errcap,
+                         "%s holds an unfinished backup (%s): remove the "
+                         "directory and take the backup again",
+                         dir, path);
+    path[strlen(path) - 5] = '\0'; /* STORE_RESTORE_FILE */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) return 0;
+    if (fd < 0) return util_fail(err, errcap, "%s: %s", path, strerror(errno));
+    ssize_t r = read(fd, hdr, sizeof hdr);
+    close(fd);
+    if (r != (ssize_t)sizeof hdr || memcmp(hdr, SHIP_MAGIC, SHIP_MAGIC_LEN))
+        return util_fail(err, errcap, "%s is not a snapshot stream", path);
+    uint32_t n = le_get32(hdr + SHIP_MAGIC_LEN + 4);
+    if (n < 1 || n > STORE_SHARDS_MAX)
+        return util_fail(err, errcap, "%s: %u shards", path, n);
+    *nshards = (int)n;
+    return 1;
+}
+
+/* Syncs the directory path (a rename or an unlink in it). */
+static int
+sync_dir(const char *path, char *err, size_t errcap)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd < 0 || fsync(fd) < 0) {
+        util_fail(err, errcap, "fsync %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+int
+store_restore(Store *s, char *err, size_t errcap)
+{
+    char path[4096], extra;
+
+    if (dir_path(&s->dir, STORE_RESTORE_FILE, path, sizeof path, err, errcap) <
+        0)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return util_fail(err, errcap, "%s: %s", path, strerror(errno));
+    int rc = ship_recv(s->shard, s->nshards, fd, err, errcap);
+    if (rc == 0 && read(fd, &extra, 1) != 0)
+        rc = util_fail(err, errcap, "%s: bytes after the stream's end", path);
+    close(fd);
+    if (rc < 0) return -1;
+    /* the journal's next group must be above every shard's (jgroup): a
+     * replay skips the groups a shard says it holds */
+    for (int i = 0; i < s->nshards; i++)
+        if (s->shard[i].jgroup > s->mut.group)
+            s->mut.group = s->shard[i].jgroup;
+    if (unlink(path) < 0)
+        return util_fail(err, errcap, "unlink %s: %s", path, strerror(errno));
+    return sync_dir(s->cfg.dir, err, errcap);
 }
 
 int

@@ -37,7 +37,9 @@ typedef struct Store Store;
  * in *out, owned by the caller until store_close. */
 int store_open(const StoreConfig *cfg, Store **out, char *err, size_t errcap);
 
-/* Scans every shard's job metadata once (bodies are not read) and calls
+/* Refuses (-1) a shard holding an unfinished restore ("restoring",
+ * store_restore). Then scans every shard's job metadata once (bodies are
+ * not read) and calls
  * cb(ctx, job) for each stored job, in id order within a shard. cb returns 0
  * to go on or -1 to abort (store_recover then fails). *next_id is set to one
  * more than the highest id ever allocated (stored high-water mark or largest
@@ -165,6 +167,52 @@ int store_ship_send(Store *s, int fd, char *err, size_t errcap);
  * Returns 0, or -1 with a message in err (a shard cut short keeps its
  * "restoring" mark: store_raft_applied then says 0). */
 int store_ship_recv(Store *s, int fd, char *err, size_t errcap);
+
+/* ---- backup and restore (PROTOCOL.md 11.7) ---- */
+
+/* The file a backup leaves in a new data directory: the snapshot stream
+ * of store/ship.h, which the first store_restore loads into the shards. */
+#define STORE_RESTORE_FILE "RESTORE"
+
+/* What store_backup_send sent. */
+typedef struct StoreBackupInfo {
+    uint64_t seq;    /* the store's sequence the copy shows */
+    uint64_t jobs;   /* jobs in it */
+    uint64_t bytes;  /* bytes of the stream */
+    uint64_t frames; /* key-value pairs in it */
+} StoreBackupInfo;
+
+/* Any thread, a started store: writes the state of one moment through
+ * write(warg, ...) (a socket's writer with its own timeout, plain or TLS)
+ * as the snapshot stream of store/ship.h. Standalone, the mutation thread
+ * takes every shard's RocksDB snapshot between two of its groups, its
+ * write-behind window written first, so the stream holds every change
+ * published before the call and is the state after one sequence
+ * (info->seq) on every shard; in cluster mode they are taken between two
+ * applied Raft entries (store/raft.h sraft_snapshots; info->seq is the
+ * entry). Memory: one SHIP_IO_BUF buffer. Returns 0 (info filled), or -1
+ * with a message in err (a failed or stopping store, a read or send
+ * error). */
+int store_backup_send(Store *s, StoreWriteFn write, void *warg,
+                      StoreBackupInfo *info, char *err, size_t errcap);
+
+/* Main thread, before store_open: 1 if the data directory dir holds
+ * STORE_RESTORE_FILE (then *nshards is its stream's shard count), 0 if
+ * not, -1 with a message in err (unreadable, not a snapshot stream, or
+ * STORE_RESTORE_FILE ".part" is there: a backup that did not finish must
+ * not start as an empty store). */
+int store_restore_pending(const char *dir, int *nshards, char *err,
+                          size_t errcap);
+
+/* Main thread, after store_open and before store_recover: loads
+ * STORE_RESTORE_FILE into the shards (store/ship.h ship_recv: each shard
+ * marked "restoring" until its end frame's count and CRC matched, then
+ * synced), checks nothing follows the stream, then removes the file
+ * (and syncs the directory). A failure leaves the file: the next start
+ * loads it again. The commit journal's groups are numbered from above
+ * the restored shards' from then on. Returns 0, or -1 with a message in
+ * err. */
+int store_restore(Store *s, char *err, size_t errcap);
 
 /* Stops the mutation thread after it has written (and synced, in any mode)
  * everything handed over, closes the shards and releases the directory

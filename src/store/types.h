@@ -111,6 +111,12 @@ typedef struct StoreIO {
  * from store_flush. */
 typedef int (*StoreProposeFn)(void *arg, const void *entry, size_t len);
 
+/* Where a backup's stream goes (store.h store_backup_send): writes all n
+ * bytes of p, blocking up to its own timeout; returns 0, or -1 with a
+ * message in err (errcap bytes). Called on the sending thread. */
+typedef int (*StoreWriteFn)(void *arg, const void *p, size_t n, char *err,
+                            size_t errcap);
+
 /* Cluster mode: told of each mutation record that a committed entry this
  * node did not propose writes to a shard, in log order (a record a shard
  * already held is not told again): op STORE_REPLAY_*, the job's id and,
