@@ -284,11 +284,12 @@ def make_certs(d, n):
 
 
 def serves(node, timeout=2.0):
-    """Whether node answers a command (stats) within timeout."""
+    """Whether node answers a command (list-tube-used) within timeout; with
+    --auth-file the answer is UNAUTHORIZED, which serves too."""
     try:
         with node.connect(timeout) as s:
             s.settimeout(timeout)
             s.sendall(b"list-tube-used\r\n")
-            return s.recv(64).startswith(b"USING")
+            return s.recv(64).startswith((b"USING", b"UNAUTHORIZED"))
     except OSError:
         return False
