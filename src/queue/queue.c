@@ -687,7 +687,7 @@ void
 queue_persist_barrier(Server *s)
 {
     if (!s->store) return;
-    store_add_delete(s->store, ++s->applied_seq, s->next_id++,
+    store_add_delete(s->store, ++s->applied_seq, QUEUE_BARRIER_ID,
                      STORE_DEL_REWRITTEN | STORE_DEL_NO_BODY);
 }
 

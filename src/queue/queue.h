@@ -156,11 +156,13 @@ void queue_persist_put(Server *s, Job *j);
 void queue_persist_update(Server *s, Job *j);
 void queue_persist_delete(Server *s, Job *j);
 
-/* A mutation record that changes no job: the delete of a fresh id, taken
- * from next_id so that no job ever has it (a plain Delete of a key never
- * written, store/batch.c). A reply appended after it waits for its group
+/* A mutation record that changes no job: the delete of QUEUE_BARRIER_ID,
+ * an id no job is given (ids count up from 1; a plain Delete of a key
+ * never written, store/batch.c; next_id is not touched, so ids stay
+ * beanstalkd's 1, 2, 3...). A reply appended after it waits for its group
  * (in cluster mode, for its Raft entry's commit): the read barrier of a
  * leader that holds no job (server/jobreply.h). No-op without a store. */
+#define QUEUE_BARRIER_ID UINT64_MAX
 void queue_persist_barrier(Server *s);
 
 /* The reader thread could not read j's body for a reply to se: logs it and,
