@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backup.h"
+#include "clusterops.h"
 #include "top.h"
 #include "view.h"
 #include "yaml.h"
@@ -247,6 +248,14 @@ h_backup(Session *s, int argc, char **argv, char *err, size_t errcap)
 }
 
 static int
+h_cluster(Session *s, int argc, char **argv, char *err, size_t errcap)
+{
+    int rc = clusterops_run(s, argc, argv, err, errcap);
+    if (rc == RC_REPLY && err[0]) fprintf(stderr, "rockstalk: %s\n", err);
+    return rc;
+}
+
+static int
 h_help(Session *s, int argc, char **argv, char *err, size_t errcap)
 {
     (void)s;
@@ -275,6 +284,8 @@ static const Helper helpers[] = {
      "TOKEN (-: read it from stdin)", h_hash_token},
     {"backup", 1, 1, "DIR", "copy the server's state of one moment into "
      "the new data directory DIR", h_backup},
+    {"cluster", 1, 2, "status|transfer ID", "the voters as the leader sees "
+     "them; hand the leadership to node ID and wait for it", h_cluster},
     {"help", 0, 0, "", "this list", h_help},
 };
 /* clang-format on */

@@ -149,7 +149,14 @@ static int
 run(const Options *o, int argc, char **argv)
 {
     char err[CLIENT_ERR_LEN] = "";
-    Session s = {.verbose = o->verbose, .yes = o->yes, .used = "default"};
+    Session s = {.verbose = o->verbose,
+                 .yes = o->yes,
+                 .used = "default",
+                 .host = o->host,
+                 .port = o->port,
+                 .unix_path = o->unix_path,
+                 .token = o->token,
+                 .tls = o->tls ? &o->tlsopt : NULL};
     if (argc > 0 && helpers_check(argc, argv, err, sizeof err) < 0) {
         fail(err);
         return RC_FAIL;

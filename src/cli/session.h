@@ -22,6 +22,10 @@ typedef struct Session {
     int interactive; /* REPL: everything to stdout, bodies made readable */
     int yes;         /* clear without asking */
     char used[TUBE_NAME_MAX + 1]; /* tube in use, from the last USING */
+    /* How to connect again (cluster transfer polls on new connections):
+     * main's options, borrowed; unix_path, token and tls may be NULL. */
+    const char *host, *port, *unix_path, *token;
+    const ClientTls *tls;
 } Session;
 
 /* A job body already in memory (the REPL reads it from the next line). */

@@ -403,7 +403,7 @@ hand_over(Node *n)
 
     raftnode_status(n->raft, &st);
     if (st.role != RAFTNODE_LEADER || st.failed) return;
-    raftnode_transfer(n->raft);
+    raftnode_transfer(n->raft, 0);
     do {
         usleep(2000);
         raftnode_status(n->raft, &st);
@@ -644,6 +644,22 @@ unpark(Node *n, const RaftNodeStatus *st)
     n->nparked = k;
 }
 
+/* A serving leader, once the replies of this pass are written (node_step
+ * runs after them): starts the transfer rockstalk-cluster-transfer asked
+ * for (nodeops.c), so its TRANSFERRING leaves before the hand-over can
+ * close the connection. */
+static void
+start_asked_transfer(Node *n)
+{
+    if (!n->transfer_to) return;
+    log_msg(0,
+            "cluster: handing the leadership to node %llu (asked by a "
+            "client)",
+            (unsigned long long)n->transfer_to);
+    raftnode_transfer(n->raft, n->transfer_to);
+    n->transfer_to = 0;
+}
+
 void
 node_step(Server *s)
 {
@@ -679,6 +695,7 @@ node_step(Server *s)
                 (unsigned long long)n->serving_term);
             restart(s);
         }
+        start_asked_transfer(n);
         return;
     }
     if (atomic_load(&n->fetched) != n->fetched_seen && !s->stopping) {

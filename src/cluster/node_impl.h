@@ -41,6 +41,10 @@ struct Node {
      * never drains) */
     _Atomic int serving_seen, foreign;
     int port; /* this node's client port (-p) */
+    /* rockstalk-cluster-transfer asked to hand the leadership to this
+     * voter (nodeops.c); node_step starts it once the reply is written.
+     * 0: none. Loop thread. */
+    uint64_t transfer_to;
     char *const *argv;
     pthread_mutex_t raft_mu; /* orders propose against node_close */
     /* snapshot senders (node_snapshot_serve, ship_main), under ship_mu */

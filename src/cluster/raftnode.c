@@ -189,17 +189,81 @@ on_transferred(struct raft_transfer *req)
     ((RaftNode *)req->data)->transferring = 0;
 }
 
-/* Raft thread: hands leadership to the most up-to-date voter (libraft's
- * raft_transfer with id 0: it catches the target up, then sends it
- * TimeoutNow, so it starts an election at once). Not a leader, or one
- * already transferring: nothing. */
+/* Raft thread: hands leadership to voter id, or with id 0 to the most
+ * up-to-date one (libraft's raft_transfer: it catches the target up, then
+ * sends it TimeoutNow, so it starts an election at once). Not a leader,
+ * one already transferring, or an id libraft refuses: nothing. */
 static void
-start_transfer(RaftNode *n)
+start_transfer(RaftNode *n, uint64_t id)
 {
     if (n->transferring || raft_state(&n->raft) != RAFT_LEADER) return;
     n->transfer.data = n;
-    if (raft_transfer(&n->raft, &n->transfer, 0, on_transferred) == 0)
+    if (raft_transfer(&n->raft, &n->transfer, id, on_transferred) == 0)
         n->transferring = 1;
+}
+
+/* Raft thread, leading: what the leader knows of voter i of libraft's
+ * configuration (vv->id): its match index, and when it last saw the
+ * voter's recent_recv flag set (a reply since the flag was last cleared,
+ * once per election timeout), in *contact. libraft 0.15 only: later
+ * versions keep struct raft_progress private. */
+static void
+voter_progress(RaftNode *n, unsigned i, RaftNodeVoterView *vv, int64_t *contact,
+               int64_t now)
+{
+#ifndef RAFT_VERSION_NUMBER
+    const struct raft_progress *p = &n->raft.leader_state.progress[i];
+    int k = cluster_find(&n->cfg, vv->id);
+
+    if (vv->id == n->cfg.self_id) {
+        vv->match_index = n->raft.last_stored;
+        *contact = now;
+        return;
+    }
+    vv->match_index = p->match_index;
+    if (k < 0) return;
+    if (p->recent_recv) n->contact_ns[k] = now;
+    *contact = n->contact_ns[k];
+#else
+    (void)n, (void)i, (void)vv, (void)contact, (void)now;
+#endif
+}
+
+/* Raft thread, each iteration: publishes the voters' view
+ * (raftnode_view). */
+static void
+publish_view(RaftNode *n)
+{
+    RaftNodeView v;
+    int64_t contact[CLUSTER_MAX_VOTERS] = {0}, now = mono_ns();
+    const struct raft_configuration *conf = &n->raft.configuration;
+
+    memset(&v, 0, sizeof v);
+    v.leader = current_role(n) == RAFTNODE_LEADER;
+    v.term = n->raft.current_term;
+    v.last_index = raft_last_index(&n->raft);
+    v.commit_index = n->raft.commit_index;
+    v.applied = raft_last_applied(&n->raft);
+#ifndef RAFT_VERSION_NUMBER
+    v.progress = v.leader;
+#endif
+    if (v.leader && n->contact_term != v.term) {
+        memset(n->contact_ns, 0, sizeof n->contact_ns);
+        n->contact_term = v.term;
+    }
+    for (unsigned i = 0; i < conf->n && v.n < CLUSTER_MAX_VOTERS; i++) {
+        const struct raft_server *sv = &conf->servers[i];
+        if (sv->role != RAFT_VOTER) continue;
+        RaftNodeVoterView *vv = &v.voters[v.n];
+        vv->id = sv->id;
+        snprintf(vv->addr, sizeof vv->addr, "%s", sv->address);
+        if (v.leader) voter_progress(n, i, vv, &contact[v.n], now);
+        v.n++;
+    }
+    pthread_mutex_lock(&n->view_mu);
+    n->view = v;
+    memcpy(n->view_contact, contact, sizeof contact);
+    pthread_mutex_unlock(&n->view_mu);
 }
 
 static void
@@ -214,6 +278,7 @@ on_wake(uv_async_t *h)
     rn_list_init(&n->queue);
     n->queued_bytes = 0;
     int stopping = n->stopping, transfer = n->transfer_asked;
+    uint64_t transfer_id = n->transfer_id;
     n->transfer_asked = 0;
     pthread_mutex_unlock(&n->mu);
 
@@ -223,7 +288,7 @@ on_wake(uv_async_t *h)
         return;
     }
     rn_submit(n, &l);
-    if (transfer) start_transfer(n);
+    if (transfer) start_transfer(n, transfer_id);
 }
 
 /* Raft thread: libraft 0.15 turns itself off for good (state
@@ -251,6 +316,7 @@ on_check(uv_check_t *h)
     check_unavailable(n);
     rn_check_inflight(n);
     publish(n);
+    publish_view(n);
 }
 
 /* Raft thread: sets up the loop, libraft and the bootstrap. Returns 0 with
@@ -340,6 +406,7 @@ node_open(RaftNode *n, char *err, size_t errcap)
         goto fail_raft;
     }
     publish(n);
+    publish_view(n);
     return 0;
 
 fail_raft:
@@ -378,6 +445,7 @@ node_free(RaftNode *n)
         free(p);
     }
     pthread_mutex_destroy(&n->mu);
+    pthread_mutex_destroy(&n->view_mu);
     pthread_cond_destroy(&n->cv);
     free(n->dir);
     free(n);
@@ -417,6 +485,7 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     rn_list_init(&n->queue);
     rn_list_init(&n->inflight);
     pthread_mutex_init(&n->mu, NULL);
+    pthread_mutex_init(&n->view_mu, NULL);
     pthread_cond_init(&n->cv, NULL);
     if (uv_loop_init(&n->loop) != 0) {
         node_free(n);
@@ -551,15 +620,31 @@ raftnode_queued_bytes(RaftNode *n)
 }
 
 void
-raftnode_transfer(RaftNode *n)
+raftnode_transfer(RaftNode *n, uint64_t id)
 {
     if (!n) return;
     pthread_mutex_lock(&n->mu);
     if (n->wake_open && !n->stopping) {
         n->transfer_asked = 1;
+        n->transfer_id = id;
         uv_async_send(&n->wake);
     }
     pthread_mutex_unlock(&n->mu);
+}
+
+void
+raftnode_view(RaftNode *n, RaftNodeView *out)
+{
+    int64_t now = mono_ns();
+
+    pthread_mutex_lock(&n->view_mu);
+    *out = n->view;
+    for (int i = 0; i < out->n; i++) {
+        int64_t at = n->view_contact[i];
+        out->voters[i].contact_ms =
+            out->progress && at ? (now > at ? (now - at) / 1000000 : 0) : -1;
+    }
+    pthread_mutex_unlock(&n->view_mu);
 }
 
 void

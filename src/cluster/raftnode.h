@@ -200,13 +200,50 @@ const char *raftnode_role_name(int role);
  * RAFTNODE_QUEUE_MAX bounds); a proposer throttles its input by it. */
 size_t raftnode_queued_bytes(RaftNode *n);
 
-/* Any thread: asks the raft thread to hand leadership over to the most
- * up-to-date voter (libraft's raft_transfer, id 0), which then starts an
- * election at once instead of after an election timeout. Nothing happens
- * if this node does not lead; whether it worked shows in raftnode_status
- * (the role leaves RAFTNODE_LEADER). libraft gives up after an election
- * timeout. NULL is fine. */
-void raftnode_transfer(RaftNode *n);
+/* Any thread: asks the raft thread to hand leadership over to voter id
+ * (libraft's raft_transfer), or with id 0 to the most up-to-date voter;
+ * the target is caught up first, then starts an election at once instead
+ * of after an election timeout. Nothing happens if this node does not
+ * lead, if a transfer is already under way (the first one wins) or if
+ * libraft refuses id (not another voter); whether it worked shows in
+ * raftnode_status (the role leaves RAFTNODE_LEADER). libraft gives up
+ * after an election timeout. NULL is fine. */
+void raftnode_transfer(RaftNode *n, uint64_t id);
+
+/* One voter as this node last saw it (RaftNodeView). */
+typedef struct RaftNodeVoterView {
+    uint64_t id;
+    char addr[CLUSTER_ADDR_MAX]; /* its Raft address, from libraft's
+                                    configuration */
+    /* With RaftNodeView.progress (else 0 and -1): */
+    uint64_t match_index; /* highest log index the leader knows stored
+                             there (for the leader itself: its last_stored,
+                             the highest index on its own disk) */
+    int64_t contact_ms;   /* milliseconds since the leader last had a reply
+                             from it (seen as libraft's recent_recv flag);
+                             -1: none since this node leads; 0 for itself */
+} RaftNodeVoterView;
+
+/* What this node knows of the voters (raftnode_view). */
+typedef struct RaftNodeView {
+    int leader;   /* this node led when the view was published; else the
+                     counts below are this node's own, and voters[] holds
+                     ids and addresses only */
+    int progress; /* the leader's per-voter progress is known: libraft 0.15
+                     declares struct raft_progress in raft.h; later
+                     versions (RAFT_VERSION_NUMBER) keep it private */
+    /* this node's term and log: last index, commit index, and libraft's
+     * last applied index (barriers and configuration entries included,
+     * unlike RaftNodeStatus.applied) */
+    uint64_t term, last_index, commit_index, applied;
+    int n; /* voters in libraft's configuration */
+    RaftNodeVoterView voters[CLUSTER_MAX_VOTERS];
+} RaftNodeView;
+
+/* Any thread: the view the raft thread published last (at each of its
+ * loop iterations, so it is as old as the latest Raft message at most).
+ * Copied under a mutex. */
+void raftnode_view(RaftNode *n, RaftNodeView *out);
 
 /* Stops the node: fails what is queued (lost REFUSED) and in flight (lost
  * UNKNOWN), closes libraft and joins the thread; frees everything. No

@@ -50,9 +50,10 @@ struct RaftNode {
     PropList queue; /* proposed, not yet taken by the raft thread */
     size_t queued_bytes;
     uint64_t next_seq;
-    int stopping;       /* raftnode_stop asked */
-    int wake_open;      /* the raft thread may be woken through wake */
-    int transfer_asked; /* raftnode_transfer asked, not yet started */
+    int stopping;         /* raftnode_stop asked */
+    int wake_open;        /* the raft thread may be woken through wake */
+    int transfer_asked;   /* raftnode_transfer asked, not yet started */
+    uint64_t transfer_id; /* ... to this voter (0: any) */
 
     /* published: written by the raft thread, read by any */
     _Atomic int role;
@@ -66,6 +67,12 @@ struct RaftNode {
     _Atomic int64_t lease_wanted;
     _Atomic uint64_t peer_refused; /* peer_refused(), as published */
     char fail_msg[ERR_MAX];        /* written once before failed is set */
+    /* the view (raftnode_view), written by the raft thread each iteration
+     * (publish_view), under view_mu */
+    pthread_mutex_t view_mu;
+    RaftNodeView view;
+    int64_t view_contact[CLUSTER_MAX_VOTERS]; /* contact_ns of view.voters[]
+                                                 (raftnode_view ages it) */
 
     /* raft thread only */
     uv_loop_t loop;
@@ -90,6 +97,10 @@ struct RaftNode {
     struct raft_transfer transfer; /* in use while transferring */
     int transferring;
     int closing;
+    /* CLOCK_MONOTONIC ns when this leader last saw each voter's
+     * recent_recv set (0: not in view_term), by index in cfg.voters */
+    int64_t contact_ns[CLUSTER_MAX_VOTERS];
+    uint64_t contact_term; /* the term contact_ns belongs to */
 };
 
 /* Proposal lists (raftfsm.c): rn_list_init empties l, rn_list_push appends

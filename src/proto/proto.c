@@ -62,11 +62,13 @@ static const Verb verbs[] = {
     V("list-tubes", OP_LIST_TUBES),
     V("quit", OP_QUIT),
     V("pause-tube", OP_PAUSE_TUBE),
-    V("list-jobs ", OP_LIST_JOBS),        /* extension */
-    V("clear-tube ", OP_CLEAR_TUBE),      /* extension */
-    V("put-unique ", OP_PUT_UNIQUE),      /* extension */
-    V("rockstalk-snapshot", OP_SNAPSHOT), /* cluster mode */
-    V("rockstalk-backup", OP_BACKUP),     /* standalone */
+    V("list-jobs ", OP_LIST_JOBS),                         /* extension */
+    V("clear-tube ", OP_CLEAR_TUBE),                       /* extension */
+    V("put-unique ", OP_PUT_UNIQUE),                       /* extension */
+    V("rockstalk-snapshot", OP_SNAPSHOT),                  /* cluster mode */
+    V("rockstalk-backup", OP_BACKUP),                      /* standalone */
+    V("rockstalk-cluster-status", OP_CLUSTER_STATUS),      /* cluster mode */
+    V("rockstalk-cluster-transfer ", OP_CLUSTER_TRANSFER), /* cluster mode */
 };
 
 static const char *const op_names[OP_COUNT] = {
@@ -102,6 +104,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_PUT_UNIQUE] = "put-unique",
     [OP_SNAPSHOT] = "rockstalk-snapshot",
     [OP_BACKUP] = "rockstalk-backup",
+    [OP_CLUSTER_STATUS] = "rockstalk-cluster-status",
+    [OP_CLUSTER_TRANSFER] = "rockstalk-cluster-transfer",
 };
 
 const char *
@@ -363,6 +367,7 @@ parse_args(Cmd *cmd, Cur c, int bare)
     case OP_KICK_JOB:
     case OP_TOUCH:
     case OP_STATS_JOB:
+    case OP_CLUSTER_TRANSFER:
         return parse_id(cmd, c);
     case OP_QUIT:
         return ok(cmd);

@@ -43,8 +43,10 @@ typedef enum Op {
     OP_LIST_JOBS,
     OP_CLEAR_TUBE,
     OP_PUT_UNIQUE,
-    OP_SNAPSHOT, /* rockstalk-snapshot: cluster mode, node.h */
-    OP_BACKUP,   /* rockstalk-backup: server/backup.h */
+    OP_SNAPSHOT,         /* rockstalk-snapshot: cluster mode, node.h */
+    OP_BACKUP,           /* rockstalk-backup: server/backup.h */
+    OP_CLUSTER_STATUS,   /* rockstalk-cluster-status: cluster/nodeops.h */
+    OP_CLUSTER_TRANSFER, /* rockstalk-cluster-transfer <id>: nodeops.h */
     OP_COUNT
 } Op;
 
@@ -73,7 +75,8 @@ typedef struct Cmd {
     uint32_t ttr;       /* seconds as sent: put (0 is raised to 1 later) */
     uint32_t body_size; /* put: bytes, without CRLF */
     uint64_t id;        /* peek, reserve-job, delete, release, bury,
-                           kick-job, touch, stats-job */
+                           kick-job, touch, stats-job; the node id of
+                           rockstalk-cluster-transfer */
     int32_t timeout;    /* reserve-with-timeout: seconds; < 0 waits forever */
     uint32_t count;     /* kick; reserve-batch, list-jobs: 1..1000 */
     int state;          /* list-jobs: LIST_* */

@@ -246,6 +246,7 @@ access_denied(Conn *c, const Cmd *cmd)
         return c->se.watch.len == 0;
     case OP_STATS:
     case OP_LIST_TUBES:
+    case OP_CLUSTER_STATUS: /* inspect on some tube, as stats */
         return !(any & AUTH_INSPECT);
     case OP_STATS_TUBE:
     case OP_LIST_JOBS:
@@ -254,7 +255,8 @@ access_denied(Conn *c, const Cmd *cmd)
     case OP_CLEAR_TUBE:
         return name_denied(c, cmd, AUTH_ADMIN);
     case OP_SNAPSHOT:
-    case OP_BACKUP: /* the whole state: bare admin */
+    case OP_BACKUP:           /* the whole state: bare admin */
+    case OP_CLUSTER_TRANSFER: /* the whole cluster: bare admin */
         return !c->user || !c->user->superuser;
     case OP_LIST_TUBE_USED:
     case OP_LIST_TUBES_WATCHED:

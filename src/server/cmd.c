@@ -7,6 +7,7 @@
 
 #include "base/common.h"
 #include "cluster/node.h"
+#include "cluster/nodeops.h"
 #include "proto/proto.h"
 #include "queue/queue.h"
 #include "server/access.h"
@@ -494,6 +495,10 @@ cmd_run(Conn *c, const Cmd *cmd)
         return node_snapshot_serve(c);
     case OP_BACKUP:
         return backup_serve(c);
+    case OP_CLUSTER_STATUS:
+        return nodeops_status(c);
+    case OP_CLUSTER_TRANSFER:
+        return nodeops_transfer(c, cmd->id);
     default: /* stats, stats-job, stats-tube, list-tubes(-watched) */
         return cmd_stats(c, cmd);
     }

@@ -136,13 +136,41 @@ test_names(void **state)
     assert_false(c.counted);
 }
 
+/* The cluster's operator commands (PROTOCOL.md 15.8). */
+static void
+test_cluster_ops(void **state)
+{
+    (void)state;
+    Cmd c;
+    assert_int_equal(parse("rockstalk-cluster-status", &c), PARSE_OK);
+    assert_int_equal(c.op, OP_CLUSTER_STATUS);
+    assert_true(c.counted);
+    assert_int_equal(parse("rockstalk-cluster-status 1", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("rockstalk-cluster-transfer 3", &c), PARSE_OK);
+    assert_int_equal(c.op, OP_CLUSTER_TRANSFER);
+    assert_int_equal(c.id, 3);
+    assert_int_equal(parse("rockstalk-cluster-transfer 0", &c), PARSE_OK);
+    assert_int_equal(c.id, 0);
+    assert_int_equal(parse("rockstalk-cluster-transfer x", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("rockstalk-cluster-transfer 3 4", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(
+        parse("rockstalk-cluster-transfer 18446744073709551616", &c),
+        PARSE_BAD_FORMAT);
+    assert_int_equal(parse("rockstalk-cluster-transfer", &c),
+                     PARSE_UNKNOWN_COMMAND);
+    assert_string_equal(proto_op_name(OP_CLUSTER_TRANSFER),
+                        "rockstalk-cluster-transfer");
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put),   cmocka_unit_test(test_matching),
         cmocka_unit_test(test_ids),   cmocka_unit_test(test_loose_numbers),
-        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_names), cmocka_unit_test(test_cluster_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
