@@ -13,7 +13,6 @@
 #include "http/json.h"
 #include "queue/queue.h"
 #include "server/access.h"
-#include "server/httpdocs.h"
 #include "server/jobreply.h"
 
 /* A request whose answer waits (for the store, a body, the delay). */
