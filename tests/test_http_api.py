@@ -149,7 +149,11 @@ def test_job_and_body(api):
         == "INSERTED"
     assert c.word("put 8 0 30 256", raw) == "INSERTED"
     assert c.word("put 9 0 30 0", b"") == "INSERTED"
+    wait_for(lambda: yaml_map(c.cmd("stats")[1])[
+        "rockstalk-body-cache-bytes"] == "0", what="the bodies on disk only")
     j = ok(hp, "jobs/1")
+    # read back from disk, as a peek's would be
+    assert yaml_map(c.cmd("stats")[1])["rockstalk-body-cache-misses"] == "1"
     ln, st = c.cmd("stats-job 1")
     for k, v in yaml_map(st).items():
         if k not in ("age", "time-left"):

@@ -7,8 +7,9 @@
  *   GET /metrics         the Prometheus text
  *   GET /api/v1/stats, /api/v1/tubes, /api/v1/tubes/NAME, /api/v1/cluster
  *                        JSON documents
- *   any other /api/v1/ path (GET, HEAD, POST, DELETE)
- *                        a request for the loop (HttpdReq)
+ *   /api/v1/tubes/NAME/{jobs,kick,pause}, /api/v1/jobs/...
+ *                        (GET, HEAD, POST, DELETE) a request for the
+ *                        loop (HttpdReq)
  *
  * and nothing else (404; another method: 405). The loop thread renders
  * every document (server/httpdocs.h) and publishes them together

@@ -440,16 +440,15 @@ tube_action(Server *s, const HttpdReq *r, Tube *t, int kick, const AuthUser *u,
     if (arg_u64(r, HTTPD_ARG_SECONDS, 0, UINT32_MAX, &v, a,
                 "seconds: 0 to 4294967295") < 0)
         return;
-    s->op_ct[OP_PAUSE_TUBE]++;
     queue_pause(s, t, (uint32_t)v);
     log_msg(0, "http: %s paused tube %s for %llu s", who(u), t->name,
             (unsigned long long)v);
     done(a, "seconds", v);
 }
 
-/* POST jobs/ID/priority: a ready or delayed job moves in its heap; a
- * buried one keeps its place (kicks take the oldest); a reserved one is
- * its holder's (409). */
+/* POST jobs/ID/priority: a ready job moves in its heap; a delayed or
+ * buried one keeps its place (due time, bury order); a reserved one is its
+ * holder's (409). */
 static void
 set_priority(Server *s, const HttpdReq *r, Job *j, const AuthUser *u, Ans *a)
 {
@@ -463,17 +462,15 @@ set_priority(Server *s, const HttpdReq *r, Job *j, const AuthUser *u, Ans *a)
         return error(a, 409,
                      "the job is reserved: its holder sets its "
                      "priority (release, bury)");
-    uint8_t st = j->state;
-    int64_t due = j->deadline;
-    queue_detach(s, j, NULL);
-    j->pri = (uint32_t)pri;
-    queue_persist_update(s, j);
-    if (st == JOB_READY)
+    if (j->state == JOB_READY) { /* its place in the ready heap moves */
+        queue_detach(s, j, NULL);
+        j->pri = (uint32_t)pri;
+        queue_persist_update(s, j);
         queue_make_ready(s, j);
-    else if (st == JOB_DELAYED)
-        queue_make_delayed(s, j, due);
-    else
-        queue_make_buried(s, j);
+    } else { /* delayed and buried heaps do not order by priority */
+        j->pri = (uint32_t)pri;
+        queue_persist_update(s, j);
+    }
     log_msg(0, "http: %s set the priority of job %llu to %llu", who(u),
             (unsigned long long)j->id, (unsigned long long)pri);
     done(a, "pri", pri);
