@@ -325,6 +325,7 @@ def test_auth(rockstalkd, tmp_path):
     assert "http: tadm deleted job 1" in log
     assert "http: root set the priority of job 1" in log
     assert not any(t in log for t in TOKENS.values())
+    c.close()  # (the server's stop would linger for it)
 
 
 def test_queue_bound(api, monkeypatch):

@@ -458,7 +458,11 @@ send_answer(Httpd *h, struct MHD_Connection *conn, Box *b)
         return serve_doc(h, conn, R_TUBE, p->kind,
                          b->pub.path + strlen("tubes/"));
     if (p->status == 0) return serve_doc(h, conn, p->route, p->kind, NULL);
-    if (!p->body) return send_json(conn, p->status, "{}");
+    if (!p->body)
+        return send_json(conn, p->status,
+                         p->status == MHD_HTTP_SERVICE_UNAVAILABLE
+                             ? "{\"error\":\"stopping\"}"
+                             : "{\"error\":\"internal error\"}");
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(p->len, p->body, MHD_RESPMEM_MUST_FREE);
     if (resp) p->body = NULL; /* the response frees it */
