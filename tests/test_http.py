@@ -303,6 +303,13 @@ def test_cluster(tmp_path):
             _, r = get_json(c.node(nid).metrics_port, "/readyz")
             assert r["status"] == ("serving" if nid == lead
                                    else "relaying to the leader")
+        # the API's requests: a follower does not serve them (503 naming
+        # the leader); the leader does
+        for nd in c.nodes:
+            st, _, body = get(nd.metrics_port, "/api/v1/jobs/1/kick",
+                              method="POST")
+            want = (404, None) if nd.id == lead else (503, lead)
+            assert (st, json.loads(body).get("leader")) == want, body
         # alone, the last node knows no leader: not ready
         last = next(nd for nd in c.nodes if nd.id != lead)
         for nd in c.nodes:

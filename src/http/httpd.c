@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define API "/api/v1/"
 #define JSON_TYPE "application/json"
@@ -27,13 +28,46 @@ struct HttpdDocs {
     size_t nlen, ncap;
 };
 
+/* What a path names. */
+typedef enum Route {
+    R_NONE,
+    R_HEALTHZ,
+    R_READYZ,
+    R_DOC,  /* a whole document: kind */
+    R_TUBE, /* /api/v1/tubes/NAME: name */
+    R_LOOP  /* tubes/NAME/{jobs,kick,pause}, jobs/...: the loop answers */
+} Route;
+
+/* The HTTP thread's side of a request handed to the loop. */
+struct HttpdReqPriv {
+    struct MHD_Connection *conn;
+    struct Box *next; /* in Httpd's queue */
+    Route route;      /* R_DOC, R_TUBE (an auth check) or R_LOOP */
+    HttpdDocKind kind;
+    int answered; /* set by httpd_answer, under Httpd.mu */
+    unsigned status;
+    char *body; /* malloc'd JSON, or NULL */
+    size_t len;
+};
+
+typedef struct Box {
+    HttpdReq pub;
+    struct HttpdReqPriv priv;
+} Box;
+
 struct Httpd {
     struct MHD_Daemon *daemon;
-    pthread_mutex_t mu; /* guards cur (the pointer; a set is immutable) */
+    pthread_mutex_t mu; /* guards cur (the pointer; a set is immutable),
+                           the queue and the answers */
     HttpdDocs *cur;     /* NULL until the first publish */
     atomic_int ready;
     _Atomic(const char *) status;
-    int api_closed;
+    int api_auth;
+    void (*notify)(void *);
+    void *notify_arg;
+    Box *qhead, *qtail; /* queued for the loop, oldest first */
+    size_t inflight;    /* queued or taken, not answered */
+    int closed;         /* stopping: no more requests queue */
 };
 
 /* ---- document sets ---- */
@@ -145,21 +179,28 @@ docs_get(Httpd *h)
 /* ---- answers ---- */
 
 static enum MHD_Result
-send_response(struct MHD_Connection *conn, unsigned status,
-              struct MHD_Response *r, const char *type)
+send_response_allow(struct MHD_Connection *conn, unsigned status,
+                    struct MHD_Response *r, const char *type, const char *allow)
 {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, "Allow", "GET, HEAD");
+        MHD_add_response_header(r, "Allow", allow ? allow : "GET, HEAD");
     if (status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(r, "WWW-Authenticate",
                                 "Bearer realm=\"rockstalk\"");
     enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result
+send_response(struct MHD_Connection *conn, unsigned status,
+              struct MHD_Response *r, const char *type)
+{
+    return send_response_allow(conn, status, r, type, NULL);
 }
 
 /* A JSON body made here (copied). */
@@ -216,14 +257,19 @@ send_tube(struct MHD_Connection *conn, HttpdDocs *d, const char *name)
     return send_json(conn, MHD_HTTP_NOT_FOUND, "{\"error\":\"no such tube\"}");
 }
 
-/* What a path names. */
-typedef enum Route {
-    R_NONE,
-    R_HEALTHZ,
-    R_READYZ,
-    R_DOC, /* a whole document: *kind */
-    R_TUBE /* /api/v1/tubes/NAME: *name */
-} Route;
+/* Nonzero when the tube path rest ("tubes/...") names a tube's sub-resource
+ * (.../jobs, .../kick, .../pause), which the loop answers. */
+static int
+tube_sub(const char *rest)
+{
+    static const char *const subs[] = {"/jobs", "/kick", "/pause"};
+    size_t n = strlen(rest);
+    for (size_t i = 0; i < 3; i++) {
+        size_t k = strlen(subs[i]);
+        if (n > k && strcmp(rest + n - k, subs[i]) == 0) return 1;
+    }
+    return 0;
+}
 
 static Route
 route(const char *url, HttpdDocKind *kind, const char **name)
@@ -243,24 +289,23 @@ route(const char *url, HttpdDocKind *kind, const char **name)
             return R_DOC;
         }
     if (strncmp(url, API "tubes/", strlen(API "tubes/")) == 0 &&
-        url[strlen(API "tubes/")]) {
+        url[strlen(API "tubes/")] && !tube_sub(url + strlen(API "tubes/"))) {
         *name = url + strlen(API "tubes/");
         return R_TUBE;
     }
+    if ((strncmp(url, API "tubes/", strlen(API "tubes/")) == 0 &&
+         url[strlen(API "tubes/")]) ||
+        (strncmp(url, API "jobs/", strlen(API "jobs/")) == 0 &&
+         url[strlen(API "jobs/")]))
+        return R_LOOP;
     return R_NONE;
 }
 
+/* The published document r names (R_DOC: kind; R_TUBE: name). */
 static enum MHD_Result
-serve(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
-      const char *name)
+serve_doc(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
+          const char *name)
 {
-    if (r == R_HEALTHZ)
-        return send_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}");
-    if (r == R_READYZ) return send_readyz(h, conn);
-    if (h->api_closed && (r == R_TUBE || kind != HTTPD_DOC_METRICS))
-        return send_json(conn, MHD_HTTP_UNAUTHORIZED,
-                         "{\"error\":\"the API has no authentication yet: "
-                         "closed while --auth-file is set\"}");
     HttpdDocs *d = docs_get(h);
     if (!d || (r == R_DOC && !d->doc[kind])) {
         if (d) docs_unref(d);
@@ -274,6 +319,183 @@ serve(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
                         : JSON_TYPE);
 }
 
+/* ---- requests for the loop ---- */
+
+static void
+completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+          enum MHD_RequestTerminationCode toe)
+{
+    Box *b = *req_cls;
+    (void)cls, (void)conn, (void)toe;
+    if (!b) return;
+    free(b->priv.body);
+    free(b);
+    *req_cls = NULL;
+}
+
+/* Copies the query argument key into b (0), or -1 when it is too long. */
+static int
+copy_arg(struct MHD_Connection *conn, Box *b, HttpdArg a, const char *key)
+{
+    const char *v =
+        MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+    if (!v) return 0;
+    if (strlen(v) > HTTPD_ARG_MAX) return -1;
+    strcpy(b->pub.arg[a], v);
+    b->pub.has_arg[a] = 1;
+    return 0;
+}
+
+/* The bearer token of the Authorization header into b. */
+static void
+copy_token(struct MHD_Connection *conn, Box *b)
+{
+    const char *v =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!v) return;
+    b->pub.auth = 1;
+    if (strncasecmp(v, "Bearer ", 7) != 0) return;
+    v += 7;
+    while (*v == ' ')
+        v++;
+    if (strlen(v) <= HTTPD_TOKEN_MAX) strcpy(b->pub.token, v);
+}
+
+/* A new request for the loop, or NULL with *status and *msg saying why. */
+static Box *
+box_new(struct MHD_Connection *conn, const char *url, const char *method,
+        Route r, HttpdDocKind kind, const char **msg)
+{
+    static const char *const keys[HTTPD_ARG_COUNT] = {
+        "state", "after", "limit", "n", "seconds", "pri"};
+    const char *rest = url + strlen(API);
+    if (strlen(rest) > HTTPD_PATH_MAX) {
+        *msg = "{\"error\":\"path too long\"}";
+        return NULL;
+    }
+    Box *b = calloc(1, sizeof *b);
+    if (!b) {
+        *msg = "{\"error\":\"out of memory\"}";
+        return NULL;
+    }
+    strcpy(b->pub.path, rest);
+    b->pub.method = strcmp(method, "POST") == 0     ? HTTPD_POST
+                    : strcmp(method, "DELETE") == 0 ? HTTPD_DELETE
+                                                    : HTTPD_GET;
+    b->pub.doc = r != R_LOOP;
+    b->pub.priv = &b->priv;
+    b->priv.conn = conn;
+    b->priv.route = r;
+    b->priv.kind = kind;
+    for (int a = 0; a < HTTPD_ARG_COUNT; a++)
+        if (copy_arg(conn, b, (HttpdArg)a, keys[a]) < 0) {
+            free(b);
+            *msg = "{\"error\":\"query argument too long\"}";
+            return NULL;
+        }
+    copy_token(conn, b);
+    return b;
+}
+
+/* Suspends conn and queues b for the loop: 0, or -1 when the queue is
+ * full or the server stops (b is not queued). */
+static int
+enqueue(Httpd *h, Box *b)
+{
+    pthread_mutex_lock(&h->mu);
+    if (h->closed || h->inflight >= HTTPD_QUEUE_MAX) {
+        pthread_mutex_unlock(&h->mu);
+        return -1;
+    }
+    MHD_suspend_connection(b->priv.conn); /* before the loop can answer */
+    h->inflight++;
+    if (h->qtail)
+        h->qtail->priv.next = b;
+    else
+        h->qhead = b;
+    h->qtail = b;
+    pthread_mutex_unlock(&h->mu);
+    h->notify(h->notify_arg);
+    return 0;
+}
+
+size_t
+httpd_take(Httpd *h, HttpdReq **out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&h->mu);
+    while (n < max && h->qhead) {
+        Box *b = h->qhead;
+        h->qhead = b->priv.next;
+        if (!h->qhead) h->qtail = NULL;
+        b->priv.next = NULL;
+        out[n++] = &b->pub;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+void
+httpd_answer(Httpd *h, HttpdReq *r, unsigned status, char *body, size_t len)
+{
+    struct HttpdReqPriv *p = r->priv;
+    pthread_mutex_lock(&h->mu);
+    p->status = status;
+    p->body = body;
+    p->len = len;
+    p->answered = 1;
+    h->inflight--;
+    MHD_resume_connection(p->conn); /* r may be freed from here on */
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* The loop's answer to b. */
+static enum MHD_Result
+send_answer(Httpd *h, struct MHD_Connection *conn, Box *b)
+{
+    struct HttpdReqPriv *p = &b->priv;
+    if (p->status == 0 && p->route == R_TUBE)
+        return serve_doc(h, conn, R_TUBE, p->kind,
+                         b->pub.path + strlen("tubes/"));
+    if (p->status == 0) return serve_doc(h, conn, p->route, p->kind, NULL);
+    if (!p->body)
+        return send_json(conn, p->status,
+                         p->status == MHD_HTTP_SERVICE_UNAVAILABLE
+                             ? "{\"error\":\"stopping\"}"
+                             : "{\"error\":\"internal error\"}");
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(p->len, p->body, MHD_RESPMEM_MUST_FREE);
+    if (resp) p->body = NULL; /* the response frees it */
+    return send_response_allow(conn, p->status, resp, JSON_TYPE,
+                               p->status == MHD_HTTP_METHOD_NOT_ALLOWED
+                                   ? "GET, HEAD, POST, DELETE"
+                                   : NULL);
+}
+
+/* Hands the request to the loop (the connection waits, suspended). */
+static enum MHD_Result
+to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
+        const char *method, Route r, HttpdDocKind kind, void **req_cls)
+{
+    const char *msg = NULL;
+    Box *b = box_new(conn, url, method, r, kind, &msg);
+    if (!b) return send_json(conn, MHD_HTTP_BAD_REQUEST, msg);
+    if (enqueue(h, b) < 0) {
+        free(b);
+        return send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+                         "{\"error\":\"busy: too many requests in "
+                         "flight\"}");
+    }
+    *req_cls = b;
+    return MHD_YES;
+}
+
+static int
+is_get(const char *method)
+{
+    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+}
+
 static enum MHD_Result
 handle(void *cls, struct MHD_Connection *conn, const char *url,
        const char *method, const char *version, const char *upload_data,
@@ -282,14 +504,35 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
     Httpd *h = cls;
     HttpdDocKind kind = HTTPD_DOC_METRICS;
     const char *name = NULL;
-    (void)version, (void)upload_data, (void)upload_data_size, (void)req_cls;
+    (void)version, (void)upload_data;
+    if (*req_cls) { /* resumed, or a body arriving: ignored */
+        Box *b = *req_cls;
+        if (*upload_data_size) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return b->priv.answered ? send_answer(h, conn, b) : MHD_YES;
+    }
     Route r = route(url, &kind, &name);
     if (r == R_NONE)
         return send_json(conn, MHD_HTTP_NOT_FOUND, "{\"error\":\"not found\"}");
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return send_json(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-                         "{\"error\":\"method not allowed\"}");
-    return serve(h, conn, r, kind, name);
+    if (r == R_LOOP && (is_get(method) || strcmp(method, "POST") == 0 ||
+                        strcmp(method, "DELETE") == 0))
+        return to_loop(h, conn, url, method, r, kind, req_cls);
+    if (!is_get(method))
+        return send_response_allow(
+            conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+            MHD_create_response_from_buffer(
+                strlen("{\"error\":\"method not allowed\"}"),
+                (void *)"{\"error\":\"method not allowed\"}",
+                MHD_RESPMEM_PERSISTENT),
+            JSON_TYPE, r == R_LOOP ? "GET, HEAD, POST, DELETE" : NULL);
+    if (r == R_HEALTHZ)
+        return send_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}");
+    if (r == R_READYZ) return send_readyz(h, conn);
+    if (h->api_auth && (r == R_TUBE || kind != HTTPD_DOC_METRICS))
+        return to_loop(h, conn, url, method, r, kind, req_cls);
+    return serve_doc(h, conn, r, kind, name);
 }
 
 /* ---- start and stop ---- */
@@ -346,12 +589,16 @@ httpd_start(const HttpdConfig *cfg, Httpd **out, char *err, size_t errcap)
     pthread_mutex_init(&h->mu, NULL);
     atomic_init(&h->ready, 0);
     atomic_init(&h->status, "recovering");
-    h->api_closed = cfg->api_closed;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+    h->api_auth = cfg->api_auth;
+    h->notify = cfg->notify;
+    h->notify_arg = cfg->notify_arg;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                     MHD_ALLOW_SUSPEND_RESUME;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     h->daemon = MHD_start_daemon(
         flags, port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, 64U,
+        (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, 128U,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
         MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errcap, "cannot serve HTTP on %s (%s)", cfg->addr,
@@ -367,6 +614,12 @@ httpd_start(const HttpdConfig *cfg, Httpd **out, char *err, size_t errcap)
 void
 httpd_stop(Httpd *h)
 {
+    HttpdReq *r;
+    pthread_mutex_lock(&h->mu);
+    h->closed = 1;
+    pthread_mutex_unlock(&h->mu);
+    while (httpd_take(h, &r, 1))
+        httpd_answer(h, r, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, 0);
     MHD_stop_daemon(h->daemon); /* answers in flight hold their sets */
     if (h->cur) docs_unref(h->cur);
     pthread_mutex_destroy(&h->mu);

@@ -7,18 +7,28 @@
  *   GET /metrics         the Prometheus text
  *   GET /api/v1/stats, /api/v1/tubes, /api/v1/tubes/NAME, /api/v1/cluster
  *                        JSON documents
+ *   /api/v1/tubes/NAME/{jobs,kick,pause}, /api/v1/jobs/...
+ *                        (GET, HEAD, POST, DELETE) a request for the
+ *                        loop (HttpdReq)
  *
- * and nothing else (404; a method other than GET or HEAD: 405). The loop
- * thread renders every document (server/httpdocs.h) and publishes them
- * together (httpd_publish) once a second; the HTTP thread serves the
- * latest set and never touches queue state. protocol/PROTOCOL.md section
- * 18 describes the endpoints. Every answer carries Cache-Control: no-store
- * and X-Content-Type-Options: nosniff; errors are JSON objects
+ * and nothing else (404; another method: 405). The loop thread renders
+ * every document (server/httpdocs.h) and publishes them together
+ * (httpd_publish) once a second; the HTTP thread serves the latest set and
+ * never touches queue state. What the documents cannot answer (a tube's
+ * jobs, a job, the actions; with an auth file, every /api/v1/ path) the
+ * HTTP thread hands to the loop as an HttpdReq: it suspends the
+ * connection, queues the request (at most HTTPD_QUEUE_MAX in flight, the
+ * rest 503 at once) and calls the config's notify; the loop takes them
+ * (httpd_take) and answers each (httpd_answer), which resumes the
+ * connection. The loop never waits for the HTTP thread. protocol/PROTOCOL.md
+ * section 18 describes the endpoints. Every answer carries Cache-Control:
+ * no-store and X-Content-Type-Options: nosniff; errors are JSON objects
  * {"error": TEXT}. */
 #ifndef ROCKSTALK_HTTPD_H
 #define ROCKSTALK_HTTPD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct Httpd Httpd;
 
@@ -34,15 +44,57 @@ typedef enum HttpdDocKind {
 /* A set of documents being built by the loop, then published. */
 typedef struct HttpdDocs HttpdDocs;
 
+/* Requests handed to the loop and not answered yet, at most; beyond it a
+ * request is answered 503 at once. */
+#define HTTPD_QUEUE_MAX 64
+/* Bytes of a request's path (after /api/v1/), of a query argument's value
+ * and of a bearer token, at most (longer: 400, or 401 for a token). */
+#define HTTPD_PATH_MAX 256
+#define HTTPD_ARG_MAX 32
+#define HTTPD_TOKEN_MAX 256
+
+/* Request methods the loop sees. */
+typedef enum HttpdMethod { HTTPD_GET, HTTPD_POST, HTTPD_DELETE } HttpdMethod;
+
+/* The query arguments a request may carry (others are ignored). */
+typedef enum HttpdArg {
+    HTTPD_ARG_STATE,
+    HTTPD_ARG_AFTER,
+    HTTPD_ARG_LIMIT,
+    HTTPD_ARG_N,
+    HTTPD_ARG_SECONDS,
+    HTTPD_ARG_PRI,
+    HTTPD_ARG_COUNT
+} HttpdArg;
+
+/* A request handed to the loop. The HTTP thread owns it; the loop reads
+ * these fields between httpd_take and httpd_answer, and must answer every
+ * request it took. */
+typedef struct HttpdReq {
+    HttpdMethod method; /* HEAD is given as GET */
+    int doc;            /* 1: a published document's path (stats, tubes,
+                           tubes/NAME, cluster) sent only for its auth
+                           check: answer status 0 to have it served */
+    char path[HTTPD_PATH_MAX + 1]; /* after "/api/v1/", decoded */
+    char arg[HTTPD_ARG_COUNT][HTTPD_ARG_MAX + 1];
+    uint8_t has_arg[HTTPD_ARG_COUNT];
+    int auth;                        /* 1: an Authorization header came */
+    char token[HTTPD_TOKEN_MAX + 1]; /* its bearer token ("" if none or
+                                        malformed); never log it */
+    struct HttpdReqPriv *priv;       /* the HTTP thread's */
+} HttpdReq;
+
 /* How the server is started. */
 typedef struct HttpdConfig {
-    const char *addr; /* "HOST:PORT", ":PORT" or "PORT"; HOST an IPv4
-                         literal, "[IPv6]" or "localhost"; no HOST:
-                         127.0.0.1 (loopback unless told otherwise) */
-    const char *opt;  /* the flag that gave it, for messages */
-    int api_closed;   /* 1: /api/v1/ answers 401 to every request (an
-                         --auth-file is set and the API has no
-                         authentication yet: it fails closed) */
+    const char *addr;          /* "HOST:PORT", ":PORT" or "PORT"; HOST an IPv4
+                                  literal, "[IPv6]" or "localhost"; no HOST:
+                                  127.0.0.1 (loopback unless told otherwise) */
+    const char *opt;           /* the flag that gave it, for messages */
+    int api_auth;              /* 1: every /api/v1/ request goes to the loop
+                                  first (an --auth-file is set) */
+    void (*notify)(void *arg); /* any thread: requests wait (wake the
+                                  loop: ev_async_send) */
+    void *notify_arg;
 } HttpdConfig;
 
 /* Starts the HTTP thread. Until the first httpd_set_ready it reports
@@ -78,7 +130,18 @@ void httpd_publish(Httpd *h, HttpdDocs *d);
 /* Frees a set not published. */
 void httpd_docs_free(HttpdDocs *d);
 
-/* Stops the HTTP thread and frees h. */
+/* Loop thread: takes up to max queued requests into out, oldest first;
+ * returns how many. */
+size_t httpd_take(Httpd *h, HttpdReq **out, size_t max);
+
+/* Loop thread: answers r (taken) with HTTP status and body (malloc'd JSON,
+ * len bytes; taken, NULL for none) and resumes its connection; r must not
+ * be touched afterwards. status 0 (r->doc only): serve the document. */
+void httpd_answer(Httpd *h, HttpdReq *r, unsigned status, char *body,
+                  size_t len);
+
+/* Stops the HTTP thread and frees h; requests still queued are answered
+ * 503 first (the loop must have answered those it took). */
 void httpd_stop(Httpd *h);
 
 #endif

@@ -119,15 +119,16 @@ typedef struct Server {
     int64_t ack_spin_since;  /* monotonic ns the current spin began, 0: none
                                 since the store last caught up */
     ev_signal sigterm_w, sigint_w, sigusr1_w, sighup_w;
-    ev_timer stop_w;    /* bounds the shutdown's wait for replies */
-    int stopping;       /* 1: SIGTERM/SIGINT taken, no new commands;
-                           2: every reply written, lingering until the
-                           clients close (see server_run) */
-    ev_timer http_w;    /* renders and publishes the HTTP documents
-                           each second (server/httpdocs.h) */
-    struct Httpd *http; /* NULL unless --http (or --metrics) */
-    uint32_t rate_tick; /* samples taken for the tubes' rates (the
-                           latest one's number, TubeRates) */
+    ev_timer stop_w;         /* bounds the shutdown's wait for replies */
+    int stopping;            /* 1: SIGTERM/SIGINT taken, no new commands;
+                                2: every reply written, lingering until the
+                                clients close (see server_run) */
+    ev_timer http_w;         /* renders and publishes the HTTP documents
+                                each second (server/httpdocs.h) */
+    struct Httpd *http;      /* NULL unless --http (or --metrics) */
+    struct HttpApi *httpapi; /* its requests (server/httpapi.h) */
+    uint32_t rate_tick;      /* samples taken for the tubes' rates (the
+                                latest one's number, TubeRates) */
     int64_t rate_at[TUBE_RATE_SAMPLES]; /* monotonic ns of each sample,
                                            by slot */
     struct Node *node;       /* cluster mode (node.h); NULL: standalone */

@@ -1,6 +1,7 @@
 /* httpdocs.c - see httpdocs.h. */
 #include "server/httpdocs.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "cluster/node.h"
 #include "http/httpd.h"
 #include "http/json.h"
+#include "server/httpapi.h"
 #include "server/stats.h"
 
 /* Takes this second's sample of every tube's counters (TubeRates). */
@@ -216,8 +218,15 @@ httpdocs_open(Server *s, char *err, size_t errcap)
     HttpdConfig hc = {
         .addr = s->cfg.http_addr,
         .opt = s->cfg.http_opt ? s->cfg.http_opt : "--http",
-        .api_closed = s->cfg.auth_file != NULL,
+        .api_auth = s->cfg.auth_file != NULL,
+        .notify = httpapi_notify,
+        .notify_arg = s,
     };
+    const char *delay = getenv("ROCKSTALKD_FAULT_HTTP_DELAY_MS");
+    if (httpapi_open(s, delay ? (unsigned)atoi(delay) : 0) < 0) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
     if (httpd_start(&hc, &s->http, err, errcap) < 0) return -1;
     ev_timer_init(&s->http_w, tick_cb, 0., 1.);
     s->http_w.data = s;
@@ -229,6 +238,7 @@ void
 httpdocs_close(Server *s)
 {
     if (!s->http) return;
+    httpapi_close(s); /* answers what it holds, before the thread stops */
     httpd_stop(s->http);
     s->http = NULL;
 }

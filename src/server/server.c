@@ -25,6 +25,7 @@
 #include "server/backup.h"
 #include "server/cmd.h"
 #include "server/ext.h"
+#include "server/httpapi.h"
 #include "server/httpdocs.h"
 #include "server/jobreply.h"
 #include "server/import.h"
@@ -256,6 +257,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     roll_active(s);
     bodycache_take(&s->bodies, &s->jobs);
     jobreply_done(s);
+    httpapi_step(s);
     ext_clear_step(s);
     uint64_t handed;
     do {

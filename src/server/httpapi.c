@@ -1,0 +1,741 @@
+/* httpapi.c - see httpapi.h. */
+#include "server/httpapi.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "base/log.h"
+#include "cluster/node.h"
+#include "http/httpd.h"
+#include "http/json.h"
+#include "queue/queue.h"
+#include "server/access.h"
+#include "server/jobreply.h"
+
+/* A request whose answer waits (for the store, a body, the delay). */
+typedef struct Held {
+    HttpdReq *r;
+    unsigned status; /* 0 with a doc: serve it */
+    Json body;       /* the answer; empty while fetch is set */
+    uint64_t need;   /* acked_seq it waits for */
+    int64_t at;      /* monotonic ns it may leave, at the earliest */
+    uint64_t fetch;  /* a job whose body is being read (GET jobs/ID) */
+} Held;
+
+typedef struct HttpApi HttpApi;
+struct HttpApi {
+    ev_async async_w;
+    ev_timer delay_w;
+    int64_t delay_ns;
+    Held held[HTTPD_QUEUE_MAX]; /* at most HTTPD_QUEUE_MAX in flight */
+    size_t n;
+};
+
+/* What one request came to. */
+typedef struct Ans {
+    unsigned status;
+    Json j;
+    uint64_t fetch;
+} Ans;
+
+static void
+error(Ans *a, unsigned status, const char *msg)
+{
+    json_free(&a->j);
+    a->j = (Json){0};
+    a->status = status;
+    json_obj(&a->j);
+    json_key(&a->j, "error"), json_cstr(&a->j, msg);
+    json_obj_end(&a->j);
+}
+
+/* ---- numbers and names ---- */
+
+/* Parses a decimal in [0, max] into *out: 0, or -1. */
+static int
+parse_u64(const char *p, uint64_t max, uint64_t *out)
+{
+    char *end;
+    if (*p < '0' || *p > '9') return -1;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno || *end || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+/* The optional argument a of r as a number (def when absent): 0, or -1
+ * (answered 400). */
+static int
+arg_u64(const HttpdReq *r, HttpdArg a, uint64_t def, uint64_t max,
+        uint64_t *out, Ans *ans, const char *msg)
+{
+    *out = def;
+    if (!r->has_arg[a]) return 0;
+    if (parse_u64(r->arg[a], max, out) == 0) return 0;
+    error(ans, 400, msg);
+    return -1;
+}
+
+/* ---- auth ---- */
+
+/* The identity of r's bearer token: 0 and *u (NULL without --auth-file),
+ * or -1 (answered 401). */
+static int
+identify(Server *s, const HttpdReq *r, const AuthUser **u, Ans *a)
+{
+    *u = NULL;
+    if (!s->access) return 0;
+    if (r->token[0])
+        *u = auth_by_token(&s->access->table, r->token, strlen(r->token));
+    if (*u) return 0;
+    error(a, 401,
+          r->auth ? "bad token"
+                  : "authentication required: "
+                    "Authorization: Bearer TOKEN");
+    return -1;
+}
+
+/* Whether u may act with class bit on the tube named name (NULL: on some
+ * tube, the server-wide documents); answers 403 if not. */
+static int
+allowed(const AuthUser *u, unsigned bit, const char *name, Ans *a)
+{
+    if (!u) return 1;
+    unsigned bits = name ? auth_bits(u, name) : u->any;
+    if (bits & bit) return 1;
+    error(a, 403,
+          bit == AUTH_ADMIN ? "the identity lacks admin on the tube"
+                            : "the identity lacks inspect on the tube");
+    return 0;
+}
+
+/* ---- jobs as JSON ---- */
+
+static int64_t
+time_left(const Job *j)
+{
+    if (j->state != JOB_RESERVED && j->state != JOB_DELAYED) return 0;
+    int64_t left = (j->deadline - mono_ns()) / NS_PER_SEC;
+    return left > 0 ? left : 0;
+}
+
+static void
+job_fields(const Server *s, const Job *j, Json *o)
+{
+    json_key(o, "id"), json_u64(o, j->id);
+    json_key(o, "tube"), json_str(o, j->tube->name, j->tube->name_len);
+    json_key(o, "state"), json_cstr(o, job_state_name(j));
+    json_key(o, "pri"), json_u64(o, j->pri);
+    json_key(o, "delay"), json_u64(o, j->delay);
+    json_key(o, "ttr"), json_u64(o, j->ttr);
+    json_key(o, "age"),
+        json_i64(o, (state_wall_ns(s) - j->created_at) / NS_PER_SEC);
+    json_key(o, "time-left"), json_i64(o, time_left(j));
+    json_key(o, "body-size"), json_u64(o, j->body_size);
+}
+
+/* Length of the longest prefix of p[0..n) that is whole UTF-8 characters,
+ * or -1 when p[0..n) is not valid UTF-8 (a character cut at n is fine:
+ * the prefix stops before it). */
+static long
+utf8_prefix(const unsigned char *p, size_t n, size_t cap)
+{
+    size_t i = 0, good = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t k = c < 0x80         ? 1
+                   : (c >> 5) == 6  ? 2
+                   : (c >> 4) == 14 ? 3
+                   : (c >> 3) == 30 ? 4
+                                    : 0;
+        if (!k || (k == 2 && c < 0xc2) || (k == 4 && c > 0xf4)) return -1;
+        if (i + k > n) return -1;
+        for (size_t m = 1; m < k; m++)
+            if ((p[i + m] & 0xc0) != 0x80) return -1;
+        if (k == 3 &&
+            ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] >= 0xa0)))
+            return -1; /* overlong, or a surrogate */
+        if (k == 4 &&
+            ((c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] >= 0x90)))
+            return -1;
+        i += k;
+        if (i <= cap) good = i;
+    }
+    return (long)good;
+}
+
+/* The body fields of a job whose body is resident (or omitted). */
+static void
+body_fields(const Job *j, Json *o)
+{
+    size_t n = j->body_size;
+    if (n > HTTPAPI_BODY_MAX) {
+        json_key(o, "body"), json_null(o);
+        json_key(o, "body-omitted"), json_bool(o, 1);
+        json_key(o, "preview"), json_null(o);
+        return;
+    }
+    char *b64 = malloc(4 * ((n + 2) / 3) + 1);
+    if (!b64) {
+        o->failed = 1;
+        return;
+    }
+    int k = EVP_EncodeBlock((unsigned char *)b64,
+                            (const unsigned char *)j->body, (int)n);
+    json_key(o, "body"), json_str(o, b64, (size_t)k);
+    free(b64);
+    json_key(o, "body-omitted"), json_bool(o, 0);
+    long pre =
+        utf8_prefix((const unsigned char *)j->body, n, HTTPAPI_PREVIEW_MAX);
+    json_key(o, "preview");
+    if (pre < 0)
+        json_null(o);
+    else
+        json_str(o, j->body, (size_t)pre);
+}
+
+/* GET jobs/ID once j's body is in memory (or could not be read). */
+static void
+job_doc(const Server *s, const Job *j, int unreadable, Json *o)
+{
+    json_obj(o);
+    job_fields(s, j, o);
+    json_key(o, "file"), json_u64(o, 0);
+    json_key(o, "reserves"), json_u64(o, j->reserves);
+    json_key(o, "timeouts"), json_u64(o, j->timeouts);
+    json_key(o, "releases"), json_u64(o, j->releases);
+    json_key(o, "buries"), json_u64(o, j->buries);
+    json_key(o, "kicks"), json_u64(o, j->kicks);
+    if (unreadable) {
+        json_key(o, "body"), json_null(o);
+        json_key(o, "body-error"), json_cstr(o, "cannot read the body");
+    } else {
+        body_fields(j, o);
+    }
+    json_obj_end(o);
+}
+
+/* ---- listing ---- */
+
+/* A bounded max-heap (by less) of the k least elements seen. */
+typedef struct Best {
+    void **v;
+    size_t n, k;
+    int (*less)(const void *, const void *);
+} Best;
+
+static void
+best_sift(Best *b, size_t c)
+{
+    for (;;) {
+        size_t l = 2 * c + 1, m = c;
+        if (l < b->n && b->less(b->v[m], b->v[l])) m = l;
+        if (l + 1 < b->n && b->less(b->v[m], b->v[l + 1])) m = l + 1;
+        if (m == c) return;
+        void *t = b->v[c];
+        b->v[c] = b->v[m], b->v[m] = t;
+        c = m;
+    }
+}
+
+static void
+best_add(Best *b, void *x)
+{
+    if (b->n == b->k) {
+        if (!b->less(x, b->v[0])) return;
+        b->v[0] = x;
+        best_sift(b, 0);
+        return;
+    }
+    size_t c = b->n++;
+    b->v[c] = x;
+    while (c > 0 && b->less(b->v[(c - 1) / 2], b->v[c])) {
+        void *t = b->v[c];
+        b->v[c] = b->v[(c - 1) / 2], b->v[(c - 1) / 2] = t;
+        c = (c - 1) / 2;
+    }
+}
+
+/* The up to k elements of h that come after cur (NULL: from the first), in
+ * order, into out; returns how many. Within the first HEAP_FIRST_MAX
+ * elements a best-first walk (O(k log k)); deeper, one pass over the heap
+ * (O(len log k)). */
+static size_t
+heap_after(const Heap *h, const void *cur, void **out, size_t k)
+{
+    void *first[HEAP_FIRST_MAX];
+    size_t n = heap_first(h, first, HEAP_FIRST_MAX), i = 0;
+    if (cur) {
+        while (i < n && first[i] != cur)
+            i++;
+        i++; /* past it (n + 1 when not found) */
+    }
+    if (i + k <= n || n == h->len) {
+        size_t got = 0;
+        for (; i < n && got < k; i++)
+            out[got++] = first[i];
+        return got;
+    }
+    Best b = {.v = out, .k = k, .less = h->less};
+    for (size_t x = 0; x < h->len; x++)
+        if (h->less(cur, h->data[x])) best_add(&b, h->data[x]);
+    size_t got = b.n;
+    void *tmp[HTTPAPI_LIMIT_MAX + 1];
+    for (size_t m = got; m > 0; m--) { /* pop the largest last */
+        tmp[m - 1] = b.v[0];
+        b.v[0] = b.v[--b.n];
+        best_sift(&b, 0);
+    }
+    memcpy(out, tmp, got * sizeof *out);
+    return got;
+}
+
+/* The reserved jobs of t after job cur (NULL: from the first), soonest
+ * deadline first, up to k; -1 when cur is not among them. */
+static long
+reserved_after(const Server *s, const Tube *t, const Job *cur, Job **out,
+               size_t k)
+{
+    size_t all = t->reserved_ct, i = 0, got = 0;
+    Job **v = malloc((all ? all : 1) * sizeof *v);
+    if (!v) abort(); /* out of memory */
+    size_t n = queue_reserved_of(s, t, v, all);
+    if (cur) {
+        while (i < n && v[i] != cur)
+            i++;
+        if (i == n) {
+            free(v);
+            return -1;
+        }
+        i++;
+    }
+    for (; i < n && got < k; i++)
+        out[got++] = v[i];
+    free(v);
+    return (long)got;
+}
+
+static const struct {
+    const char *name;
+    uint8_t state;
+} states[] = {{"ready", JOB_READY},
+              {"delayed", JOB_DELAYED},
+              {"buried", JOB_BURIED},
+              {"reserved", JOB_RESERVED}};
+
+static const Heap *
+heap_of(const Tube *t, uint8_t st)
+{
+    return st == JOB_READY     ? &t->ready
+           : st == JOB_DELAYED ? &t->delay
+                               : &t->buried;
+}
+
+/* GET tubes/NAME/jobs. */
+static void
+list_jobs(Server *s, const HttpdReq *r, Tube *t, Ans *a)
+{
+    uint64_t after, limit;
+    int st = -1;
+    const char *sn =
+        r->has_arg[HTTPD_ARG_STATE] ? r->arg[HTTPD_ARG_STATE] : "ready";
+    for (int i = 0; i < 4; i++)
+        if (strcmp(sn, states[i].name) == 0) st = states[i].state;
+    if (st < 0)
+        return error(a, 400, "state: ready, delayed, buried or reserved");
+    if (arg_u64(r, HTTPD_ARG_AFTER, 0, UINT64_MAX, &after, a,
+                "after: a job id") < 0 ||
+        arg_u64(r, HTTPD_ARG_LIMIT, HTTPAPI_LIMIT_DEFAULT, HTTPAPI_LIMIT_MAX,
+                &limit, a, "limit: 1 to 1000") < 0)
+        return;
+    if (limit == 0) return error(a, 400, "limit: 1 to 1000");
+    Job *cur = after ? jobtable_find(&s->jobs, after) : NULL;
+    if (after && (!cur || cur->tube != t || cur->state != st))
+        return error(a, 410,
+                     "the job after= names is no longer in this "
+                     "list: start again from the first page");
+    void *v[HTTPAPI_LIMIT_MAX + 1];
+    long n = st == JOB_RESERVED
+                 ? reserved_after(s, t, cur, (Job **)v, limit + 1)
+                 : (long)heap_after(heap_of(t, (uint8_t)st), cur, v, limit + 1);
+    if (n < 0) n = 0;
+    int more = (uint64_t)n > limit;
+    if (more) n = (long)limit;
+    jobreply_confirm_any(s); /* a deposed leader's answer waits (15.7) */
+    json_obj(&a->j);
+    json_key(&a->j, "tube"), json_str(&a->j, t->name, t->name_len);
+    json_key(&a->j, "state"), json_cstr(&a->j, sn);
+    json_key(&a->j, "jobs");
+    json_arr(&a->j);
+    for (long i = 0; i < n; i++) {
+        json_obj(&a->j);
+        job_fields(s, v[i], &a->j);
+        json_obj_end(&a->j);
+    }
+    json_arr_end(&a->j);
+    json_key(&a->j, "next");
+    if (more)
+        json_u64(&a->j, ((Job *)v[n - 1])->id);
+    else
+        json_null(&a->j);
+    json_obj_end(&a->j);
+    a->status = 200;
+}
+
+/* ---- actions ---- */
+
+/* {"ok": true, KEY: v}, logged with the identity. */
+static void
+done(Ans *a, const char *key, uint64_t v)
+{
+    json_obj(&a->j);
+    json_key(&a->j, "ok"), json_bool(&a->j, 1);
+    if (key) json_key(&a->j, key), json_u64(&a->j, v);
+    json_obj_end(&a->j);
+    a->status = 200;
+}
+
+static const char *
+who(const AuthUser *u)
+{
+    return u ? u->name : "(open API)";
+}
+
+static void
+kick_one(Server *s, Job *j)
+{
+    queue_detach(s, j, NULL);
+    j->kicks++;
+    queue_persist_update(s, j);
+    queue_make_ready(s, j);
+}
+
+/* POST tubes/NAME/kick and tubes/NAME/pause. */
+static void
+tube_action(Server *s, const HttpdReq *r, Tube *t, int kick, const AuthUser *u,
+            Ans *a)
+{
+    uint64_t v;
+    if (kick) {
+        if (arg_u64(r, HTTPD_ARG_N, 1, HTTPAPI_KICK_MAX, &v, a,
+                    "n: 0 to 10000") < 0)
+            return;
+        uint64_t n = 0;
+        Heap *from = t->buried.len ? &t->buried : &t->delay;
+        for (; n < v; n++) {
+            Job *j = heap_peek(from);
+            if (!j) break;
+            kick_one(s, j);
+        }
+        log_msg(0, "http: %s kicked %llu jobs of tube %s", who(u),
+                (unsigned long long)n, t->name);
+        return done(a, "kicked", n);
+    }
+    if (!r->has_arg[HTTPD_ARG_SECONDS])
+        return error(a, 400, "seconds: required, 0 to 4294967295");
+    if (arg_u64(r, HTTPD_ARG_SECONDS, 0, UINT32_MAX, &v, a,
+                "seconds: 0 to 4294967295") < 0)
+        return;
+    queue_pause(s, t, (uint32_t)v);
+    log_msg(0, "http: %s paused tube %s for %llu s", who(u), t->name,
+            (unsigned long long)v);
+    done(a, "seconds", v);
+}
+
+/* POST jobs/ID/priority: a ready job moves in its heap; a delayed or
+ * buried one keeps its place (due time, bury order); a reserved one is its
+ * holder's (409). */
+static void
+set_priority(Server *s, const HttpdReq *r, Job *j, const AuthUser *u, Ans *a)
+{
+    uint64_t pri;
+    if (!r->has_arg[HTTPD_ARG_PRI])
+        return error(a, 400, "pri: required, 0 to 4294967295");
+    if (arg_u64(r, HTTPD_ARG_PRI, 0, UINT32_MAX, &pri, a,
+                "pri: 0 to 4294967295") < 0)
+        return;
+    if (j->state == JOB_RESERVED)
+        return error(a, 409,
+                     "the job is reserved: its holder sets its "
+                     "priority (release, bury)");
+    if (j->state == JOB_READY) { /* its place in the ready heap moves */
+        queue_detach(s, j, NULL);
+        j->pri = (uint32_t)pri;
+        queue_persist_update(s, j);
+        queue_make_ready(s, j);
+    } else { /* delayed and buried heaps do not order by priority */
+        j->pri = (uint32_t)pri;
+        queue_persist_update(s, j);
+    }
+    log_msg(0, "http: %s set the priority of job %llu to %llu", who(u),
+            (unsigned long long)j->id, (unsigned long long)pri);
+    done(a, "pri", pri);
+}
+
+/* DELETE jobs/ID, POST jobs/ID/kick, POST jobs/ID/priority. */
+static void
+job_action(Server *s, const HttpdReq *r, Job *j, const char *act,
+           const AuthUser *u, Ans *a)
+{
+    uint64_t id = j->id;
+    if (strcmp(act, "priority") == 0) return set_priority(s, r, j, u, a);
+    if (strcmp(act, "kick") == 0) {
+        if (j->state != JOB_BURIED && j->state != JOB_DELAYED)
+            return error(a, 409, "only a buried or delayed job is kicked");
+        kick_one(s, j);
+        log_msg(0, "http: %s kicked job %llu", who(u), (unsigned long long)id);
+        return done(a, "kicked", id);
+    }
+    if (j->state == JOB_RESERVED) /* as the protocol's delete by another */
+        return error(a, 409,
+                     "the job is reserved: delete it once released "
+                     "or through its holder");
+    queue_detach(s, j, NULL);
+    j->tube->delete_ct++;
+    queue_delete(s, j);
+    log_msg(0, "http: %s deleted job %llu", who(u), (unsigned long long)id);
+    done(a, "deleted", id);
+}
+
+/* ---- routing ---- */
+
+/* Wrong method: 405 (the HTTP thread adds Allow). */
+static int
+method_is(const HttpdReq *r, HttpdMethod m, Ans *a)
+{
+    if (r->method == m) return 1;
+    error(a, 405, "method not allowed");
+    return 0;
+}
+
+/* tubes/NAME/SUB. */
+static void
+tube_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
+{
+    const char *name = r->path + strlen("tubes/");
+    const char *slash = strrchr(name, '/');
+    if (!slash) return error(a, 404, "not found");
+    const char *sub = slash + 1;
+    size_t len = (size_t)(slash - name);
+    int list = strcmp(sub, "jobs") == 0, kick = strcmp(sub, "kick") == 0;
+    if (!list && !kick && strcmp(sub, "pause") != 0)
+        return error(a, 404, "not found");
+    if (!method_is(r, list ? HTTPD_GET : HTTPD_POST, a)) return;
+    char nm[HTTPD_PATH_MAX + 1];
+    memcpy(nm, name, len);
+    nm[len] = '\0';
+    if (!allowed(u, list ? AUTH_INSPECT : AUTH_ADMIN, nm, a)) return;
+    Tube *t = len ? tubes_find(&s->tubes, nm, len) : NULL;
+    if (!t) {
+        if (list) jobreply_confirm_any(s);
+        return error(a, 404, "no such tube");
+    }
+    if (list) return list_jobs(s, r, t, a);
+    tube_action(s, r, t, kick, u, a);
+}
+
+/* jobs/ID and jobs/ID/ACTION. */
+static void
+job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
+{
+    char idtext[32];
+    const char *p = r->path + strlen("jobs/"), *slash = strchr(p, '/');
+    size_t n = slash ? (size_t)(slash - p) : strlen(p);
+    const char *act = slash ? slash + 1 : NULL;
+    uint64_t id;
+    if (act && strcmp(act, "kick") != 0 && strcmp(act, "priority") != 0)
+        return error(a, 404, "not found");
+    if (!act && r->method == HTTPD_POST)
+        return error(a, 405, "method not allowed");
+    if (act && !method_is(r, HTTPD_POST, a)) return;
+    if (n == 0 || n >= sizeof idtext) return error(a, 400, "bad job id");
+    memcpy(idtext, p, n);
+    idtext[n] = '\0';
+    if (parse_u64(idtext, UINT64_MAX, &id) < 0 || id == 0)
+        return error(a, 400, "bad job id");
+    Job *j = jobtable_find(&s->jobs, id);
+    int write = act || r->method == HTTPD_DELETE;
+    if (!j) {
+        if (!write) jobreply_confirm_any(s);
+        return error(a, 404, "no such job");
+    }
+    if (!allowed(u, write ? AUTH_ADMIN : AUTH_INSPECT, j->tube->name, a))
+        return;
+    if (write) return job_action(s, r, j, act ? act : "delete", u, a);
+    jobreply_confirm(s, &j, 1);
+    a->status = 200;
+    a->fetch = id; /* the answer is made once its body is in memory */
+    if (!j->body) bodycache_fetch(&s->bodies, j, 1);
+}
+
+/* A published document's auth check: status 0 serves it. */
+static void
+doc_check(const HttpdReq *r, const AuthUser *u, Ans *a)
+{
+    if (strncmp(r->path, "tubes/", 6) == 0) {
+        if (allowed(u, AUTH_INSPECT, r->path + 6, a)) a->status = 0;
+        return;
+    }
+    if (strcmp(r->path, "tubes") == 0 && u && !u->superuser)
+        return error(a, 403, "listing every tube needs a bare admin identity");
+    if (allowed(u, AUTH_INSPECT, NULL, a)) a->status = 0;
+}
+
+/* Runs r. */
+static void
+run(Server *s, const HttpdReq *r, Ans *a)
+{
+    const AuthUser *u;
+    NodeStats ns;
+    if (identify(s, r, &u, a) < 0) return;
+    if (r->doc) return doc_check(r, u, a);
+    if (!node_serves(s)) {
+        node_stats(s, &ns);
+        a->status = 503;
+        json_obj(&a->j);
+        json_key(&a->j, "error"), json_cstr(&a->j, "this node does not serve");
+        json_key(&a->j, "leader"), json_u64(&a->j, ns.leader);
+        json_obj_end(&a->j);
+        return;
+    }
+    if (strncmp(r->path, "tubes/", 6) == 0) return tube_route(s, r, u, a);
+    if (strncmp(r->path, "jobs/", 5) == 0) return job_route(s, r, u, a);
+    error(a, 404, "not found");
+}
+
+/* ---- the held answers ---- */
+
+/* Makes h's answer once its job's body is in memory: 1 when it is. */
+static int
+fetched(Server *s, Held *h)
+{
+    Job *j = jobtable_find(&s->jobs, h->fetch);
+    Ans a = {0};
+    if (!j) {
+        error(&a, 404, "no such job");
+    } else if (!j->body && (j->flags & JOB_F_UNREADABLE)) {
+        queue_body_unreadable(s, NULL, j);
+        a.status = 200;
+        job_doc(s, j, 1, &a.j);
+    } else if (!j->body) {
+        if (!(j->flags & JOB_F_FETCHING)) bodycache_fetch(&s->bodies, j, 0);
+        return 0;
+    } else {
+        a.status = 200;
+        job_doc(s, j, 0, &a.j);
+        bodycache_used(&s->bodies, j);
+        if (queue_job_reply_seq(s, j) > h->need)
+            h->need = queue_job_reply_seq(s, j);
+    }
+    h->status = a.status;
+    h->body = a.j;
+    h->fetch = 0;
+    return 1;
+}
+
+static void
+answer(Server *s, Held *h)
+{
+    unsigned st = h->status;
+    if (h->body.failed) {
+        json_free(&h->body);
+        h->body = (Json){0};
+        st = 500;
+    }
+    httpd_answer(s->http, h->r, st, h->body.buf, h->body.len);
+}
+
+void
+httpapi_step(Server *s)
+{
+    HttpApi *api = s->httpapi;
+    int64_t now = mono_ns(), next = INT64_MAX;
+    size_t i = 0;
+    if (!api || !api->n) return;
+    while (i < api->n) {
+        Held *h = &api->held[i];
+        if (h->fetch && !fetched(s, h)) {
+            i++;
+            continue;
+        }
+        if (s->acked_seq < h->need || now < h->at) {
+            if (h->at > now && h->at < next) next = h->at;
+            i++;
+            continue;
+        }
+        answer(s, h);
+        api->held[i] = api->held[--api->n];
+    }
+    if (next != INT64_MAX && !ev_is_active(&api->delay_w)) {
+        ev_timer_set(&api->delay_w, (double)(next - now) / 1e9 + 0.001, 0.);
+        ev_timer_start(s->loop, &api->delay_w);
+    }
+}
+
+static void
+take_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+    Server *s = w->data;
+    HttpApi *api = s->httpapi;
+    HttpdReq *rs[HTTPD_QUEUE_MAX];
+    (void)loop, (void)revents;
+    size_t n = httpd_take(s->http, rs, HTTPD_QUEUE_MAX - api->n);
+    for (size_t i = 0; i < n; i++) {
+        Ans a = {0};
+        run(s, rs[i], &a);
+        api->held[api->n++] = (Held){.r = rs[i],
+                                     .status = a.status,
+                                     .body = a.j,
+                                     .need = state_reply_seq(s),
+                                     .at = mono_ns() + api->delay_ns,
+                                     .fetch = a.fetch};
+    }
+    if (n == HTTPD_QUEUE_MAX) ev_async_send(s->loop, &api->async_w);
+}
+
+static void
+delay_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)w, (void)revents; /* prepare answers them */
+}
+
+void
+httpapi_notify(void *arg)
+{
+    Server *s = arg;
+    ev_async_send(s->loop, &s->httpapi->async_w);
+}
+
+int
+httpapi_open(Server *s, unsigned delay_ms)
+{
+    HttpApi *api = calloc(1, sizeof *api);
+    if (!api) return -1;
+    api->delay_ns = (int64_t)delay_ms * 1000000;
+    ev_async_init(&api->async_w, take_cb);
+    api->async_w.data = s;
+    ev_async_start(s->loop, &api->async_w);
+    ev_timer_init(&api->delay_w, delay_cb, 0., 0.);
+    s->httpapi = api;
+    return 0;
+}
+
+void
+httpapi_close(Server *s)
+{
+    HttpApi *api = s->httpapi;
+    if (!api) return;
+    for (size_t i = 0; i < api->n; i++) {
+        Held *h = &api->held[i];
+        json_free(&h->body);
+        httpd_answer(s->http, h->r, 503, NULL, 0);
+    }
+    ev_async_stop(s->loop, &api->async_w);
+    ev_timer_stop(s->loop, &api->delay_w);
+    free(api);
+    s->httpapi = NULL;
+}
