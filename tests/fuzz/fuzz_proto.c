@@ -94,6 +94,7 @@ canonical(const Cmd *c, char *buf, size_t cap)
     case OP_KICK_JOB:
     case OP_TOUCH:
     case OP_STATS_JOB:
+    case OP_CLUSTER_TRANSFER:
         n = snprintf(buf, cap, "%s %llu", verb, id);
         break;
     default:
