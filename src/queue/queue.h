@@ -137,24 +137,16 @@ void queue_tick(Server *s, int64_t now);
 /* The earliest pending deadline (monotonic ns), or INT64_MAX. */
 int64_t queue_next_deadline(const Server *s);
 
-/* Following, this node learns the leader's clock from the creation time
- * of each job put there (leader_ns, the leader's cluster time,
- * state_wall_ns): clock_offset_ns becomes the highest leader_ns less this
- * node's clock seen in the last one or two windows of
- * QUEUE_CLOCK_WINDOW_NS (a job is applied after it was made, so each
- * sample is at most the true offset; the highest is the closest, within
- * the fastest replication's delay). A change of QUEUE_CLOCK_STEP_NS or more
- * moves the due times of the delayed jobs replayed so far with it. */
-#define QUEUE_CLOCK_WINDOW_NS (30 * NS_PER_SEC)
-#define QUEUE_CLOCK_STEP_NS (10 * 1000000LL)
-void queue_clock_sample(Server *s, int64_t leader_ns);
-
 /* Mutation records for the store (no-ops without one): a new job, a
  * rewritten job (bury, kick, release with delay or new priority) and a
  * deleted job. Each advances the applied sequence. */
 void queue_persist_put(Server *s, Job *j);
 void queue_persist_update(Server *s, Job *j);
 void queue_persist_delete(Server *s, Job *j);
+
+/* Kicks j (buried or delayed) to ready: out of its heap, its kick count,
+ * its record rewritten, then ready (kick, kick-job, the HTTP API). */
+void queue_kick_job(Server *s, Job *j);
 
 /* A mutation record that changes no job: the delete of QUEUE_BARRIER_ID,
  * an id no job is given (ids count up from 1; a plain Delete of a key

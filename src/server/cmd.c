@@ -284,15 +284,6 @@ cmd_bury(Conn *c, const Cmd *cmd)
 }
 
 static void
-kick_one(Server *s, Job *j)
-{
-    queue_detach(s, j, NULL);
-    j->kicks++;
-    queue_persist_update(s, j);
-    queue_make_ready(s, j);
-}
-
-static void
 cmd_kick(Conn *c, const Cmd *cmd)
 {
     Tube *t = c->se.use;
@@ -301,7 +292,7 @@ cmd_kick(Conn *c, const Cmd *cmd)
     for (; n < cmd->count; n++) {
         Job *j = heap_peek(from);
         if (!j) break;
-        kick_one(c->srv, j);
+        queue_kick_job(c->srv, j);
     }
     conn_replyf(c, "KICKED %u\r\n", n);
 }
@@ -314,7 +305,7 @@ cmd_kick_job(Conn *c, const Cmd *cmd)
         conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
-    kick_one(c->srv, j);
+    queue_kick_job(c->srv, j);
     conn_reply_lit(c, "KICKED\r\n");
 }
 

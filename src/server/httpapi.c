@@ -405,15 +405,6 @@ who(const AuthUser *u)
     return u ? u->name : "(open API)";
 }
 
-static void
-kick_one(Server *s, Job *j)
-{
-    queue_detach(s, j, NULL);
-    j->kicks++;
-    queue_persist_update(s, j);
-    queue_make_ready(s, j);
-}
-
 /* POST tubes/NAME/kick and tubes/NAME/pause. */
 static void
 tube_action(Server *s, const HttpdReq *r, Tube *t, int kick, const AuthUser *u,
@@ -429,7 +420,7 @@ tube_action(Server *s, const HttpdReq *r, Tube *t, int kick, const AuthUser *u,
         for (; n < v; n++) {
             Job *j = heap_peek(from);
             if (!j) break;
-            kick_one(s, j);
+            queue_kick_job(s, j);
         }
         log_msg(0, "http: %s kicked %llu jobs of tube %s", who(u),
                 (unsigned long long)n, t->name);
@@ -486,7 +477,7 @@ job_action(Server *s, const HttpdReq *r, Job *j, const char *act,
     if (strcmp(act, "kick") == 0) {
         if (j->state != JOB_BURIED && j->state != JOB_DELAYED)
             return error(a, 409, "only a buried or delayed job is kicked");
-        kick_one(s, j);
+        queue_kick_job(s, j);
         log_msg(0, "http: %s kicked job %llu", who(u), (unsigned long long)id);
         return done(a, "kicked", id);
     }

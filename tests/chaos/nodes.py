@@ -29,21 +29,12 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 from cluster import ROCKSTALKD, make_certs  # noqa: E402
+from chaos.netns import _pid_alive  # noqa: E402
 
 CLIENT_PORT, RAFT_PORT, METRICS_PORT = 11300, 7000, 9100
 
 
 _DISK = re.compile(r"^rkdisk(\d+)-n\d+$")
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def remove_leftover_disks():

@@ -1,0 +1,23 @@
+/* queue/clock.h - cluster time on a follower (PROTOCOL.md 15.2): the
+ * leader's clock learnt from the jobs put there, and the delayed jobs'
+ * due times kept in step with it. Loop thread only. */
+#ifndef ROCKSTALK_QUEUE_CLOCK_H
+#define ROCKSTALK_QUEUE_CLOCK_H
+
+#include <stdint.h>
+
+#include "queue/state.h"
+
+/* Following, this node learns the leader's clock from the creation time
+ * of each job put there (leader_ns, the leader's cluster time,
+ * state_wall_ns): clock_offset_ns becomes the highest leader_ns less this
+ * node's clock seen in the last one or two windows of
+ * QUEUE_CLOCK_WINDOW_NS (a job is applied after it was made, so each
+ * sample is at most the true offset; the highest is the closest, within
+ * the fastest replication's delay). A change of QUEUE_CLOCK_STEP_NS or more
+ * moves the due times of the delayed jobs replayed so far with it. */
+#define QUEUE_CLOCK_WINDOW_NS (30 * NS_PER_SEC)
+#define QUEUE_CLOCK_STEP_NS (10 * 1000000LL)
+void queue_clock_sample(Server *s, int64_t leader_ns);
+
+#endif
