@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/bytes.h"
 #include "proto/proto.h"
 
 /* beanstalkd's Jobrec states (dat.h). */
@@ -40,22 +41,6 @@ fail(char *err, size_t errcap, const char *fmt, ...)
     vsnprintf(err, errcap, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-static uint64_t
-le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t
-le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
 }
 
 static uint64_t
@@ -226,15 +211,15 @@ typedef struct Rec {
 static void
 decode(const unsigned char *b, Rec *r)
 {
-    r->id = le64(b);
-    r->pri = le32(b + 8);
-    r->delay = (int64_t)le64(b + 16);
-    r->ttr = (int64_t)le64(b + 24);
-    r->body_size = (int32_t)le32(b + 32);
-    r->created = (int64_t)le64(b + 40);
-    r->deadline = (int64_t)le64(b + 48);
+    r->id = le_get64(b);
+    r->pri = le_get32(b + 8);
+    r->delay = (int64_t)le_get64(b + 16);
+    r->ttr = (int64_t)le_get64(b + 24);
+    r->body_size = (int32_t)le_get32(b + 32);
+    r->created = (int64_t)le_get64(b + 40);
+    r->deadline = (int64_t)le_get64(b + 48);
     for (int i = 0; i < 5; i++)
-        r->counts[i] = le32(b + 56 + 4 * i);
+        r->counts[i] = le_get32(b + 56 + 4 * i);
     r->state = b[76];
 }
 
@@ -345,7 +330,7 @@ read_record(BsLog *log, Rd *rd, uint32_t fi, uint32_t max_body, char *err,
     size_t n = fread(nl, 1, 4, rd->f);
     if (n == 0 && !ferror(rd->f)) return 1;
     if (n < 4) return cut_short(log, rd, rec, err, errcap);
-    int32_t namelen = (int32_t)le32(nl);
+    int32_t namelen = (int32_t)le_get32(nl);
     if (namelen < 0 || namelen > BS_TUBE_MAX)
         return fail(
             err, errcap, "%s: offset %llu: tube name length %d (at most %d)",
@@ -416,11 +401,11 @@ read_file(BsLog *log, uint32_t fi, uint32_t max_body, char *err, size_t errcap)
     } else if (fseeko(rd.f, 0, SEEK_SET) < 0 || fread(v, 1, 4, rd.f) != 4) {
         rc = fail(err, errcap, "%s: header cut short (%llu bytes)", rd.path,
                   (unsigned long long)rd.size);
-    } else if (le32(v) != BS_WALVER) {
+    } else if (le_get32(v) != BS_WALVER) {
         rc = fail(err, errcap,
                   "%s: binlog format version %d; this reads version %d "
                   "(beanstalkd 1.10 to 1.13)",
-                  rd.path, (int)le32(v), BS_WALVER);
+                  rd.path, (int)le_get32(v), BS_WALVER);
     } else {
         while ((rc = read_record(log, &rd, fi, max_body, err, errcap)) == 0)
             ;
