@@ -241,6 +241,13 @@ fuzz: fuzz-build
 bench-memory: all
 	scripts/bench/memory.sh
 
+# The web console's listing row: 1,000 jobs listed out of 1,000,000 and
+# what that adds to other clients' p99 (scripts/bench/listing.sh; quick
+# look: LIST_JOBS=200000 LIST_SECS=4 make bench-listing).
+.PHONY: bench-listing
+bench-listing: all
+	scripts/bench/listing.sh
+
 # --- job-table benchmark ---
 # The id -> job table alone (scripts/bench/jobtable.c): total and slowest
 # single insert and remove over JT_JOBS (default 12.6M) jobs. REV=main

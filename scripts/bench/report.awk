@@ -26,6 +26,7 @@ BEGIN {
     srvname["rs-clt"] = "cluster tls leader"
     srvname["rs-clft"] = "cluster tls follower"
     srvname["rs-tls"] = "rockstalkd tls"
+    srvname["rs-console"] = "rockstalkd console open"
     srvname["bs-stunnel"] = "beanstalkd stunnel"
     srvname["bs-f0"] = "beanstalkd -b -f0"
     srvname["bs-b"] = "beanstalkd -b"
@@ -326,6 +327,9 @@ function targets_table() {
     target("put50", "rs-tls", "rs", 0.7)
     target("cycle50", "rs-tls", "rs", 0.7)
     target("put50", "rs-tls", "bs-stunnel", 1.5)
+    # issue 29 (the web console): an open console page, polling the HTTP
+    # API every 2 s, costs the clients at most 3%
+    target("put50", "rs-console", "rs", 0.97)
 }
 
 END {

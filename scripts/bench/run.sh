@@ -39,7 +39,10 @@
 #                       the overwrite sync ceiling that also keeps every
 #                       job in the shard as -k does, the least the default
 #                       mode must do at put c=50) and rs-mem (rockstalkd --memory: the
-#                       server's own work without any storage)
+#                       server's own work without any storage); rs-console
+#                       (rs with --http and one open console page's polls
+#                       every 2 s: stats, tubes, history, the measured
+#                       tube's first page of jobs; in CONSOLE_ROWS only)
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
 #                       conn1 (one client: connect, with TLS the handshake,
@@ -47,6 +50,7 @@
 #                       run by rs, rs-tls, bs-b and bs-stunnel only)
 #   BENCH_TLS_ROWS      the rows rs-tls and bs-stunnel run in (default
 #                       put50 cycle50 conn1)
+#   BENCH_CONSOLE_ROWS  the rows rs-console runs in (default put50)
 #   BENCH_CLUSTER=0     leave rs-cl, rs-clf and ceiling-raft out of the
 #                       default servers
 #   BENCH_CLUSTER_ROWS  the rows rs-cl, rs-clf and ceiling-raft run in
@@ -71,7 +75,7 @@ else
 fi
 DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
 SERVERS="rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over"
-SERVERS="$SERVERS rs-tls bs-stunnel"
+SERVERS="$SERVERS rs-tls bs-stunnel rs-console"
 [ "${BENCH_CLUSTER:-1}" = 0 ] ||
     SERVERS="$SERVERS rs-cl rs-clf rs-clt rs-clft ceiling-raft"
 SERVERS=${BENCH_SERVERS:-$SERVERS}
@@ -79,6 +83,7 @@ CLUSTER_ROWS=${BENCH_CLUSTER_ROWS:-put50 cycle50}
 BODY=${BENCH_BODY:-100}
 ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50 conn1}
 TLS_ROWS=${BENCH_TLS_ROWS:-put50 cycle50 conn1}
+CONSOLE_ROWS=${BENCH_CONSOLE_ROWS:-put50}
 PIN=${BENCH_PIN:-none}
 TMPBASE=${BENCH_TMP:-${TMPDIR:-/tmp}}
 BUILD=$HERE/build
@@ -126,6 +131,7 @@ server_cmd() {
             --tls-cert "$BUILD/certs/node1.pem"
             --tls-key "$BUILD/certs/node1.key")
         ;;
+    rs-console) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" --http "127.0.0.1:$4") ;;
     rs-f50) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" -f 50) ;;
     rs-F) CMD=("$ROCKSTALKD" "${l[@]}" -b "$3" -F) ;;
     rs-mem) CMD=("$ROCKSTALKD" "${l[@]}" --memory) ;;
@@ -252,6 +258,7 @@ start_server() {
             srv_alive || break
             if listening "$port" && { [ "$1" != bs-stunnel ] ||
                 listening "$port2"; }; then
+                [ "$1" = rs-console ] && start_console_poll "$port2"
                 return 0
             fi
             sleep 0.1
@@ -274,8 +281,30 @@ srv_any() {
     return 1
 }
 
+# rs-console: what one open console page asks the HTTP server on port $1
+# every 2 s (the console polls at that period), in the background; sets
+# POLL_PID. Its requests are not counted as operations.
+start_console_poll() {
+    local port=$1
+    (
+        while :; do
+            for p in stats tubes history "tubes/rsbench/jobs?limit=100"; do
+                curl -s -o /dev/null --max-time 2 \
+                    "http://127.0.0.1:$port/api/v1/$p"
+            done
+            sleep 2
+        done
+    ) &
+    POLL_PID=$!
+}
+
 stop_server() {
     local i p
+    if [ -n "${POLL_PID:-}" ]; then
+        kill "$POLL_PID" 2>/dev/null
+        wait "$POLL_PID" 2>/dev/null
+        POLL_PID=""
+    fi
     kill -TERM "${SRV_PIDS[@]}" 2>/dev/null
     for i in $(seq 100); do
         srv_any || break
@@ -498,6 +527,9 @@ skip_cell() {
     fi
     if is_tls "$2"; then
         case " $TLS_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
+    fi
+    if [ "$2" = rs-console ]; then
+        case " $CONSOLE_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
     fi
     if [ "$1" = conn1 ]; then
         case $2 in rs | rs-tls | bs-b | bs-stunnel) ;; *) return 0 ;; esac
