@@ -22,17 +22,17 @@ export function mount(main) {
         td.append(st.a);
       }
     }},
-    countCell('ready'), countCell('urgent'), countCell('reserved'),
+    countCell('ready'), {...countCell('urgent'), minor: true}, countCell('reserved'),
     countCell('delayed'), countCell('buried'),
-    {key: 'total-jobs', label: 'Total', num: true, cell: (t) => num(t['total-jobs'])},
+    {key: 'total-jobs', label: 'Total', num: true, minor: true, cell: (t) => num(t['total-jobs'])},
     {key: 'oldest', label: 'Oldest ready', num: true,
      sortValue: (t) => t['oldest-ready-age'] ?? -1,
      cell: (t) => (t['oldest-ready-age'] === undefined ? '–' : dur(t['oldest-ready-age']))},
     {key: 'puts', label: 'Puts/s', num: true, sortValue: (t) => t.rates.puts,
      cell: (t) => t.rates.puts.toFixed(2)},
-    {key: 'reserves', label: 'Reserves/s', num: true, sortValue: (t) => t.rates.reserves,
+    {key: 'reserves', label: 'Reserves/s', num: true, minor: true, sortValue: (t) => t.rates.reserves,
      cell: (t) => t.rates.reserves.toFixed(2)},
-    {key: 'trend', label: 'Puts, 2 min', sortable: false, update(td, t, st) {
+    {key: 'trend', label: 'Puts, 2 min', sortable: false, minor: true, update(td, t, st) {
       if (!st.spark) {
         const box = h('span', {class: 'spark', role: 'img',
                                'aria-label': `puts per second of ${t.name}`});

@@ -75,7 +75,8 @@ export async function act(button, fn, done, after) {
   return r;
 }
 
-// A sortable table: columns [{key, label, num, cell(row) -> node|text}],
+// A sortable table: columns [{key, label, num, minor (hidden on phones),
+// cell(row) -> text or update(td, row, state)}],
 // rows keyed by key(row). Rows are updated in place on each set(), so
 // buttons in them keep focus between refreshes.
 export function sortableTable(columns, keyOf, {caption, initial} = {}) {
@@ -84,10 +85,11 @@ export function sortableTable(columns, keyOf, {caption, initial} = {}) {
   let rows = [];
   const rowEls = new Map();
   const ths = columns.map((c) => {
-    if (c.sortable === false) return h('th', {scope: 'col'}, c.label);
+    const cls = c.minor ? 'minor' : null;
+    if (c.sortable === false) return h('th', {scope: 'col', class: cls}, c.label);
     const b = h('button', {type: 'button', class: 'sort',
                            onclick: () => sortBy(c.key)}, c.label);
-    return h('th', {scope: 'col', 'data-key': c.key}, b);
+    return h('th', {scope: 'col', class: cls, 'data-key': c.key}, b);
   });
   const tbody = h('tbody');
   const table = h('table', {class: 'grid'},
@@ -123,7 +125,8 @@ export function sortableTable(columns, keyOf, {caption, initial} = {}) {
       let ent = rowEls.get(k);
       if (!ent) {
         const cells = columns.map((c) => h(c.header ? 'th' : 'td',
-          {'data-label': c.label, class: c.num ? 'num' : null,
+          {'data-label': c.label,
+           class: [c.num && 'num', c.minor && 'minor'].filter(Boolean).join(' ') || null,
            scope: c.header ? 'row' : null}));
         ent = {tr: h('tr', {}, cells), cells, state: {}};
         rowEls.set(k, ent);
