@@ -12,44 +12,42 @@
 #include "http/httpd.h"
 #include "http/json.h"
 #include "queue/queue.h"
+#include "proto/proto.h"
 #include "server/access.h"
+#include "server/httpact.h"
 #include "server/jobreply.h"
 
 /* A request whose answer waits (for the store, a body, the delay). */
 typedef struct Held {
     HttpdReq *r;
-    unsigned status; /* 0 with a doc: serve it */
-    Json body;       /* the answer; empty while fetch is set */
-    uint64_t need;   /* acked_seq it waits for */
-    int64_t at;      /* monotonic ns it may leave, at the earliest */
-    uint64_t fetch;  /* a job whose body is being read (GET jobs/ID) */
+    unsigned status;  /* 0 with a doc: serve it */
+    Json body;        /* the answer; empty while fetch is set */
+    uint64_t need;    /* acked_seq it waits for */
+    int64_t at;       /* monotonic ns it may leave, at the earliest */
+    uint64_t fetch;   /* a job whose body is being read (GET jobs/ID, or
+                         a move when move_to is set) */
+    HttpClear *clear; /* a clear under way (owned) */
+    char move_to[TUBE_NAME_MAX + 1];
+    char who[AUTH_WHO_MAX];
 } Held;
 
 typedef struct HttpApi HttpApi;
 struct HttpApi {
     ev_async async_w;
     ev_timer delay_w;
+    ev_idle idle_w; /* --memory: turns the loop while a clear works */
+    int clearing;   /* a clear is under way */
     int64_t delay_ns;
     Held held[HTTPD_QUEUE_MAX]; /* at most HTTPD_QUEUE_MAX in flight */
     size_t n;
 };
 
-/* What one request came to. */
-typedef struct Ans {
-    unsigned status;
-    Json j;
-    uint64_t fetch;
-} Ans;
+typedef HttpAns Ans;
 
 static void
 error(Ans *a, unsigned status, const char *msg)
 {
-    json_free(&a->j);
-    a->j = (Json){0};
-    a->status = status;
-    json_obj(&a->j);
-    json_key(&a->j, "error"), json_cstr(&a->j, msg);
-    json_obj_end(&a->j);
+    httpans_error(a, status, msg);
 }
 
 /* ---- numbers and names ---- */
@@ -388,15 +386,11 @@ list_jobs(Server *s, const HttpdReq *r, Tube *t, Ans *a)
 
 /* ---- actions ---- */
 
-/* {"ok": true, KEY: v}, logged with the identity. */
+/* {"ok": true, KEY: v}. */
 static void
 done(Ans *a, const char *key, uint64_t v)
 {
-    json_obj(&a->j);
-    json_key(&a->j, "ok"), json_bool(&a->j, 1);
-    if (key) json_key(&a->j, key), json_u64(&a->j, v);
-    json_obj_end(&a->j);
-    a->status = 200;
+    httpans_done(a, key, v);
 }
 
 static const char *
@@ -513,7 +507,8 @@ tube_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
     const char *sub = slash + 1;
     size_t len = (size_t)(slash - name);
     int list = strcmp(sub, "jobs") == 0, kick = strcmp(sub, "kick") == 0;
-    if (!list && !kick && strcmp(sub, "pause") != 0)
+    int clear = strcmp(sub, "clear") == 0;
+    if (!list && !kick && !clear && strcmp(sub, "pause") != 0)
         return error(a, 404, "not found");
     if (!method_is(r, list ? HTTPD_GET : HTTPD_POST, a)) return;
     char nm[HTTPD_PATH_MAX + 1];
@@ -526,7 +521,25 @@ tube_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
         return error(a, 404, "no such tube");
     }
     if (list) return list_jobs(s, r, t, a);
+    if (clear) return httpact_clear_start(s, r, t, who(u), a);
     tube_action(s, r, t, kick, u, a);
+}
+
+/* POST jobs/ID/move?tube=T: admin on T too; the body read first. */
+static void
+move_route(Server *s, const HttpdReq *r, Job *j, const AuthUser *u, Ans *a)
+{
+    const char *to = r->arg[HTTPD_ARG_TUBE];
+    if (!r->has_arg[HTTPD_ARG_TUBE] || !proto_name_valid(to, strlen(to)))
+        return error(a, 400, "tube: a valid tube name");
+    if (!allowed(u, AUTH_ADMIN, to, a)) return;
+    if (j->state == JOB_RESERVED)
+        return error(a, 409, "the job is reserved: move it once released");
+    snprintf(a->move_to, sizeof a->move_to, "%s", to);
+    snprintf(a->who, sizeof a->who, "%s", who(u));
+    if (j->body) return httpact_move(s, j, a);
+    a->fetch = j->id; /* the move is made once its body is in memory */
+    bodycache_fetch(&s->bodies, j, 1);
 }
 
 /* jobs/ID and jobs/ID/ACTION. */
@@ -538,7 +551,8 @@ job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
     size_t n = slash ? (size_t)(slash - p) : strlen(p);
     const char *act = slash ? slash + 1 : NULL;
     uint64_t id;
-    if (act && strcmp(act, "kick") != 0 && strcmp(act, "priority") != 0)
+    if (act && strcmp(act, "kick") != 0 && strcmp(act, "priority") != 0 &&
+        strcmp(act, "move") != 0)
         return error(a, 404, "not found");
     if (!act && r->method == HTTPD_POST)
         return error(a, 405, "method not allowed");
@@ -556,6 +570,7 @@ job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
     }
     if (!allowed(u, write ? AUTH_ADMIN : AUTH_INSPECT, j->tube->name, a))
         return;
+    if (act && strcmp(act, "move") == 0) return move_route(s, r, j, u, a);
     if (write) return job_action(s, r, j, act ? act : "delete", u, a);
     jobreply_confirm(s, &j, 1);
     a->status = 200;
@@ -595,6 +610,19 @@ run(Server *s, const HttpdReq *r, Ans *a)
     }
     if (strncmp(r->path, "tubes/", 6) == 0) return tube_route(s, r, u, a);
     if (strncmp(r->path, "jobs/", 5) == 0) return job_route(s, r, u, a);
+    if (strcmp(r->path, "connections") == 0) {
+        if (!method_is(r, HTTPD_GET, a)) return;
+        if (u && !u->superuser)
+            return error(a, 403,
+                         "listing connections needs a bare admin "
+                         "identity");
+        return httpact_connections(s, a);
+    }
+    if (strcmp(r->path, "history") == 0) {
+        if (method_is(r, HTTPD_GET, a) && allowed(u, AUTH_INSPECT, NULL, a))
+            httpact_history(s, a);
+        return;
+    }
     error(a, 404, "not found");
 }
 
@@ -608,6 +636,14 @@ fetched(Server *s, Held *h)
     Ans a = {0};
     if (!j) {
         error(&a, 404, "no such job");
+    } else if (h->move_to[0] && j->body) {
+        memcpy(a.move_to, h->move_to, sizeof a.move_to);
+        memcpy(a.who, h->who, sizeof a.who);
+        httpact_move(s, j, &a);
+        h->need = state_reply_seq(s);
+    } else if (h->move_to[0] && (j->flags & JOB_F_UNREADABLE)) {
+        queue_body_unreadable(s, NULL, j);
+        error(&a, 500, "cannot read the body");
     } else if (!j->body && (j->flags & JOB_F_UNREADABLE)) {
         queue_body_unreadable(s, NULL, j);
         a.status = 200;
@@ -625,6 +661,22 @@ fetched(Server *s, Held *h)
     h->status = a.status;
     h->body = a.j;
     h->fetch = 0;
+    return 1;
+}
+
+/* One step of h's clear: 1 once it is done (its answer made). */
+static int
+cleared(Server *s, Held *h)
+{
+    Ans a = {0};
+    if (!httpact_clear_step(s, h->clear, &a)) {
+        s->httpapi->clearing = 1;
+        return 0;
+    }
+    h->clear = NULL;
+    h->status = a.status;
+    h->body = a.j;
+    h->need = state_reply_seq(s); /* its last deletes */
     return 1;
 }
 
@@ -647,9 +699,14 @@ httpapi_step(Server *s)
     int64_t now = mono_ns(), next = INT64_MAX;
     size_t i = 0;
     if (!api || !api->n) return;
+    api->clearing = 0;
     while (i < api->n) {
         Held *h = &api->held[i];
         if (h->fetch && !fetched(s, h)) {
+            i++;
+            continue;
+        }
+        if (h->clear && !cleared(s, h)) {
             i++;
             continue;
         }
@@ -661,6 +718,12 @@ httpapi_step(Server *s)
         answer(s, h);
         api->held[i] = api->held[--api->n];
     }
+    /* With a store the acknowledgement a clear waits for wakes the loop;
+     * without one (--memory) the idle watcher keeps it turning. */
+    if (api->clearing && !s->store)
+        ev_idle_start(s->loop, &api->idle_w);
+    else
+        ev_idle_stop(s->loop, &api->idle_w);
     if (next != INT64_MAX && !ev_is_active(&api->delay_w)) {
         ev_timer_set(&api->delay_w, (double)(next - now) / 1e9 + 0.001, 0.);
         ev_timer_start(s->loop, &api->delay_w);
@@ -678,18 +741,29 @@ take_cb(struct ev_loop *loop, ev_async *w, int revents)
     for (size_t i = 0; i < n; i++) {
         Ans a = {0};
         run(s, rs[i], &a);
-        api->held[api->n++] = (Held){.r = rs[i],
-                                     .status = a.status,
-                                     .body = a.j,
-                                     .need = state_reply_seq(s),
-                                     .at = mono_ns() + api->delay_ns,
-                                     .fetch = a.fetch};
+        Held *h = &api->held[api->n++];
+        *h = (Held){.r = rs[i],
+                    .status = a.status,
+                    .body = a.j,
+                    .need = state_reply_seq(s),
+                    .at = mono_ns() + api->delay_ns,
+                    .fetch = a.fetch,
+                    .clear = a.clear};
+        memcpy(h->move_to, a.move_to, sizeof h->move_to);
+        memcpy(h->who, a.who, sizeof h->who);
     }
+    if (n) httpapi_step(s); /* a clear's first step, this pass */
     if (n == HTTPD_QUEUE_MAX) ev_async_send(s->loop, &api->async_w);
 }
 
 static void
 delay_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)w, (void)revents; /* prepare answers them */
+}
+
+static void
+idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
 {
     (void)loop, (void)w, (void)revents; /* prepare answers them */
 }
@@ -711,8 +785,11 @@ httpapi_open(Server *s, unsigned delay_ms)
     api->async_w.data = s;
     ev_async_start(s->loop, &api->async_w);
     ev_timer_init(&api->delay_w, delay_cb, 0., 0.);
+    ev_idle_init(&api->idle_w, idle_cb);
     s->httpapi = api;
-    return 0;
+    const char *hist = getenv("ROCKSTALKD_FAULT_HTTP_HIST_MS");
+    unsigned ms = hist ? (unsigned)atoi(hist) : 0;
+    return httpact_hist_open(s, ms ? ms : HTTPACT_HIST_S * 1000);
 }
 
 void
@@ -723,10 +800,13 @@ httpapi_close(Server *s)
     for (size_t i = 0; i < api->n; i++) {
         Held *h = &api->held[i];
         json_free(&h->body);
+        if (h->clear) httpact_clear_free(s, h->clear);
         httpd_answer(s->http, h->r, 503, NULL, 0);
     }
     ev_async_stop(s->loop, &api->async_w);
     ev_timer_stop(s->loop, &api->delay_w);
+    ev_idle_stop(s->loop, &api->idle_w);
+    httpact_hist_close(s);
     free(api);
     s->httpapi = NULL;
 }

@@ -221,6 +221,8 @@ httpdocs_open(Server *s, char *err, size_t errcap)
         .api_auth = s->cfg.auth_file != NULL,
         .notify = httpapi_notify,
         .notify_arg = s,
+        .tls_cert = s->cfg.http_plain ? NULL : s->cfg.tls_cert,
+        .tls_key = s->cfg.http_plain ? NULL : s->cfg.tls_key,
     };
     const char *delay = getenv("ROCKSTALKD_FAULT_HTTP_DELAY_MS");
     if (httpapi_open(s, delay ? (unsigned)atoi(delay) : 0) < 0) {

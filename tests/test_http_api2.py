@@ -1,0 +1,277 @@
+"""The HTTP API's newer requests (protocol/PROTOCOL.md section 18, issue
+29): POST tubes/NAME/clear, POST jobs/ID/move (one stored unit: a kill -9
+keeps the new job only), GET connections, GET history, a tube's
+oldest-ready-age, per-identity filtering of GET tubes, console sessions
+(cookie, CSRF token, Origin check), the security headers, and HTTPS with
+--tls-cert (--http-plain to opt out)."""
+import base64
+import json
+import os
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import free_port, wait_for
+from test_auth import TOKENS, Client, auth_text, write_auth
+
+pytestmark = pytest.mark.not_via_follower("the HTTP server of one process")
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; "
+       "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
+       "base-uri 'none'; form-action 'self'")
+
+
+def call(port, path, method="GET", token=None, headers=None, data=None,
+         scheme="http", ctx=None, timeout=5):
+    """(status, headers, JSON body or None) of one request."""
+    req = urllib.request.Request("%s://127.0.0.1:%d/api/v1/%s"
+                                 % (scheme, port, path), method=method,
+                                 data=data, headers=headers or {})
+    if token is not None:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
+            st, hd, body = r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        st, hd, body = e.code, e.headers, e.read()
+    assert hd["Content-Type"] == "application/json", (path, hd)
+    return st, hd, json.loads(body) if body else None
+
+
+def ok(port, path, method="GET", token=None, **kw):
+    st, _, body = call(port, path, method, token, **kw)
+    assert st == 200, (path, st, body)
+    return body
+
+
+def yaml_map(body):
+    return dict(ln.split(": ", 1) for ln in body.decode().splitlines()
+                if ": " in ln)
+
+
+@pytest.fixture
+def api(rockstalkd):
+    def start(*flags):
+        hp = free_port()
+        return rockstalkd("--http", "127.0.0.1:%d" % hp, *flags), hp
+    return start
+
+
+def put(c, tube, n, pri=5, delay=0, body=b"x"):
+    assert c.word("use " + tube) == "USING"
+    ids = []
+    for _ in range(n):
+        ln, _ = c.cmd("put %d %d 60 %d" % (pri, delay, len(body)), body)
+        assert ln.startswith("INSERTED"), ln
+        ids.append(int(ln.split()[1]))
+    return ids
+
+
+# ---- clear ----
+
+def test_clear(api):
+    s, hp = api()
+    c = Client(s)
+    ready = put(c, "a", 3)
+    delayed = put(c, "a", 2, delay=300)
+    assert c.word("watch a") == "WATCHING"
+    buried = put(c, "a", 2)
+    for j in buried:
+        assert c.word("reserve-job %d" % j) == "RESERVED"
+        assert c.word("bury %d 1" % j) == "BURIED"
+    held = put(c, "a", 1)[0]
+    assert c.word("reserve-job %d" % held) == "RESERVED"
+    other = put(c, "b", 1)[0]
+    # bad states: 400, nothing deleted
+    for q in ("reserved", "ready,", "ready,bogus", "", "READY"):
+        st, _, e = call(hp, "tubes/a/clear?state=" + q, "POST")
+        assert st == 400 and "state" in e["error"], (q, st, e)
+    assert call(hp, "tubes/a/clear", "GET")[0] == 405
+    assert call(hp, "tubes/nope/clear", "POST")[0] == 404
+    assert ok(hp, "tubes/a/clear?state=delayed", "POST") == \
+        {"ok": True, "deleted": 2}
+    for j in delayed:
+        assert c.cmd("peek %d" % j)[0] == "NOT_FOUND"
+    assert c.cmd("peek %d" % ready[0])[0].startswith("FOUND")
+    assert ok(hp, "tubes/a/clear?state=buried,ready", "POST") == \
+        {"ok": True, "deleted": 5}
+    for j in ready + buried:
+        assert c.cmd("peek %d" % j)[0] == "NOT_FOUND"
+    # the reserved job and the other tube stay
+    assert c.cmd("peek %d" % held)[0].startswith("FOUND")
+    assert c.cmd("peek %d" % other)[0].startswith("FOUND")
+    assert ok(hp, "tubes/a/clear", "POST")["deleted"] == 0
+    # durable: a restart keeps the deletes
+    c.close()
+    s.restart()
+    c = Client(s)
+    for j in ready + delayed + buried:
+        assert c.cmd("peek %d" % j)[0] == "NOT_FOUND"
+    assert c.cmd("peek %d" % held)[0].startswith("FOUND")
+    assert "http: (open API) cleared 5 jobs of tube a" in open(s.log.name).read()
+    c.close()
+
+
+def test_clear_many(api):
+    s, hp = api("--memory")  # the loop turns on its own between steps
+    c = Client(s)
+    assert c.word("use big") == "USING"
+    for i in range(1500):  # three steps of 512
+        c.send(b"put 1 0 60 1\r\nx\r\n")
+    for i in range(1500):
+        assert c.line().startswith("INSERTED")
+    assert ok(hp, "tubes/big/clear", "POST")["deleted"] == 1500
+    assert yaml_map(c.cmd("stats-tube big")[1])["current-jobs-ready"] == "0"
+    c.close()
+
+
+# ---- move ----
+
+def test_move(api):
+    s, hp = api("-m", "0")  # bodies leave memory: read back first
+    c = Client(s)
+    a = put(c, "a", 1, pri=7, body=b"hello")[0]
+    d = put(c, "a", 1, delay=300, body=b"later")[0]
+    assert c.word("watch a") == "WATCHING"
+    r = put(c, "a", 1)[0]
+    wait_for(lambda: yaml_map(c.cmd("stats")[1])[
+        "rockstalk-body-cache-bytes"] == "0", what="the bodies on disk only")
+    assert c.word("reserve-job %d" % r) == "RESERVED"
+    # refusals change nothing
+    for q, want in (("", 400), ("?tube=", 400), ("?tube=-bad", 400),
+                    ("?tube=" + "x" * 201, 400)):
+        st, _, e = call(hp, "jobs/%d/move%s" % (a, q), "POST")
+        assert st == want, (q, st, e)
+    assert call(hp, "jobs/%d/move?tube=b" % r, "POST")[0] == 409
+    assert call(hp, "jobs/999/move?tube=b", "POST")[0] == 404
+    assert call(hp, "jobs/%d/move?tube=b" % a, "GET")[0] == 405
+    assert c.cmd("peek %d" % a)[0].startswith("FOUND")  # (it reads it)
+    wait_for(lambda: yaml_map(c.cmd("stats")[1])[
+        "rockstalk-body-cache-bytes"] == "0", what="the bodies on disk again")
+    misses = int(yaml_map(c.cmd("stats")[1])["rockstalk-body-cache-misses"])
+    m = ok(hp, "jobs/%d/move?tube=b" % a, "POST")
+    assert m["ok"] is True and m["moved"] == a and m["tube"] == "b"
+    new = m["id"]
+    assert new > r
+    # its body was read back from disk first
+    assert int(yaml_map(c.cmd("stats")[1])[
+        "rockstalk-body-cache-misses"]) == misses + 1
+    assert c.cmd("peek %d" % a)[0] == "NOT_FOUND"
+    ln, body = c.cmd("peek %d" % new)
+    assert ln == "FOUND %d 5" % new and body == b"hello"
+    st = yaml_map(c.cmd("stats-job %d" % new)[1])
+    assert (st["tube"], st["state"], st["pri"], st["ttr"]) == \
+        ("b", "ready", "7", "60")
+    # a delayed job becomes ready in its new tube
+    m = ok(hp, "jobs/%d/move?tube=a" % d, "POST")
+    st = yaml_map(c.cmd("stats-job %d" % m["id"])[1])
+    assert (st["tube"], st["state"], st["delay"]) == ("a", "ready", "0")
+    assert "moved job %d to tube b as job %d" % (a, new) in \
+        open(s.log.name).read()
+    # kill -9 after the reply: the move is durable, one job of the two
+    c.close()
+    s.kill9()
+    s.restart()
+    c = Client(s)
+    assert c.cmd("peek %d" % a)[0] == "NOT_FOUND"
+    ln, body = c.cmd("peek %d" % new)
+    assert ln == "FOUND %d 5" % new and body == b"hello"
+    assert yaml_map(c.cmd("stats-job %d" % new)[1])["tube"] == "b"
+    c.close()
+
+
+def test_move_buried_and_cluster_free_ids(api):
+    s, hp = api()
+    c = Client(s)
+    assert c.word("watch a") == "WATCHING"
+    j = put(c, "a", 1, pri=3, body=b"b1")[0]
+    assert c.word("reserve-job %d" % j) == "RESERVED"
+    assert c.word("bury %d 3" % j) == "BURIED"
+    m = ok(hp, "jobs/%d/move?tube=a" % j, "POST")  # the same tube: fine
+    assert yaml_map(c.cmd("stats-job %d" % m["id"])[1])["state"] == "ready"
+    # a put after the move gets the next id
+    assert put(c, "a", 1)[0] == m["id"] + 1
+    c.close()
+
+
+# ---- connections ----
+
+def test_connections(api):
+    s, hp = api()
+    p = Client(s)
+    put(p, "pt", 1)
+    w = Client(s)
+    assert w.word("watch pt") == "WATCHING"
+    ln, _ = w.cmd("reserve")
+    assert ln.startswith("RESERVED")
+    b = Client(s)
+    assert b.word("watch other") == "WATCHING"
+    b.send(b"reserve\r\n")  # blocks
+    time.sleep(0.3)
+    body = ok(hp, "connections")
+    assert body["count"] == body["listed"] == 3
+    assert body["truncated"] is False
+    cs = body["connections"]
+    assert [x["id"] for x in cs] == sorted(x["id"] for x in cs)
+    cp, cw, cb = cs
+    for x in cs:
+        assert x["transport"] == "tcp" and x["identity"] is None
+        assert x["addr"].startswith("127.0.0.1:")
+        assert isinstance(x["age"], int) and isinstance(x["idle"], int)
+        assert set(x) == {"id", "transport", "addr", "identity", "using",
+                          "watching", "reserved", "waiting", "producer",
+                          "worker", "age", "idle"}
+    assert cp["using"] == "pt" and cp["producer"] and not cp["worker"]
+    assert cw["reserved"] == 1 and cw["worker"] and not cw["waiting"]
+    assert cw["watching"] == ["default", "pt"]
+    assert cb["waiting"] is True and cb["reserved"] == 0
+    assert call(hp, "connections", "POST")[0] == 405
+    # idle counts from the last command
+    time.sleep(1.1)
+    assert p.word("use pt") == "USING"
+    cs = ok(hp, "connections")["connections"]
+    assert cs[0]["idle"] == 0 and cs[1]["idle"] >= 1
+    for x in (p, w, b):
+        x.close()
+
+
+# ---- history ----
+
+def test_history(api, monkeypatch):
+    monkeypatch.setenv("ROCKSTALKD_FAULT_HTTP_HIST_MS", "200")
+    s, hp = api()
+    c = Client(s)
+    h = ok(hp, "history")
+    assert h["interval"] == 0.2
+    put(c, "h", 20)
+    assert c.word("watch h") == "WATCHING"
+    for _ in range(5):
+        ln, _ = c.cmd("reserve")
+        assert c.word("delete " + ln.split()[1]) == "DELETED"
+    time.sleep(0.7)
+    h = ok(hp, "history")
+    n = len(h["t"])
+    assert 2 <= n <= 360
+    for k in ("puts", "reserves", "deletes", "timeouts"):
+        assert len(h[k]) == n, k
+    assert h["t"] == sorted(h["t"])
+    assert abs(h["t"][-1] - time.time()) < 3
+    # the rates add up to the counts (each per second over 0.2 s)
+    for k, want in (("puts", 20), ("reserves", 5), ("deletes", 5),
+                    ("timeouts", 0)):
+        got = sum(v * 0.2 for v in h[k])
+        assert abs(got - want) <= 0.5 * want + 0.01, (k, got, h[k])
+    assert call(hp, "history", "DELETE")[0] == 405
+    c.close()
+
+
+def test_history_default_interval(api):
+    s, hp = api()
+    h = ok(hp, "history")
+    assert h == {"interval": 10, "t": [], "puts": [], "reserves": [],
+                 "deletes": [], "timeouts": []}
