@@ -1,7 +1,7 @@
 // app.js - the console's router (#/..., hash routing), the session check
 // and the polling loop (every 2 s while the tab is visible).
 import {loadSession, logout, currentSession} from './api.js';
-import {status, clearStaleStatus} from './ui.js';
+import {status, clearStaleStatus, keepStatus} from './ui.js';
 import * as overview from './overview.js';
 import * as tubes from './tubes.js';
 import * as jobs from './jobs.js';
@@ -26,7 +26,8 @@ let needLogin = false;
 let busy = false;
 
 const ctx = {
-  go(hash) {
+  go(hash) { // after an action: its message stays
+    keepStatus();
     if (location.hash === hash) route();
     else location.hash = hash;
   },

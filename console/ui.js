@@ -6,18 +6,21 @@ const statusEl = () => document.getElementById('status');
 
 // Shows msg in the status line (role=status: screen readers hear it).
 // kind: 'ok', 'error' or 'info'.
-let statusAt = 0;
 export function status(msg, kind = 'info') {
-  statusAt = Date.now();
   const el = statusEl();
   el.className = `status ${kind}`;
   el.textContent = msg;
 }
 
-// Clears the status line unless it was set within the last 2 s (an
-// action that moved to another page keeps its message).
+// Clears the status line on a change of page, unless keepStatus() asked
+// to keep it once (an action that moves to another page: its message).
+let keep = false;
+export function keepStatus() {
+  keep = true;
+}
 export function clearStaleStatus() {
-  if (Date.now() - statusAt > 2000) status('');
+  if (!keep) status('');
+  keep = false;
 }
 
 // Asks before something that cannot be undone. opts: {title, text, ok,

@@ -19,6 +19,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -292,17 +294,46 @@ OPEN_STEPS = ["assets-load", "overview", "overview-charts", "tubes",
               "phone", "no-page-errors"]
 
 
+def load(s, stop_at):
+    """Puts, reserves and deletes in tube c-load until stop_at (monotonic),
+    a few per second: rates for the screenshots' charts."""
+    c = Client(s)
+    assert c.word("watch c-load") == "WATCHING"
+    i = 0
+    while time.monotonic() < stop_at:
+        put(c, "c-load", b"load")
+        i += 1
+        if i % 4 == 0:  # reserved one put in four later: rates differ
+            continue
+        while True:
+            ln, _ = c.cmd("reserve-with-timeout 0")
+            if not ln.startswith("RESERVED"):
+                break
+            c.cmd("delete " + ln.split()[1])
+        time.sleep(0.05 + 0.15 * (i % 7) / 7)
+    c.s.close()
+
+
 @pytest.fixture(scope="module")
 def opened(tmp_path_factory):
     need_browser()
     s, hp = start(tmp_path_factory)
+    loader = None
     try:
+        if os.environ.get("CONSOLE_SHOTS") == "docs":
+            # history samples every 10 s: charts need a few
+            loader = threading.Thread(target=load, daemon=True,
+                                      args=(s, time.monotonic() + 60))
+            loader.start()
+            time.sleep(32)
         ids = fill(s)
         watcher = Client(s)  # a worker the connections page lists
         assert watcher.word("watch c-watch") == "WATCHING"
         steps = run_browser(tmp_path_factory, {
             "base": "http://127.0.0.1:%d/" % hp, "mode": "open", "ids": ids})
         watcher.s.close()
+        if loader:
+            loader.join()
         yield s, ids, steps
     finally:
         stop(s)

@@ -84,8 +84,8 @@ async function openMode() {
     const spark = await row('c-kick').locator('.spark canvas').count();
     if (spark !== 1) throw new Error('no sparkline');
     // sorting by a column puts the largest ready count first when descending
-    await page.getByRole('button', {name: 'Ready', exact: true}).click();
-    await page.getByRole('button', {name: 'Ready', exact: true}).click();
+    await page.getByRole('button', {name: /^Ready( [▲▼])?$/}).click();
+    await page.getByRole('button', {name: /^Ready( [▲▼])?$/}).click();
     const first = await page.locator('table.grid tbody tr').first().locator('th').textContent();
     if (first !== 'c-list') throw new Error(`sorted by ready desc, first is ${first}`);
   });
