@@ -151,7 +151,8 @@ def test_api_matches_protocol(httpd):
 def test_errors(httpd):
     s, hp = httpd()
     wait_for(lambda: get(hp, "/api/v1/stats")[0] == 200, what="the API")
-    for path in ("/", "/api", "/api/v1", "/api/v1/", "/api/v1/nope",
+    # "/" is the web console (tests/test_console.py)
+    for path in ("/api", "/api/v1", "/api/v1/", "/api/v1/nope",
                  "/api/v1/tubes/", "/api/v1/tubes/nope", "/api/v2/stats",
                  "/metricsx", "/healthz/"):
         status, hd, body = get(hp, path)
