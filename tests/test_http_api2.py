@@ -275,3 +275,83 @@ def test_history_default_interval(api):
     h = ok(hp, "history")
     assert h == {"interval": 10, "t": [], "puts": [], "reserves": [],
                  "deletes": [], "timeouts": []}
+
+
+# ---- oldest-ready-age ----
+
+def churn(c, tube, rounds=3, n=300):
+    """n jobs put, reserved and deleted, rounds times (the tube's id heap
+    is pruned and rebuilt)."""
+    assert c.word("use " + tube) == "USING"
+    assert c.word("watch " + tube) == "WATCHING"
+    for _ in range(rounds):
+        c.send(b"put 0 0 60 1\r\nx\r\n" * n)
+        ids = []
+        for _ in range(n):
+            ln = c.line()
+            assert ln.startswith("INSERTED"), ln
+            ids.append(int(ln.split()[1]))
+        c.send(b"".join(b"reserve-job %d\r\ndelete %d\r\n" % (j, j)
+                        for j in ids))
+        for j in ids:
+            assert c.reply()[0] == "RESERVED %d 1" % j
+            assert c.reply()[0] == "DELETED"
+
+
+def test_oldest_ready_age(api):
+    s, hp = api()
+    c = Client(s)
+    t0 = time.monotonic()
+    old = put(c, "o", 1, pri=9)[0]
+    put(c, "e", 1, delay=300)  # none ready: 0
+    churn(c, "o")
+    time.sleep(max(0, 2.1 - (time.monotonic() - t0)))
+    put(c, "o", 2, pri=1)  # better priority, younger
+
+    def tube(name):  # (the documents are up to a second old)
+        wait_for(lambda: ok(hp, "tubes/" + name)["ready"] >= 0)
+        return ok(hp, "tubes/" + name)
+
+    wait_for(lambda: tube("o")["ready"] == 3)
+    assert tube("o")["oldest-ready-age"] >= 1
+    assert tube("e")["oldest-ready-age"] == 0
+    # reserving the oldest: the next is young
+    assert c.word("reserve-job %d" % old) == "RESERVED"
+    wait_for(lambda: tube("o")["ready"] == 2)
+    assert tube("o")["oldest-ready-age"] <= 1
+    # released: it is the oldest again (its put time, not its release)
+    assert c.word("release %d 9 0" % old) == "RELEASED"
+    wait_for(lambda: tube("o")["ready"] == 3)
+    assert tube("o")["oldest-ready-age"] >= 2
+    # deleted, with the others: 0
+    for j in (old, old + 902, old + 903):
+        assert c.word("delete %d" % j) == "DELETED", j
+    wait_for(lambda: tube("o")["ready"] == 0)
+    assert tube("o")["oldest-ready-age"] == 0
+    c.close()
+
+
+# ---- GET tubes per identity ----
+
+def test_tubes_per_identity(rockstalkd, tmp_path):
+    hp = free_port()
+    p = write_auth(tmp_path / "auth", auth_text())
+    s = rockstalkd("--auth-file", p, "--http", "127.0.0.1:%d" % hp)
+    c = Client(s, TOKENS["root"])
+    for t in ("p.a", "p.b", "q.a"):
+        put(c, t, 1)
+    wait_for(lambda: ok(hp, "tubes", token=TOKENS["root"])["count"] == 4)
+    names = [t["name"] for t in ok(hp, "tubes", token=TOKENS["root"])["tubes"]]
+    assert names == ["default", "p.a", "p.b", "q.a"]
+    for who in ("insp", "tadm"):
+        b = ok(hp, "tubes", token=TOKENS[who])
+        assert [t["name"] for t in b["tubes"]] == ["p.a", "p.b"], who
+        assert (b["count"], b["listed"], b["truncated"]) == (2, 2, False)
+        assert b["tubes"][0]["ready"] == 1
+        assert set(b["tubes"][0]) == set(ok(hp, "tubes/p.a", token=TOKENS["root"]))
+    # no inspect anywhere: an empty list, not the names
+    for who in ("prod", "cons", "other"):
+        b = ok(hp, "tubes", token=TOKENS[who])
+        assert b["count"] == 0 and b["tubes"] == [], who
+    assert call(hp, "tubes", token="wrong")[0] == 401
+    c.close()

@@ -9,6 +9,8 @@
 #include "cluster/node.h"
 #include "http/httpd.h"
 #include "http/json.h"
+#include "queue/readyage.h"
+#include "server/auth.h"
 #include "server/httpapi.h"
 #include "server/stats.h"
 
@@ -45,8 +47,18 @@ rate(const Server *s, const Tube *t, int c)
     return (double)(now[c] - then[c]) * 1e9 / (double)dt;
 }
 
+/* Seconds since the oldest ready job of t was put; 0 when none. */
+static int64_t
+oldest_ready_age(const Server *s, Tube *t)
+{
+    const Job *o = readyage_oldest(s, t);
+    if (!o) return 0;
+    int64_t age = (state_wall_ns(s) - o->created_at) / NS_PER_SEC;
+    return age > 0 ? age : 0;
+}
+
 static void
-tube_json(const Server *s, const Tube *t, Json *j)
+tube_json(const Server *s, Tube *t, Json *j)
 {
     static const char *const names[] = {"puts", "reserves", "deletes"};
     int64_t left = 0;
@@ -66,6 +78,7 @@ tube_json(const Server *s, const Tube *t, Json *j)
     json_key(j, "paused"), json_bool(j, t->pause_ns != 0);
     json_key(j, "pause"), json_i64(j, t->pause_ns / NS_PER_SEC);
     json_key(j, "pause-time-left"), json_i64(j, left > 0 ? left : 0);
+    json_key(j, "oldest-ready-age"), json_i64(j, oldest_ready_age(s, t));
     json_key(j, "rates");
     json_obj(j);
     for (int c = 0; c < 3; c++)
@@ -80,35 +93,68 @@ by_name(const void *a, const void *b)
                   (*(const Tube *const *)b)->name);
 }
 
+/* The tubes u may inspect (NULL: all) into *out (malloc'd), sorted by
+ * name; returns how many, or -1 out of memory. */
+static long
+tubes_for(const Server *s, const AuthUser *u, Tube ***out)
+{
+    size_t n = s->tubes.list.len, k = 0;
+    Tube **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return -1;
+    for (size_t i = 0; i < n; i++) {
+        Tube *t = s->tubes.list.items[i];
+        if (!u || (auth_bits(u, t->name) & AUTH_INSPECT)) v[k++] = t;
+    }
+    qsort(v, k, sizeof *v, by_name);
+    *out = v;
+    return (long)k;
+}
+
+/* The tubes document of the tubes u may inspect (NULL: all) into j; each
+ * object also given to d (NULL: none) under its name. */
+static void
+tubes_render(const Server *s, const AuthUser *u, Json *j, HttpdDocs *d)
+{
+    Tube **v;
+    long got = tubes_for(s, u, &v);
+    if (got < 0) {
+        j->failed = 1;
+        return;
+    }
+    size_t n = (size_t)got, shown = n;
+    if (shown > HTTPDOCS_TUBES_MAX) shown = HTTPDOCS_TUBES_MAX;
+    json_obj(j);
+    json_key(j, "count"), json_u64(j, n);
+    json_key(j, "listed"), json_u64(j, shown);
+    json_key(j, "truncated"), json_bool(j, shown < n);
+    json_key(j, "rate-window-s"), json_u64(j, TUBE_RATE_SAMPLES - 1);
+    json_key(j, "tubes");
+    json_arr(j);
+    for (size_t i = 0; i < shown && !j->failed; i++) {
+        json_obj(j);
+        size_t off = j->len - 1; /* its '{' */
+        tube_json(s, v[i], j);
+        json_obj_end(j);
+        if (d) httpd_docs_add_tube(d, v[i]->name, off, j->len - off);
+    }
+    json_arr_end(j);
+    json_obj_end(j);
+    free(v);
+}
+
+void
+httpdocs_tubes_for(const Server *s, const AuthUser *u, Json *j)
+{
+    tubes_render(s, u, j, NULL);
+}
+
 /* /api/v1/tubes into d: the first HTTPDOCS_TUBES_MAX tubes by name, each
  * object also findable by its name. */
 static void
 tubes_doc(const Server *s, HttpdDocs *d)
 {
-    size_t n = s->tubes.list.len, shown = n;
-    const Tube **v = malloc((n ? n : 1) * sizeof *v);
     Json j = {0};
-    if (!v) return;
-    memcpy(v, s->tubes.list.items, n * sizeof *v);
-    qsort(v, n, sizeof *v, by_name);
-    if (shown > HTTPDOCS_TUBES_MAX) shown = HTTPDOCS_TUBES_MAX;
-    json_obj(&j);
-    json_key(&j, "count"), json_u64(&j, n);
-    json_key(&j, "listed"), json_u64(&j, shown);
-    json_key(&j, "truncated"), json_bool(&j, shown < n);
-    json_key(&j, "rate-window-s"), json_u64(&j, TUBE_RATE_SAMPLES - 1);
-    json_key(&j, "tubes");
-    json_arr(&j);
-    for (size_t i = 0; i < shown && !j.failed; i++) {
-        json_obj(&j);
-        size_t off = j.len - 1; /* its '{' */
-        tube_json(s, v[i], &j);
-        json_obj_end(&j);
-        httpd_docs_add_tube(d, v[i]->name, off, j.len - off);
-    }
-    json_arr_end(&j);
-    json_obj_end(&j);
-    free(v);
+    tubes_render(s, NULL, &j, d);
     if (j.failed)
         json_free(&j);
     else
