@@ -15,7 +15,7 @@
 #include "proto/proto.h"
 #include "server/access.h"
 #include "server/httpact.h"
-#include "server/httpdocs.h"
+#include "server/httptubes.h"
 #include "server/jobreply.h"
 
 /* A request whose answer waits (for the store, a body, the delay). */
@@ -588,7 +588,7 @@ doc_check(const Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
         return;
     }
     if (strcmp(r->path, "tubes") == 0 && u && !u->superuser) {
-        httpdocs_tubes_for(s, u, &a->j); /* the tubes it may inspect */
+        httptubes_render(s, u, &a->j, NULL); /* the tubes it may inspect */
         a->status = 200;
         return;
     }

@@ -12,14 +12,7 @@
 
 #include <stddef.h>
 
-#include "http/json.h"
 #include "queue/state.h"
-#include "server/auth.h"
-
-/* Tubes /api/v1/tubes lists at most (the first by name; "truncated" says
- * when there were more), and so /api/v1/tubes/NAME finds: the set stays
- * bounded (a tube's object is about 400 bytes). */
-#define HTTPDOCS_TUBES_MAX 1000
 
 /* Main thread, before the store recovers: starts the HTTP server when
  * s->cfg.http_addr is set (its /readyz answers "recovering" until the
@@ -35,11 +28,6 @@ int httpdocs_open(Server *s, char *err, size_t errcap);
  * --http. The timer calls it each second; server.c when it starts to
  * stop. */
 void httpdocs_ready(Server *s);
-
-/* GET /api/v1/tubes for identity u (not a bare admin): the document of
- * the tubes u may inspect, rendered now into j (count and listed count
- * those only). O(tubes) auth checks and a sort. */
-void httpdocs_tubes_for(const Server *s, const AuthUser *u, Json *j);
 
 /* Main thread, after the loop: stops the HTTP server. */
 void httpdocs_close(Server *s);
