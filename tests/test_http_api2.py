@@ -552,3 +552,101 @@ def test_security_headers(api):
         assert hd["X-Frame-Options"] == "DENY", path
         if path.startswith("/api/v1/"):
             assert hd["Cache-Control"] == "no-store", path
+
+
+# ---- HTTPS ----
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    from cluster import make_certs
+    d = str(tmp_path_factory.mktemp("httpcerts"))
+    make_certs(d, 1)
+    return d
+
+
+def tls_ctx(certs):
+    ctx = ssl.create_default_context(cafile=os.path.join(certs, "ca.pem"))
+    ctx.check_hostname = False  # node1's certificate names no host
+    return ctx
+
+
+def tls_flags(certs):
+    return ["--tls-cert", os.path.join(certs, "node1.pem"),
+            "--tls-key", os.path.join(certs, "node1.key")]
+
+
+def test_https(rockstalkd, certs, tmp_path):
+    hp = free_port()
+    p = write_auth(tmp_path / "auth", auth_text())
+    s = rockstalkd("--auth-file", p, "--http", "127.0.0.1:%d" % hp,
+                   *tls_flags(certs))
+    ctx = tls_ctx(certs)
+    assert ok(hp, "stats", token=TOKENS["root"], scheme="https", ctx=ctx)
+    # the console's cookie is Secure over HTTPS
+    st, hd, b = login(hp, TOKENS["root"], scheme="https", ctx=ctx)
+    assert st == 200 and hd["Set-Cookie"].endswith("; Secure")
+    ck = {"Cookie": "rs_session=" + cookie_of(hd), "X-CSRF-Token": b["csrf"],
+          "Origin": "https://127.0.0.1:%d" % hp}
+    c = Client(s, TOKENS["root"])
+    put(c, "p.x", 1)
+    assert ok(hp, "jobs/1/priority?pri=1", "POST", headers=ck,
+              scheme="https", ctx=ctx)["pri"] == 1
+    # a plain-HTTP client gets no answer: never plain on the TLS port
+    with pytest.raises((urllib.error.URLError, ConnectionError,
+                        http_client().HTTPException)):
+        urllib.request.urlopen("http://127.0.0.1:%d/healthz" % hp, timeout=5)
+    raw = socket.create_connection(("127.0.0.1", hp), timeout=5)
+    raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = b""
+    try:
+        while True:
+            d = raw.recv(4096)
+            if not d:
+                break
+            got += d
+    except (ConnectionError, socket.timeout):
+        pass
+    assert b"HTTP/1.1 200" not in got and b'"ok"' not in got
+    raw.close()
+    c.close()
+
+
+def http_client():
+    import http.client
+    return http.client
+
+
+def test_http_plain_opt_out(rockstalkd, certs):
+    hp = free_port()
+    rockstalkd("--http", "127.0.0.1:%d" % hp, "--http-plain",
+               *tls_flags(certs))
+    assert ok(hp, "session")["auth"] is False  # plain HTTP
+    # open mode over HTTPS: the Origin's scheme must be https
+    hp = free_port()
+    s = rockstalkd("--http", "127.0.0.1:%d" % hp, *tls_flags(certs))
+    c = Client(s)
+    put(c, "a", 1)
+    ctx = tls_ctx(certs)
+    for origin, want in (("http://127.0.0.1:%d" % hp, 403),
+                         ("https://127.0.0.1:%d" % hp, 200)):
+        st, _, _ = call(hp, "jobs/1/priority?pri=1", "POST", scheme="https",
+                        ctx=ctx, headers={"Origin": origin})
+        assert st == want, origin
+    c.close()
+
+
+def test_https_start_refusals(certs, tmp_path):
+    exe = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), os.environ.get("ROCKSTALKD",
+                                                    "rockstalkd"))
+    http = ["--http", "127.0.0.1:%d" % free_port()]
+    key = os.path.join(certs, "node1.key")
+    pem = os.path.join(certs, "node1.pem")
+    for flags in (["--tls-cert", pem, "--tls-key", str(tmp_path / "none")],
+                  ["--tls-cert", key, "--tls-key", key]):
+        p = subprocess.run([exe, "--memory", "-p", str(free_port())] + http +
+                           flags, capture_output=True, timeout=20)
+        assert p.returncode != 0, flags
+        # (the tls:// credentials' check or the HTTP server's, first)
+        assert any(w in p.stderr for w in (b"key", b"certificate",
+                                           b"HTTPS")), p.stderr
