@@ -327,7 +327,7 @@ def test_cluster(tmp_path):
 
 
 def test_tubes_bounded_and_names(httpd):
-    """More tubes than HTTPDOCS_TUBES_MAX (1000): the first 1000 by name
+    """More tubes than HTTPTUBES_MAX (1000): the first 1000 by name
     are listed, truncated says so, and a tube past them is not found; a
     name with '/' is found whole, percent-encoded or not."""
     s, hp = httpd()

@@ -7,6 +7,8 @@ oldest-ready-age, per-identity filtering of GET tubes, console sessions
 import base64
 import json
 import os
+import pathlib
+import signal
 import socket
 import ssl
 import subprocess
@@ -17,7 +19,7 @@ import urllib.request
 import pytest
 
 from conftest import free_port, wait_for
-from test_auth import TOKENS, Client, auth_text, write_auth
+from test_auth import TOKENS, Client, auth_text, digest, write_auth
 
 pytestmark = pytest.mark.not_via_follower("the HTTP server of one process")
 
@@ -275,3 +277,376 @@ def test_history_default_interval(api):
     h = ok(hp, "history")
     assert h == {"interval": 10, "t": [], "puts": [], "reserves": [],
                  "deletes": [], "timeouts": []}
+
+
+# ---- oldest-ready-age ----
+
+def churn(c, tube, rounds=3, n=300):
+    """n jobs put, reserved and deleted, rounds times (the tube's id heap
+    is pruned and rebuilt)."""
+    assert c.word("use " + tube) == "USING"
+    assert c.word("watch " + tube) == "WATCHING"
+    for _ in range(rounds):
+        c.send(b"put 0 0 60 1\r\nx\r\n" * n)
+        ids = []
+        for _ in range(n):
+            ln = c.line()
+            assert ln.startswith("INSERTED"), ln
+            ids.append(int(ln.split()[1]))
+        c.send(b"".join(b"reserve-job %d\r\ndelete %d\r\n" % (j, j)
+                        for j in ids))
+        for j in ids:
+            assert c.reply()[0] == "RESERVED %d 1" % j
+            assert c.reply()[0] == "DELETED"
+
+
+def test_oldest_ready_age(api):
+    s, hp = api()
+    c = Client(s)
+    t0 = time.monotonic()
+    old = put(c, "o", 1, pri=9)[0]
+    put(c, "e", 1, delay=300)  # none ready: 0
+    churn(c, "o")
+    time.sleep(max(0, 2.1 - (time.monotonic() - t0)))
+    put(c, "o", 2, pri=1)  # better priority, younger
+
+    def tube(name):  # (the documents are up to a second old)
+        wait_for(lambda: ok(hp, "tubes/" + name)["ready"] >= 0)
+        return ok(hp, "tubes/" + name)
+
+    wait_for(lambda: tube("o")["ready"] == 3)
+    assert tube("o")["oldest-ready-age"] >= 1
+    assert tube("e")["oldest-ready-age"] == 0
+    # reserving the oldest: the next is young
+    assert c.word("reserve-job %d" % old) == "RESERVED"
+    wait_for(lambda: tube("o")["ready"] == 2)
+    assert tube("o")["oldest-ready-age"] <= 1
+    # released: it is the oldest again (its put time, not its release)
+    assert c.word("release %d 9 0" % old) == "RELEASED"
+    wait_for(lambda: tube("o")["ready"] == 3)
+    assert tube("o")["oldest-ready-age"] >= 2
+    # deleted, with the others: 0
+    for j in (old, old + 902, old + 903):
+        assert c.word("delete %d" % j) == "DELETED", j
+    wait_for(lambda: tube("o")["ready"] == 0)
+    assert tube("o")["oldest-ready-age"] == 0
+    c.close()
+
+
+# ---- GET tubes per identity ----
+
+def test_tubes_per_identity(rockstalkd, tmp_path):
+    hp = free_port()
+    p = write_auth(tmp_path / "auth", auth_text())
+    s = rockstalkd("--auth-file", p, "--http", "127.0.0.1:%d" % hp)
+    c = Client(s, TOKENS["root"])
+    for t in ("p.a", "p.b", "q.a"):
+        put(c, t, 1)
+    wait_for(lambda: ok(hp, "tubes", token=TOKENS["root"])["count"] == 4)
+    names = [t["name"] for t in ok(hp, "tubes", token=TOKENS["root"])["tubes"]]
+    assert names == ["default", "p.a", "p.b", "q.a"]
+    for who in ("insp", "tadm"):
+        b = ok(hp, "tubes", token=TOKENS[who])
+        assert [t["name"] for t in b["tubes"]] == ["p.a", "p.b"], who
+        assert (b["count"], b["listed"], b["truncated"]) == (2, 2, False)
+        assert b["tubes"][0]["ready"] == 1
+        assert set(b["tubes"][0]) == set(ok(hp, "tubes/p.a", token=TOKENS["root"]))
+    # no inspect anywhere: an empty list, not the names
+    for who in ("prod", "cons", "other"):
+        b = ok(hp, "tubes", token=TOKENS[who])
+        assert b["count"] == 0 and b["tubes"] == [], who
+    assert call(hp, "tubes", token="wrong")[0] == 401
+    c.close()
+
+
+# ---- console sessions ----
+
+def cookie_of(hd):
+    v = hd["Set-Cookie"]
+    assert v.startswith("rs_session="), v
+    return v.split(";")[0].split("=", 1)[1]
+
+
+def login(hp, token, form=True, **kw):
+    if form:
+        data = b"token=" + urllib.request.quote(token).encode()
+        hd = {"Content-Type": "application/x-www-form-urlencoded"}
+    else:
+        data = json.dumps({"token": token}).encode()
+        hd = {"Content-Type": "application/json"}
+    return call(hp, "session", "POST", data=data, headers=hd, **kw)
+
+
+@pytest.fixture
+def authapi(rockstalkd, tmp_path):
+    hp = free_port()
+    p = write_auth(tmp_path / "auth", auth_text())
+    s = rockstalkd("--auth-file", p, "--http", "127.0.0.1:%d" % hp)
+    s.auth_path = p
+    return s, hp
+
+
+def test_session_login_and_use(authapi):
+    s, hp = authapi
+    c = Client(s, TOKENS["root"])
+    put(c, "p.x", 2)
+    put(c, "q.x", 1)
+    st, hd, b = login(hp, TOKENS["tadm"])
+    assert st == 200 and b["identity"] == "tadm", b
+    sid, csrf = cookie_of(hd), b["csrf"]
+    assert len(sid) == 64 and len(csrf) == 64 and sid != csrf
+    assert hd["Set-Cookie"] == ("rs_session=%s; Path=/; HttpOnly; "
+                                "SameSite=Strict" % sid)
+    ck = {"Cookie": "rs_session=" + sid}
+    assert ok(hp, "session", headers=ck) == \
+        {"identity": "tadm", "csrf": csrf, "auth": True}
+    # the cookie authenticates as tadm: reads and the per-tube rules
+    assert ok(hp, "tubes/p.x/jobs", headers=ck)["jobs"][0]["id"] == 1
+    assert call(hp, "tubes/q.x/jobs", headers=ck)[0] == 403
+    assert [t["name"] for t in ok(hp, "tubes", headers=ck)["tubes"]] == \
+        ["p.x"]
+    # an action by cookie needs the session's X-CSRF-Token
+    for extra in ({}, {"X-CSRF-Token": "0" * 64}, {"X-CSRF-Token": "bad"},
+                  {"X-CSRF-Token": csrf.upper()}):
+        st, _, e = call(hp, "jobs/1/priority?pri=3", "POST",
+                        headers=dict(ck, **extra))
+        assert (st, e) == (403, {"error": "csrf"}), extra
+    assert yaml_map(c.cmd("stats-job 1")[1])["pri"] == "5"
+    assert ok(hp, "jobs/1/priority?pri=3", "POST",
+              headers=dict(ck, **{"X-CSRF-Token": csrf}))["pri"] == 3
+    # a bearer token needs none (and wins over a cookie)
+    assert ok(hp, "jobs/2/priority?pri=4", "POST", TOKENS["root"])["pri"] == 4
+    # JSON login too
+    st, hd2, b2 = login(hp, TOKENS["insp"], form=False)
+    assert st == 200 and b2["identity"] == "insp"
+    ck2 = {"Cookie": "rs_session=" + cookie_of(hd2)}
+    assert call(hp, "jobs/1/kick", "POST",
+                headers=dict(ck2, **{"X-CSRF-Token": b2["csrf"]}))[0] == 403
+    # logout: CSRF needed, then the cookie is dead
+    assert call(hp, "session", "DELETE", headers=ck)[0] == 403
+    st, hd, _ = call(hp, "session", "DELETE",
+                     headers=dict(ck, **{"X-CSRF-Token": csrf}))
+    assert st == 200 and "Max-Age=0" in hd["Set-Cookie"]
+    assert call(hp, "session", headers=ck)[0] == 401
+    assert call(hp, "tubes/p.x/jobs", headers=ck)[0] == 401
+    assert call(hp, "session", headers=ck2)[0] == 200
+    # never logged: tokens, session ids, CSRF tokens
+    log = open(s.log.name).read()
+    assert "http: tadm opened a console session" in log
+    for secret in list(TOKENS.values()) + [sid, csrf, b2["csrf"]]:
+        assert secret not in log
+    c.close()
+
+
+def test_session_refusals(authapi):
+    s, hp = authapi
+    for data, hd in ((b"token=wrong", None), (b"", None), (b"tok=x", None),
+                     (b'{"token":"wrong"}', None), (b'{"token":1}', None),
+                     (b"token=" + TOKENS["root"].encode() + b"x", None)):
+        st, _, e = call(hp, "session", "POST", data=data, headers=hd)
+        assert (st, e) == (401, {"error": "unauthorized"}), data
+    st, _, _ = call(hp, "session", "POST", data=b"token=" + b"x" * 2000)
+    assert st == 413
+    # no cookie, a malformed one, an unknown one
+    for ck in (None, "rs_session=abc", "rs_session=" + "a" * 64):
+        st, _, e = call(hp, "session", headers={"Cookie": ck} if ck else {})
+        assert st == 401, ck
+        st, _, e = call(hp, "stats", headers={"Cookie": ck} if ck else {})
+        assert st == 401, ck
+    # a cross-site login is refused by its Origin
+    req_hd = {"Origin": "http://evil.example",
+              "Content-Type": "application/x-www-form-urlencoded"}
+    st, hd, e = call(hp, "session", "POST",
+                     data=b"token=" + TOKENS["root"].encode(), headers=req_hd)
+    assert st == 403 and "Set-Cookie" not in hd
+    assert call(hp, "session", "PUT")[0] == 405
+
+
+def test_session_reload_and_cap(authapi):
+    s, hp = authapi
+    st, hd, b = login(hp, TOKENS["tadm"])
+    ck_t = {"Cookie": "rs_session=" + cookie_of(hd)}
+    st, hd, b = login(hp, TOKENS["root"])
+    ck_r = {"Cookie": "rs_session=" + cookie_of(hd)}
+    # a reload that changes tadm's token drops its session, not root's
+    text = auth_text().replace(digest(TOKENS["tadm"]),
+                               digest("tadm-new-token"))
+    write_auth(pathlib.Path(s.auth_path), text)
+    s.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: call(hp, "session", headers=ck_t)[0] == 401,
+             what="the reload")
+    assert call(hp, "session", headers=ck_r)[0] == 200
+    # at most 256 live: the oldest goes
+    cks = []
+    for _ in range(256):
+        st, hd, _ = login(hp, TOKENS["insp"])
+        assert st == 200
+        cks.append({"Cookie": "rs_session=" + cookie_of(hd)})
+    assert call(hp, "session", headers=ck_r)[0] == 401  # the oldest
+    assert call(hp, "session", headers=cks[0])[0] == 200
+    assert call(hp, "session", headers=cks[-1])[0] == 200
+
+
+def test_open_mode_origin_and_csrf(api):
+    s, hp = api()
+    c = Client(s)
+    put(c, "a", 1)
+    b = ok(hp, "session")
+    assert b["identity"] is None and b["auth"] is False
+    csrf = b["csrf"]
+    assert len(csrf) == 64 and ok(hp, "session")["csrf"] == csrf
+    here = "http://127.0.0.1:%d" % hp
+    # curl sends no Origin: fine
+    assert ok(hp, "jobs/1/priority?pri=1", "POST")["pri"] == 1
+    for origin in ("http://evil.example", "https://127.0.0.1:%d" % hp,
+                   "http://127.0.0.1:%d" % (hp + 1), "null", ""):
+        st, _, e = call(hp, "jobs/1/priority?pri=2", "POST",
+                        headers={"Origin": origin})
+        assert st == 403, origin
+    assert yaml_map(c.cmd("stats-job 1")[1])["pri"] == "1"
+    assert ok(hp, "jobs/1/priority?pri=2", "POST",
+              headers={"Origin": here})["pri"] == 2
+    # a GET is not checked; an X-CSRF-Token, when sent, must match
+    assert ok(hp, "jobs/1", headers={"Origin": "http://evil.example"})
+    assert call(hp, "jobs/1/priority?pri=3", "POST",
+                headers={"Origin": here, "X-CSRF-Token": "1" * 64})[0] == 403
+    assert ok(hp, "jobs/1/priority?pri=3", "POST",
+              headers={"Origin": here, "X-CSRF-Token": csrf})["pri"] == 3
+    # no sessions in open mode: POST answers as GET, no cookie
+    st, hd, b = login(hp, "anything")
+    assert st == 200 and b["auth"] is False and "Set-Cookie" not in hd
+    assert call(hp, "session", "DELETE")[0] == 200
+    c.close()
+
+
+# ---- security headers ----
+
+def raw_get(port, path, method="GET"):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.headers
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers
+
+
+def test_security_headers(api):
+    s, hp = api()
+    wait_for(lambda: raw_get(hp, "/api/v1/stats")[0] == 200)
+    for path, method, want in (("/healthz", "GET", 200),
+                               ("/readyz", "GET", 200),
+                               ("/metrics", "GET", 200),
+                               ("/api/v1/stats", "GET", 200),
+                               ("/api/v1/tubes/default", "GET", 200),
+                               ("/api/v1/jobs/9", "GET", 404),
+                               ("/api/v1/connections", "GET", 200),
+                               ("/nope", "GET", 404),
+                               ("/api/v1/stats", "POST", 405),
+                               ("/api/v1/jobs/x", "GET", 400)):
+        st, hd = raw_get(hp, path, method)
+        assert st == want, (path, st)
+        assert hd["Content-Security-Policy"] == CSP, path
+        assert hd["X-Content-Type-Options"] == "nosniff", path
+        assert hd["Referrer-Policy"] == "no-referrer", path
+        assert hd["X-Frame-Options"] == "DENY", path
+        if path.startswith("/api/v1/"):
+            assert hd["Cache-Control"] == "no-store", path
+
+
+# ---- HTTPS ----
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    from cluster import make_certs
+    d = str(tmp_path_factory.mktemp("httpcerts"))
+    make_certs(d, 1)
+    return d
+
+
+def tls_ctx(certs):
+    ctx = ssl.create_default_context(cafile=os.path.join(certs, "ca.pem"))
+    ctx.check_hostname = False  # node1's certificate names no host
+    return ctx
+
+
+def tls_flags(certs):
+    return ["--tls-cert", os.path.join(certs, "node1.pem"),
+            "--tls-key", os.path.join(certs, "node1.key")]
+
+
+def test_https(rockstalkd, certs, tmp_path):
+    hp = free_port()
+    p = write_auth(tmp_path / "auth", auth_text())
+    s = rockstalkd("--auth-file", p, "--http", "127.0.0.1:%d" % hp,
+                   *tls_flags(certs))
+    ctx = tls_ctx(certs)
+    assert ok(hp, "stats", token=TOKENS["root"], scheme="https", ctx=ctx)
+    # the console's cookie is Secure over HTTPS
+    st, hd, b = login(hp, TOKENS["root"], scheme="https", ctx=ctx)
+    assert st == 200 and hd["Set-Cookie"].endswith("; Secure")
+    ck = {"Cookie": "rs_session=" + cookie_of(hd), "X-CSRF-Token": b["csrf"],
+          "Origin": "https://127.0.0.1:%d" % hp}
+    c = Client(s, TOKENS["root"])
+    put(c, "p.x", 1)
+    assert ok(hp, "jobs/1/priority?pri=1", "POST", headers=ck,
+              scheme="https", ctx=ctx)["pri"] == 1
+    # a plain-HTTP client gets no answer: never plain on the TLS port
+    with pytest.raises((urllib.error.URLError, ConnectionError,
+                        http_client().HTTPException)):
+        urllib.request.urlopen("http://127.0.0.1:%d/healthz" % hp, timeout=5)
+    raw = socket.create_connection(("127.0.0.1", hp), timeout=5)
+    raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = b""
+    try:
+        while True:
+            d = raw.recv(4096)
+            if not d:
+                break
+            got += d
+    except (ConnectionError, socket.timeout):
+        pass
+    assert b"HTTP/1.1 200" not in got and b'"ok"' not in got
+    raw.close()
+    c.close()
+
+
+def http_client():
+    import http.client
+    return http.client
+
+
+def test_http_plain_opt_out(rockstalkd, certs):
+    hp = free_port()
+    rockstalkd("--http", "127.0.0.1:%d" % hp, "--http-plain",
+               *tls_flags(certs))
+    assert ok(hp, "session")["auth"] is False  # plain HTTP
+    # open mode over HTTPS: the Origin's scheme must be https
+    hp = free_port()
+    s = rockstalkd("--http", "127.0.0.1:%d" % hp, *tls_flags(certs))
+    c = Client(s)
+    put(c, "a", 1)
+    ctx = tls_ctx(certs)
+    for origin, want in (("http://127.0.0.1:%d" % hp, 403),
+                         ("https://127.0.0.1:%d" % hp, 200)):
+        st, _, _ = call(hp, "jobs/1/priority?pri=1", "POST", scheme="https",
+                        ctx=ctx, headers={"Origin": origin})
+        assert st == want, origin
+    c.close()
+
+
+def test_https_start_refusals(certs, tmp_path):
+    exe = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), os.environ.get("ROCKSTALKD",
+                                                    "rockstalkd"))
+    http = ["--http", "127.0.0.1:%d" % free_port()]
+    key = os.path.join(certs, "node1.key")
+    pem = os.path.join(certs, "node1.pem")
+    for flags in (["--tls-cert", pem, "--tls-key", str(tmp_path / "none")],
+                  ["--tls-cert", key, "--tls-key", key]):
+        p = subprocess.run([exe, "--memory", "-p", str(free_port())] + http +
+                           flags, capture_output=True, timeout=20)
+        assert p.returncode != 0, flags
+        # (the tls:// credentials' check or the HTTP server's, first)
+        assert any(w in p.stderr for w in (b"key", b"certificate",
+                                           b"HTTPS")), p.stderr

@@ -8,6 +8,7 @@
 #include "base/common.h"
 #include "base/log.h"
 #include "queue/clock.h"
+#include "queue/readyage.h"
 
 static int
 tube_delay_less(const void *a, const void *b)
@@ -250,6 +251,7 @@ queue_make_ready(Server *s, Job *j)
     Tube *t = j->tube;
     j->state = JOB_READY;
     must(heap_insert(&t->ready, j));
+    readyage_push(t, j);
     s->ready_ct++;
     if (j->pri < URGENT_THRESHOLD) {
         s->urgent_ct++;

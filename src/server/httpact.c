@@ -2,6 +2,7 @@
 #include "server/httpact.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,133 @@ httpans_done(HttpAns *a, const char *key, uint64_t v)
     if (key) json_key(&a->j, key), json_u64(&a->j, v);
     json_obj_end(&a->j);
     a->status = 200;
+}
+
+/* ---- numbers and names ---- */
+
+/* Parses a decimal in [0, max] into *out: 0, or -1. */
+int
+httpans_parse_u64(const char *p, uint64_t max, uint64_t *out)
+{
+    char *end;
+    if (*p < '0' || *p > '9') return -1;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno || *end || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+/* The optional argument a of r as a number (def when absent): 0, or -1
+ * (answered 400). */
+int
+httpans_arg_u64(const HttpdReq *r, HttpdArg a, uint64_t def, uint64_t max,
+                uint64_t *out, HttpAns *ans, const char *msg)
+{
+    *out = def;
+    if (!r->has_arg[a]) return 0;
+    if (httpans_parse_u64(r->arg[a], max, out) == 0) return 0;
+    httpans_error(ans, 400, msg);
+    return -1;
+}
+
+/* ---- actions ---- */
+
+const char *
+httpact_who(const AuthUser *u)
+{
+    return u ? u->name : "(open API)";
+}
+
+/* POST tubes/NAME/kick and tubes/NAME/pause. */
+void
+httpact_tube(Server *s, const HttpdReq *r, Tube *t, int kick, const AuthUser *u,
+             HttpAns *a)
+{
+    uint64_t v;
+    if (kick) {
+        if (httpans_arg_u64(r, HTTPD_ARG_N, 1, HTTPACT_KICK_MAX, &v, a,
+                            "n: 0 to 10000") < 0)
+            return;
+        uint64_t n = 0;
+        Heap *from = t->buried.len ? &t->buried : &t->delay;
+        for (; n < v; n++) {
+            Job *j = heap_peek(from);
+            if (!j) break;
+            queue_kick_job(s, j);
+        }
+        log_msg(0, "http: %s kicked %llu jobs of tube %s", httpact_who(u),
+                (unsigned long long)n, t->name);
+        return httpans_done(a, "kicked", n);
+    }
+    if (!r->has_arg[HTTPD_ARG_SECONDS])
+        return httpans_error(a, 400, "seconds: required, 0 to 4294967295");
+    if (httpans_arg_u64(r, HTTPD_ARG_SECONDS, 0, UINT32_MAX, &v, a,
+                        "seconds: 0 to 4294967295") < 0)
+        return;
+    queue_pause(s, t, (uint32_t)v);
+    log_msg(0, "http: %s paused tube %s for %llu s", httpact_who(u), t->name,
+            (unsigned long long)v);
+    httpans_done(a, "seconds", v);
+}
+
+/* POST jobs/ID/priority: a ready job moves in its heap; a delayed or
+ * buried one keeps its place (due time, bury order); a reserved one is its
+ * holder's (409). */
+static void
+set_priority(Server *s, const HttpdReq *r, Job *j, const AuthUser *u,
+             HttpAns *a)
+{
+    uint64_t pri;
+    if (!r->has_arg[HTTPD_ARG_PRI])
+        return httpans_error(a, 400, "pri: required, 0 to 4294967295");
+    if (httpans_arg_u64(r, HTTPD_ARG_PRI, 0, UINT32_MAX, &pri, a,
+                        "pri: 0 to 4294967295") < 0)
+        return;
+    if (j->state == JOB_RESERVED)
+        return httpans_error(a, 409,
+                             "the job is reserved: its holder sets its "
+                             "priority (release, bury)");
+    if (j->state == JOB_READY) { /* its place in the ready heap moves */
+        queue_detach(s, j, NULL);
+        j->pri = (uint32_t)pri;
+        queue_persist_update(s, j);
+        queue_make_ready(s, j);
+    } else { /* delayed and buried heaps do not order by priority */
+        j->pri = (uint32_t)pri;
+        queue_persist_update(s, j);
+    }
+    log_msg(0, "http: %s set the priority of job %llu to %llu", httpact_who(u),
+            (unsigned long long)j->id, (unsigned long long)pri);
+    httpans_done(a, "pri", pri);
+}
+
+/* DELETE jobs/ID, POST jobs/ID/kick, POST jobs/ID/priority. */
+void
+httpact_job(Server *s, const HttpdReq *r, Job *j, const char *act,
+            const AuthUser *u, HttpAns *a)
+{
+    uint64_t id = j->id;
+    if (strcmp(act, "priority") == 0) return set_priority(s, r, j, u, a);
+    if (strcmp(act, "kick") == 0) {
+        if (j->state != JOB_BURIED && j->state != JOB_DELAYED)
+            return httpans_error(a, 409,
+                                 "only a buried or delayed job is kicked");
+        queue_kick_job(s, j);
+        log_msg(0, "http: %s kicked job %llu", httpact_who(u),
+                (unsigned long long)id);
+        return httpans_done(a, "kicked", id);
+    }
+    if (j->state == JOB_RESERVED) /* as the protocol's delete by another */
+        return httpans_error(a, 409,
+                             "the job is reserved: delete it once released "
+                             "or through its holder");
+    queue_detach(s, j, NULL);
+    j->tube->delete_ct++;
+    queue_delete(s, j);
+    log_msg(0, "http: %s deleted job %llu", httpact_who(u),
+            (unsigned long long)id);
+    httpans_done(a, "deleted", id);
 }
 
 /* ---- clear ---- */

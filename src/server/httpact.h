@@ -16,6 +16,8 @@
 /* Bytes of an identity's name as logged, NUL included. */
 #define AUTH_WHO_MAX (AUTH_NAME_MAX + 1)
 
+/* n of POST tubes/NAME/kick, at most (default 1). */
+#define HTTPACT_KICK_MAX 10000
 /* Connections GET connections lists at most (the first by id). */
 #define HTTPACT_CONNS_MAX 1000
 /* The history: a sample every HTTPACT_HIST_S seconds, the last
@@ -52,6 +54,27 @@ void httpans_error(HttpAns *a, unsigned status, const char *msg);
 
 /* Sets a's answer to 200 {"ok": true, key: v} (no key when NULL). */
 void httpans_done(HttpAns *a, const char *key, uint64_t v);
+
+/* Parses a decimal in [0, max] into *out: 0, or -1. */
+int httpans_parse_u64(const char *p, uint64_t max, uint64_t *out);
+
+/* The optional query argument a of r as a number (def when absent): 0,
+ * or -1 (answered 400 with msg). */
+int httpans_arg_u64(const HttpdReq *r, HttpdArg a, uint64_t def, uint64_t max,
+                    uint64_t *out, HttpAns *ans, const char *msg);
+
+/* The name an action is logged with: u's, or "(open API)". */
+const char *httpact_who(const AuthUser *u);
+
+/* POST tubes/NAME/kick (kick) or tubes/NAME/pause on t (the caller
+ * checked admin): answers a. */
+void httpact_tube(Server *s, const HttpdReq *r, Tube *t, int kick,
+                  const AuthUser *u, HttpAns *a);
+
+/* DELETE jobs/ID (act "delete"), POST jobs/ID/kick, POST
+ * jobs/ID/priority on j (the caller checked admin): answers a. */
+void httpact_job(Server *s, const HttpdReq *r, Job *j, const char *act,
+                 const AuthUser *u, HttpAns *a);
 
 /* POST tubes/NAME/clear on t (the caller checked admin): parses state=,
  * then either answers a (400) or sets a->clear. who: the identity, for

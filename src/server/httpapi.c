@@ -1,7 +1,6 @@
 /* httpapi.c - see httpapi.h. */
 #include "server/httpapi.h"
 
-#include <errno.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,8 @@
 #include "proto/proto.h"
 #include "server/access.h"
 #include "server/httpact.h"
+#include "server/httpsess.h"
+#include "server/httptubes.h"
 #include "server/jobreply.h"
 
 /* A request whose answer waits (for the store, a body, the delay). */
@@ -39,6 +40,7 @@ struct HttpApi {
     int clearing;   /* a clear is under way */
     int64_t delay_ns;
     Held held[HTTPD_QUEUE_MAX]; /* at most HTTPD_QUEUE_MAX in flight */
+    HttpSessions sess;          /* the console's sessions */
     size_t n;
 };
 
@@ -50,50 +52,33 @@ error(Ans *a, unsigned status, const char *msg)
     httpans_error(a, status, msg);
 }
 
-/* ---- numbers and names ---- */
-
-/* Parses a decimal in [0, max] into *out: 0, or -1. */
-static int
-parse_u64(const char *p, uint64_t max, uint64_t *out)
-{
-    char *end;
-    if (*p < '0' || *p > '9') return -1;
-    errno = 0;
-    unsigned long long v = strtoull(p, &end, 10);
-    if (errno || *end || v > max) return -1;
-    *out = v;
-    return 0;
-}
-
-/* The optional argument a of r as a number (def when absent): 0, or -1
- * (answered 400). */
-static int
-arg_u64(const HttpdReq *r, HttpdArg a, uint64_t def, uint64_t max,
-        uint64_t *out, Ans *ans, const char *msg)
-{
-    *out = def;
-    if (!r->has_arg[a]) return 0;
-    if (parse_u64(r->arg[a], max, out) == 0) return 0;
-    error(ans, 400, msg);
-    return -1;
-}
-
 /* ---- auth ---- */
 
-/* The identity of r's bearer token: 0 and *u (NULL without --auth-file),
- * or -1 (answered 401). */
+/* The identity of r: its bearer token, else its session cookie (which a
+ * request other than GET must back with its X-CSRF-Token). 0 and *u
+ * (NULL without --auth-file, where a request other than GET passes the
+ * Origin check), or -1 (answered 401 or 403). */
 static int
 identify(Server *s, const HttpdReq *r, const AuthUser **u, Ans *a)
 {
+    HttpSessions *ss = &s->httpapi->sess;
+    HttpSess *e = NULL;
     *u = NULL;
-    if (!s->access) return 0;
+    if (!s->access)
+        return r->method == HTTPD_GET || httpsess_open_check(ss, r, a) ? 0 : -1;
     if (r->token[0])
         *u = auth_by_token(&s->access->table, r->token, strlen(r->token));
+    else if (!r->auth && r->sid[0])
+        *u = httpsess_user(s, ss, r, &e);
+    if (*u && e && r->method != HTTPD_GET && !httpsess_csrf_ok(r, e->csrf)) {
+        error(a, 403, "csrf");
+        return -1;
+    }
     if (*u) return 0;
     error(a, 401,
-          r->auth ? "bad token"
-                  : "authentication required: "
-                    "Authorization: Bearer TOKEN");
+          r->auth || r->sid[0] ? "bad token"
+                               : "authentication required: "
+                                 "Authorization: Bearer TOKEN");
     return -1;
 }
 
@@ -345,10 +330,10 @@ list_jobs(Server *s, const HttpdReq *r, Tube *t, Ans *a)
         if (strcmp(sn, states[i].name) == 0) st = states[i].state;
     if (st < 0)
         return error(a, 400, "state: ready, delayed, buried or reserved");
-    if (arg_u64(r, HTTPD_ARG_AFTER, 0, UINT64_MAX, &after, a,
-                "after: a job id") < 0 ||
-        arg_u64(r, HTTPD_ARG_LIMIT, HTTPAPI_LIMIT_DEFAULT, HTTPAPI_LIMIT_MAX,
-                &limit, a, "limit: 1 to 1000") < 0)
+    if (httpans_arg_u64(r, HTTPD_ARG_AFTER, 0, UINT64_MAX, &after, a,
+                        "after: a job id") < 0 ||
+        httpans_arg_u64(r, HTTPD_ARG_LIMIT, HTTPAPI_LIMIT_DEFAULT,
+                        HTTPAPI_LIMIT_MAX, &limit, a, "limit: 1 to 1000") < 0)
         return;
     if (limit == 0) return error(a, 400, "limit: 1 to 1000");
     Job *cur = after ? jobtable_find(&s->jobs, after) : NULL;
@@ -382,108 +367,6 @@ list_jobs(Server *s, const HttpdReq *r, Tube *t, Ans *a)
         json_null(&a->j);
     json_obj_end(&a->j);
     a->status = 200;
-}
-
-/* ---- actions ---- */
-
-/* {"ok": true, KEY: v}. */
-static void
-done(Ans *a, const char *key, uint64_t v)
-{
-    httpans_done(a, key, v);
-}
-
-static const char *
-who(const AuthUser *u)
-{
-    return u ? u->name : "(open API)";
-}
-
-/* POST tubes/NAME/kick and tubes/NAME/pause. */
-static void
-tube_action(Server *s, const HttpdReq *r, Tube *t, int kick, const AuthUser *u,
-            Ans *a)
-{
-    uint64_t v;
-    if (kick) {
-        if (arg_u64(r, HTTPD_ARG_N, 1, HTTPAPI_KICK_MAX, &v, a,
-                    "n: 0 to 10000") < 0)
-            return;
-        uint64_t n = 0;
-        Heap *from = t->buried.len ? &t->buried : &t->delay;
-        for (; n < v; n++) {
-            Job *j = heap_peek(from);
-            if (!j) break;
-            queue_kick_job(s, j);
-        }
-        log_msg(0, "http: %s kicked %llu jobs of tube %s", who(u),
-                (unsigned long long)n, t->name);
-        return done(a, "kicked", n);
-    }
-    if (!r->has_arg[HTTPD_ARG_SECONDS])
-        return error(a, 400, "seconds: required, 0 to 4294967295");
-    if (arg_u64(r, HTTPD_ARG_SECONDS, 0, UINT32_MAX, &v, a,
-                "seconds: 0 to 4294967295") < 0)
-        return;
-    queue_pause(s, t, (uint32_t)v);
-    log_msg(0, "http: %s paused tube %s for %llu s", who(u), t->name,
-            (unsigned long long)v);
-    done(a, "seconds", v);
-}
-
-/* POST jobs/ID/priority: a ready job moves in its heap; a delayed or
- * buried one keeps its place (due time, bury order); a reserved one is its
- * holder's (409). */
-static void
-set_priority(Server *s, const HttpdReq *r, Job *j, const AuthUser *u, Ans *a)
-{
-    uint64_t pri;
-    if (!r->has_arg[HTTPD_ARG_PRI])
-        return error(a, 400, "pri: required, 0 to 4294967295");
-    if (arg_u64(r, HTTPD_ARG_PRI, 0, UINT32_MAX, &pri, a,
-                "pri: 0 to 4294967295") < 0)
-        return;
-    if (j->state == JOB_RESERVED)
-        return error(a, 409,
-                     "the job is reserved: its holder sets its "
-                     "priority (release, bury)");
-    if (j->state == JOB_READY) { /* its place in the ready heap moves */
-        queue_detach(s, j, NULL);
-        j->pri = (uint32_t)pri;
-        queue_persist_update(s, j);
-        queue_make_ready(s, j);
-    } else { /* delayed and buried heaps do not order by priority */
-        j->pri = (uint32_t)pri;
-        queue_persist_update(s, j);
-    }
-    log_msg(0, "http: %s set the priority of job %llu to %llu", who(u),
-            (unsigned long long)j->id, (unsigned long long)pri);
-    done(a, "pri", pri);
-}
-
-/* DELETE jobs/ID, POST jobs/ID/kick, POST jobs/ID/priority. */
-static void
-job_action(Server *s, const HttpdReq *r, Job *j, const char *act,
-           const AuthUser *u, Ans *a)
-{
-    uint64_t id = j->id;
-    if (strcmp(act, "priority") == 0) return set_priority(s, r, j, u, a);
-    if (strcmp(act, "kick") == 0) {
-        if (j->state != JOB_BURIED && j->state != JOB_DELAYED)
-            return error(a, 409, "only a buried or delayed job is kicked");
-        queue_kick_job(s, j);
-        log_msg(0, "http: %s kicked job %llu", who(u), (unsigned long long)id);
-        return done(a, "kicked", id);
-    }
-    if (j->state == JOB_RESERVED) /* as the protocol's delete by another */
-        return error(a, 409,
-                     "the job is reserved: delete it once released "
-                     "or through its holder");
-    queue_detach(s, j, NULL);
-    j->tube->delete_ct++;
-    queue_delete(s, j);
-    log_msg(0, "http: %s deleted job %llu", who(u), (unsigned long long)id);
-    done(a, "deleted", id);
 }
 
 /* ---- routing ---- */
@@ -521,8 +404,8 @@ tube_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
         return error(a, 404, "no such tube");
     }
     if (list) return list_jobs(s, r, t, a);
-    if (clear) return httpact_clear_start(s, r, t, who(u), a);
-    tube_action(s, r, t, kick, u, a);
+    if (clear) return httpact_clear_start(s, r, t, httpact_who(u), a);
+    httpact_tube(s, r, t, kick, u, a);
 }
 
 /* POST jobs/ID/move?tube=T: admin on T too; the body read first. */
@@ -536,7 +419,7 @@ move_route(Server *s, const HttpdReq *r, Job *j, const AuthUser *u, Ans *a)
     if (j->state == JOB_RESERVED)
         return error(a, 409, "the job is reserved: move it once released");
     snprintf(a->move_to, sizeof a->move_to, "%s", to);
-    snprintf(a->who, sizeof a->who, "%s", who(u));
+    snprintf(a->who, sizeof a->who, "%s", httpact_who(u));
     if (j->body) return httpact_move(s, j, a);
     a->fetch = j->id; /* the move is made once its body is in memory */
     bodycache_fetch(&s->bodies, j, 1);
@@ -560,7 +443,7 @@ job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
     if (n == 0 || n >= sizeof idtext) return error(a, 400, "bad job id");
     memcpy(idtext, p, n);
     idtext[n] = '\0';
-    if (parse_u64(idtext, UINT64_MAX, &id) < 0 || id == 0)
+    if (httpans_parse_u64(idtext, UINT64_MAX, &id) < 0 || id == 0)
         return error(a, 400, "bad job id");
     Job *j = jobtable_find(&s->jobs, id);
     int write = act || r->method == HTTPD_DELETE;
@@ -571,7 +454,7 @@ job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
     if (!allowed(u, write ? AUTH_ADMIN : AUTH_INSPECT, j->tube->name, a))
         return;
     if (act && strcmp(act, "move") == 0) return move_route(s, r, j, u, a);
-    if (write) return job_action(s, r, j, act ? act : "delete", u, a);
+    if (write) return httpact_job(s, r, j, act ? act : "delete", u, a);
     jobreply_confirm(s, &j, 1);
     a->status = 200;
     a->fetch = id; /* the answer is made once its body is in memory */
@@ -580,25 +463,30 @@ job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
 
 /* A published document's auth check: status 0 serves it. */
 static void
-doc_check(const HttpdReq *r, const AuthUser *u, Ans *a)
+doc_check(const Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
 {
     if (strncmp(r->path, "tubes/", 6) == 0) {
         if (allowed(u, AUTH_INSPECT, r->path + 6, a)) a->status = 0;
         return;
     }
-    if (strcmp(r->path, "tubes") == 0 && u && !u->superuser)
-        return error(a, 403, "listing every tube needs a bare admin identity");
+    if (strcmp(r->path, "tubes") == 0 && u && !u->superuser) {
+        httptubes_render(s, u, &a->j, NULL); /* the tubes it may inspect */
+        a->status = 200;
+        return;
+    }
     if (allowed(u, AUTH_INSPECT, NULL, a)) a->status = 0;
 }
 
 /* Runs r. */
 static void
-run(Server *s, const HttpdReq *r, Ans *a)
+run(Server *s, HttpdReq *r, Ans *a)
 {
     const AuthUser *u;
     NodeStats ns;
+    if (strcmp(r->path, "session") == 0)
+        return httpsess_route(s, &s->httpapi->sess, r, a);
     if (identify(s, r, &u, a) < 0) return;
-    if (r->doc) return doc_check(r, u, a);
+    if (r->doc) return doc_check(s, r, u, a);
     if (!node_serves(s)) {
         node_stats(s, &ns);
         a->status = 503;
@@ -780,6 +668,10 @@ httpapi_open(Server *s, unsigned delay_ms)
 {
     HttpApi *api = calloc(1, sizeof *api);
     if (!api) return -1;
+    if (httpsess_init(&api->sess) < 0) {
+        free(api);
+        return -1;
+    }
     api->delay_ns = (int64_t)delay_ms * 1000000;
     ev_async_init(&api->async_w, take_cb);
     api->async_w.data = s;
