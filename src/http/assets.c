@@ -41,25 +41,9 @@ assets_etag_match(const char *inm, const char *etag)
     return 0;
 }
 
-/* The console's security headers. CONSOLE_CSP is what every page of the
- * console runs under: nothing from another origin, no inline script or
- * style, no framing. */
-#define CONSOLE_CSP                                                            \
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src "        \
-    "'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri "      \
-    "'none'; form-action 'self'"
-
-static void
-security_headers(struct MHD_Response *r)
-{
-    MHD_add_response_header(r, "Content-Security-Policy", CONSOLE_CSP);
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(r, "X-Frame-Options", "DENY");
-    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
-}
-
 int
 assets_serve(struct MHD_Connection *conn, const char *url, const char *method,
+             void (*headers)(struct MHD_Response *r, int api),
              enum MHD_Result *ret)
 {
     static const char not_allowed[] = "{\"error\":\"method not allowed\"}";
@@ -96,7 +80,7 @@ assets_serve(struct MHD_Connection *conn, const char *url, const char *method,
         MHD_add_response_header(r, "ETag", a->etag);
         MHD_add_response_header(r, "Cache-Control", "no-cache");
     }
-    security_headers(r);
+    headers(r, 0);
     *ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return 1;

@@ -6,9 +6,9 @@
  * Assets are public (no token, even with --auth-file: they hold no data);
  * each answer carries its Content-Type, an ETag (a conditional GET with a
  * matching If-None-Match is answered 304 without the body), Cache-Control:
- * no-cache (kept, but revalidated before each use) and the console's
- * security headers (a strict Content-Security-Policy: scripts, styles and
- * connections to this origin only, no inline code). */
+ * no-cache (kept, but revalidated before each use) and the security
+ * headers of every answer (httpd_security_headers: a strict
+ * Content-Security-Policy, no inline code, no framing). */
 #ifndef ROCKSTALK_ASSETS_H
 #define ROCKSTALK_ASSETS_H
 
@@ -38,8 +38,13 @@ int assets_etag_match(const char *if_none_match, const char *etag);
 
 /* Answers a request for an asset (GET or HEAD: 200 or 304; another
  * method: 405 with Allow: GET, HEAD) into *ret and returns 1; returns 0
- * without answering when url names no asset. HTTP thread. */
+ * without answering when url names no asset. headers adds the security
+ * headers every answer carries (httpd_security_headers, passed in: httpd
+ * calls this module, not the other way round); it is called with api 0.
+ * HTTP thread. */
 int assets_serve(struct MHD_Connection *conn, const char *url,
-                 const char *method, enum MHD_Result *ret);
+                 const char *method,
+                 void (*headers)(struct MHD_Response *r, int api),
+                 enum MHD_Result *ret);
 
 #endif

@@ -659,7 +659,8 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
         return b->priv.answered ? send_answer(h, conn, b) : MHD_YES;
     }
     enum MHD_Result ret;
-    if (assets_serve(conn, url, method, &ret)) return ret; /* the console */
+    if (assets_serve(conn, url, method, httpd_security_headers, &ret))
+        return ret; /* the console */
     Route r = route(url, &kind, &name);
     if (r == R_NONE)
         return send_json(conn, MHD_HTTP_NOT_FOUND, "{\"error\":\"not found\"}");
