@@ -26,7 +26,8 @@ import urllib.request
 
 import pytest
 
-from conftest import ROCKSTALKD, ROOT, Server, free_port
+from cluster import Cluster
+from conftest import ROCKSTALKD, ROOT, Server, free_port, wait_for
 from test_auth import TOKENS, Client, auth_text, write_auth
 
 pytestmark = pytest.mark.not_via_follower("the HTTP server of one process")
@@ -221,7 +222,8 @@ def need_browser():
 def run_browser(tmp_path_factory, cfg):
     """Runs run.mjs with cfg; {step: (ok, error)}."""
     shots = os.environ.get("CONSOLE_SHOTS")
-    cfg["shots"] = (os.path.join(ROOT, "docs") if shots == "docs"
+    cfg["docs"] = shots == "docs"
+    cfg["shots"] = (os.path.join(ROOT, "docs") if cfg["docs"]
                     else str(tmp_path_factory.mktemp("shots")))
     os.makedirs(cfg["shots"], exist_ok=True)
     cfg["chromium"] = CHROMIUM
@@ -416,3 +418,25 @@ def test_auth_action_seen_through_the_protocol(authed):
     c = Client(s, TOKENS["root"])
     t = yaml_of(c, "stats-tube c-kick")
     assert (t["current-jobs-buried"], t["current-jobs-ready"]) == ("0", "3")
+
+
+def test_browser_cluster(tmp_path_factory):
+    """The cluster page of a 3-node cluster's leader: its role, term and
+    the three voters (no transfer action: the HTTP API has none)."""
+    need_browser()
+    c = Cluster(tmp_path_factory.mktemp("cluster"), tls=False)
+    try:
+        lead = c.wait_leader()
+        hp = c.node(lead).metrics_port
+
+        def known():
+            st, _, body = get(hp, "/api/v1/cluster")
+            return st == 200 and json.loads(body)["leader"] == lead
+        wait_for(known, timeout=15, what="the leader's /api/v1/cluster")
+        steps = run_browser(tmp_path_factory, {
+            "base": "http://127.0.0.1:%d/" % hp, "mode": "cluster"})
+    finally:
+        c.stop()
+    for step in ("cluster-page", "no-page-errors"):
+        assert step in steps, "run.mjs did not report " + step
+        assert steps[step][0], (step, steps[step][1])

@@ -5,8 +5,9 @@
 //
 //   node tests/console/run.mjs CONFIG.json
 //
-// CONFIG: {base: "http://127.0.0.1:PORT/", mode: "open" | "auth",
-// token, badToken, shots: folder or null, ids: {...}, chromium}. Prints
+// CONFIG: {base: "http://127.0.0.1:PORT/", mode: "open" | "auth" |
+// "cluster", token, badToken, shots: folder or null, docs: true to wait
+// for charts worth a screenshot, ids: {...}, chromium}. Prints
 // one JSON line per step: {"step", "ok", "error"?}; exit 0 once all ran.
 import {readFileSync} from 'node:fs';
 import {chromium} from 'playwright-core';
@@ -91,7 +92,9 @@ async function openMode() {
   });
   await step('tubes-oldest-ready', async () => {
     await row('c-list').locator('td[data-label="Oldest ready"]', {hasText: /\d+s|\dm/}).waitFor();
+    await row('c-kick').locator('td[data-label="Oldest ready"]', {hasText: '–'}).waitFor();
   });
+  if (cfg.docs) await page.waitForTimeout(8000); // a few samples for the sparklines
   await shot('tubes');
   await step('kick', async () => {
     await page.getByLabel('Kick jobs of c-kick').click();
@@ -177,8 +180,8 @@ async function openMode() {
   await step('cluster', async () => {
     await open('#/cluster');
     await page.locator('.note', {hasText: 'A standalone server'}).waitFor();
+    if (await page.locator('table.grid').isVisible()) throw new Error('voters shown standalone');
   });
-  await shot('cluster');
   await step('keyboard', async () => {
     await open('#/tubes');
     await row('c-list').waitFor();
@@ -246,7 +249,22 @@ async function authMode() {
   });
 }
 
+async function clusterMode() {
+  await step('cluster-page', async () => {
+    await open('#/cluster');
+    await page.locator('dt:text-is("Role") + dd', {hasText: 'leader'}).waitFor();
+    await page.locator('dt:text-is("Term") + dd', {hasText: /^[1-9]/}).waitFor();
+    const rows = page.locator('table.grid tbody tr');
+    await rows.nth(2).waitFor();
+    if (await rows.count() !== 3) throw new Error(`${await rows.count()} voters`);
+    await rows.locator('td[data-label="Role"]', {hasText: 'leader'}).first().waitFor();
+    await page.locator('#cl-transfer').waitFor();
+  });
+  await shot('cluster');
+}
+
 if (cfg.mode === 'auth') await authMode();
+else if (cfg.mode === 'cluster') await clusterMode();
 else await openMode();
 const csp = problems.filter((p) => !/status of 4\d\d|ERR_ABORTED/.test(p));
 report('no-page-errors', csp.length === 0, csp.slice(0, 5).join(' | ') || undefined);
