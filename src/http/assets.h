@@ -1,8 +1,7 @@
 /* assets.h - the web console's files (console/ and uPlot), compiled into
  * the daemon by scripts/gen-assets.py (the build's gen/assets_data.c) and
  * served by the HTTP thread from memory: GET / is console/index.html,
- * GET /console/NAME the file NAME (protocol/PROTOCOL.md section 18, "The
- * web console").
+ * GET /console/NAME the file NAME (protocol/PROTOCOL.md section 18.20).
  * Assets are public (no token, even with --auth-file: they hold no data);
  * each answer carries its Content-Type, an ETag (a conditional GET with a
  * matching If-None-Match is answered 304 without the body), Cache-Control:

@@ -1297,6 +1297,65 @@ test_prefetch_reads(void **state)
 
 /* ---- hand-off queue (store/handoff.h, internal) ---- */
 
+static void
+add_rec(Handoff *h, uint64_t seq, uint64_t id)
+{
+    unsigned char *p = handoff_reserve(h, ENC_REC_HDR);
+    handoff_commit(h, p, &(EncRec){.seq = seq, .id = id, .op = ENC_OP_DELETE});
+}
+
+/* The records of one sequence (a move's put and delete, PROTOCOL.md
+ * 18.15) reach one group: handoff_hold keeps the loop from handing over a
+ * half-crowd between them, and a cut of a queued chunk takes them
+ * together (3 records a group asked: 1, 2-3-4 of one sequence, 5 ...). */
+static void
+test_handoff_keeps_a_sequence_whole(void **state)
+{
+    Handoff h = {0};
+    _Atomic uint64_t durable = 0;
+    HandoffWait w = {0};
+    int stop;
+    static const uint64_t seqs[] = {1, 2, 2, 2, 3, 4, 5};
+    static const size_t want[] = {4, 3}; /* records per group */
+
+    (void)state;
+    handoff_init(&h, 0, &durable);
+    atomic_store(&h.split_nrec, 2);
+    handoff_hold(&h, 1); /* no hand-over at 2 records */
+    for (size_t i = 0; i < 4; i++)
+        add_rec(&h, seqs[i], i + 1);
+    assert_null(h.queue);
+    handoff_hold(&h, 0); /* now: 4 records >= 2 */
+    assert_non_null(h.queue);
+    handoff_hold(&h, 1);
+    for (size_t i = 4; i < 7; i++)
+        add_rec(&h, seqs[i], i + 1);
+    handoff_hold(&h, 0);
+    atomic_store(&h.split_nrec, 3);
+    uint64_t id = 1;
+    for (size_t g = 0; g < 2; g++) {
+        Chunk *c = handoff_wait(&h, &w, &stop);
+        assert_non_null(c);
+        size_t n = 0;
+        for (Chunk *x = c; x; x = x->next)
+            n += x->nrec;
+        assert_int_equal(n, want[g]);
+        for (Chunk *x = c; x; x = x->next)
+            for (size_t off = x->start; off < x->len;) {
+                EncRec r;
+                off += enc_rec_get(x->p + off, &r);
+                assert_int_equal(r.id, id);
+                assert_int_equal(r.seq, seqs[id - 1]);
+                id++;
+            }
+        for (Chunk *x = c; x; x = x->next)
+            handoff_done(&h, x->len - x->start);
+        handoff_recycle(&h, c);
+    }
+    assert_int_equal(id, 8);
+    handoff_destroy(&h);
+}
+
 /* A chunk far larger than a half-crowd (50000 records, 6 MB, as built by
  * one loop iteration before splitting switched on) is taken in pieces of 20
  * records as views of its own buffer: nothing is copied under the hand-off
@@ -1863,6 +1922,7 @@ main(void)
         T(test_prefetch_reads),
         T(test_cluster_entries),
         cmocka_unit_test(test_handoff_cut_large_chunk),
+        cmocka_unit_test(test_handoff_keeps_a_sequence_whole),
         cmocka_unit_test(test_pend_cancels_whole_lives),
         cmocka_unit_test(test_pend_table_churn),
         cmocka_unit_test(test_pend_batches_drains),
