@@ -5,7 +5,8 @@ console works air-gapped and from any working directory.
 
     scripts/gen-assets.py OUT.c UPLOT_DIR FILE...
 
-Each FILE (console/NAME) is served at /console/NAME; UPLOT_DIR is npm's
+Each FILE (console/NAME) is served at /console/NAME, but index.html at /
+only (its links are relative: console/app.js); UPLOT_DIR is npm's
 node_modules/uplot, whose dist/uPlot.iife.min.js and dist/uPlot.min.css are
 served as /console/uPlot.iife.min.js and /console/uPlot.min.css, each with
 uPlot's MIT licence text (its LICENSE file) put in a leading comment, and
@@ -61,7 +62,7 @@ def render(entries):
     lines.append("")
     lines.append("const Asset assets_table[] = {")
     for i, (path, data) in enumerate(entries):
-        ext = os.path.splitext(path)[1]
+        ext = os.path.splitext("/index.html" if path == "/" else path)[1]
         if ext not in TYPES:
             sys.exit("gen-assets: no Content-Type for " + path)
         etag = '"%s"' % hashlib.sha256(data).hexdigest()[:16]
@@ -79,11 +80,13 @@ def main():
     out, udir, files = sys.argv[1], sys.argv[2], sys.argv[3:]
     entries = {}
     for path in files:
-        with open(path, "rb") as f:
-            entries["/console/" + os.path.basename(path)] = f.read()
+        name = os.path.basename(path)
+        with open(path, "rb") as f:  # index.html only as /: its links are
+            entries["/" if name == "index.html" else "/console/" + name] = \
+                f.read()  # relative (console/app.js)
     for name, data in uplot_files(udir):
         entries["/console/" + name] = data
-    if "/console/index.html" not in entries:
+    if "/" not in entries:
         sys.exit("gen-assets: no console/index.html")
     text = render(sorted(entries.items()))
     with open(out + ".tmp", "w", encoding="utf-8") as f:

@@ -3,12 +3,9 @@
 
 #include <string.h>
 
-#define INDEX "/console/index.html"
-
 const Asset *
 assets_find(const char *url)
 {
-    if (strcmp(url, "/") == 0) url = INDEX;
     size_t lo = 0, hi = assets_count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;

@@ -1,7 +1,7 @@
 /* assets.h - the web console's files (console/ and uPlot), compiled into
  * the daemon by scripts/gen-assets.py (the build's gen/assets_data.c) and
  * served by the HTTP thread from memory: GET / is console/index.html,
- * GET /console/NAME the file NAME (protocol/PROTOCOL.md section 18.20).
+ * GET /console/NAME any other file NAME (protocol/PROTOCOL.md section 18.20).
  * Assets are public (no token, even with --auth-file: they hold no data);
  * each answer carries its Content-Type, an ETag (a conditional GET with a
  * matching If-None-Match is answered 304 without the body), Cache-Control:
@@ -14,7 +14,8 @@
 #include <microhttpd.h>
 #include <stddef.h>
 
-/* One file: its path as served ("/console/app.js"), Content-Type, bytes
+/* One file: its path as served ("/console/app.js"; console/index.html is
+ * "/", and only that: its links are relative), Content-Type, bytes
  * (len of them; static), and ETag (a quoted string). */
 typedef struct Asset {
     const char *path;
@@ -28,7 +29,7 @@ typedef struct Asset {
 extern const Asset assets_table[];
 extern const size_t assets_count;
 
-/* The asset a request path names ("/" is /console/index.html), or NULL. */
+/* The asset a request path names, or NULL. */
 const Asset *assets_find(const char *url);
 
 /* Whether etag matches an If-None-Match header's value (a list of

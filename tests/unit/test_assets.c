@@ -1,8 +1,8 @@
 /* Unit tests for http/assets.c: the generated table (sorted, every entry
  * with a type and a quoted ETag, index.html and uPlot present, uPlot with
- * its licence), lookups ("/" is index.html; unknown paths and prefixes
- * are not found) and If-None-Match matching (lists, weak tags, "*", no
- * prefix matches). */
+ * its licence), lookups ("/" is index.html, and only "/"; unknown paths
+ * and prefixes are not found) and If-None-Match matching (lists, weak tags,
+ * "*", no prefix matches). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +21,8 @@ test_table(void **state)
     for (size_t i = 0; i < assets_count; i++) {
         const Asset *a = &assets_table[i];
         if (i) assert_true(strcmp(assets_table[i - 1].path, a->path) < 0);
-        assert_true(strncmp(a->path, "/console/", 9) == 0);
+        assert_true(strncmp(a->path, "/console/", 9) == 0 ||
+                    (i == 0 && strcmp(a->path, "/") == 0));
         assert_non_null(strstr(a->type, "/"));
         assert_int_equal(strlen(a->etag), 18);
         assert_true(a->etag[0] == '"' && a->etag[17] == '"');
@@ -41,7 +42,7 @@ test_find(void **state)
     (void)state;
     const Asset *idx = assets_find("/");
     assert_non_null(idx);
-    assert_string_equal(idx->path, "/console/index.html");
+    assert_ptr_equal(idx, &assets_table[0]);
     assert_string_equal(idx->type, "text/html; charset=utf-8");
     assert_string_equal(assets_find("/console/app.js")->type,
                         "text/javascript; charset=utf-8");
@@ -51,6 +52,7 @@ test_find(void **state)
     assert_null(assets_find("/console/app.j"));
     assert_null(assets_find("/console/app.js/"));
     assert_null(assets_find("/index.html"));
+    assert_null(assets_find("/console/index.html")); /* only as / */
     assert_null(assets_find("/api/v1/stats"));
 }
 
