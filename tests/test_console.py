@@ -287,16 +287,18 @@ def fill(s):
            "buried": bury(c, "c-job", 1)[0],
            "pri": put(c, "c-job", b"pri", pri=100),
            "del": put(c, "c-del", b"delete me"),
-           "move": put(c, "c-move", b"move me", pri=42)}
+           "move": put(c, "c-move", b"move me", pri=42),
+           "html": put(c, "c-json", b'<img src=x onerror="alert(1)"><b>x</b>')}
+    put(c, "c/odd(1)$;+", b"odd")
     c.s.close()
     return ids
 
 
 OPEN_STEPS = ["assets-load", "overview", "overview-charts", "tubes",
               "tubes-oldest-ready", "kick", "pause", "clear", "jobs-paging",
-              "jobs-search", "job-json", "job-kick", "job-priority",
-              "job-delete", "job-move", "connections", "cluster", "keyboard",
-              "phone", "no-page-errors"]
+              "jobs-search", "job-json", "escaping", "odd-tube-name",
+              "job-kick", "job-priority", "job-delete", "job-move",
+              "connections", "cluster", "keyboard", "phone", "no-page-errors"]
 
 
 def load(s, stop_at):

@@ -31,6 +31,8 @@ page.setDefaultTimeout(T);
 const problems = []; // CSP violations, script errors, failed loads
 page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
 page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+const dialogs = []; // alert() and friends: none expected
+page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss(); });
 page.on('requestfailed', (r) => problems.push(`requestfailed: ${r.url()}`));
 
 async function step(name, fn) {
@@ -142,6 +144,22 @@ async function openMode() {
     await page.getByRole('button', {name: 'JSON'}).click();
   });
   await shot('job');
+  await step('escaping', async () => {
+    // a body of markup is shown as text, never parsed
+    await open(`#/job/${ids.html}`);
+    await page.locator('pre.body', {hasText: '<img src=x onerror='}).waitFor();
+    const imgs = await page.locator('main img').count();
+    if (imgs || dialogs.length) throw new Error(`${imgs} img, dialogs ${dialogs}`);
+  });
+  await step('odd-tube-name', async () => {
+    // '/', '(', '$', ';' and '+' are legal in a tube's name
+    await open('#/tubes');
+    await row('c/odd(1)$;+').locator('a').click();
+    await page.locator('main h1', {hasText: 'c/odd(1)$;+'}).waitFor();
+    await page.locator('table.grid tbody tr').first().waitFor();
+    const rows = await page.locator('table.grid tbody tr').count();
+    if (rows !== 1) throw new Error(`${rows} jobs listed`);
+  });
   await step('job-kick', async () => {
     await open(`#/job/${ids.buried}`);
     await page.locator('dt:text-is("State") + dd', {hasText: 'buried'}).waitFor();
