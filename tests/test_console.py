@@ -216,8 +216,10 @@ def need_browser():
     if not os.path.exists(CHROMIUM):
         pytest.skip("no %s (scripts/deps.sh installs Debian's chromium)"
                     % CHROMIUM)
-    if not os.path.isdir(os.path.join(ROOT, "node_modules", "playwright-core")):
-        pytest.fail("node_modules/playwright-core missing: run scripts/deps.sh")
+    if not os.path.isdir(os.path.join(ROOT, "node_modules",
+                                      "playwright-core")):
+        pytest.fail("node_modules/playwright-core missing: run "
+                    "scripts/deps.sh")
     if shutil.which("node") is None:
         pytest.fail("node missing: run scripts/deps.sh")
 
@@ -288,7 +290,8 @@ def fill(s):
            "pri": put(c, "c-job", b"pri", pri=100),
            "del": put(c, "c-del", b"delete me"),
            "move": put(c, "c-move", b"move me", pri=42),
-           "html": put(c, "c-json", b'<img src=x onerror="alert(1)"><b>x</b>')}
+           "html": put(c, "c-json",
+                       b'<img src=x onerror="alert(1)"><b>x</b>')}
     put(c, "c/odd(1)$;+", b"odd")
     c.s.close()
     return ids
