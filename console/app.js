@@ -58,6 +58,7 @@ function mountPage(mod, params, name) {
 }
 
 function route() {
+  document.getElementById('nav').hidden = needLogin; // nothing to see yet
   if (needLogin) {
     mountPage(loginPage, [], 'Log in');
     return;

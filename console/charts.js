@@ -55,7 +55,7 @@ export function sparkline(el, key) {
     cursor: {show: false}, legend: {show: false}, select: {show: false},
     axes: [{show: false}, {show: false}],
     scales: {x: {time: false},
-             y: {range: (u, min, max) => [0, Math.max(1, max)]}},
+             y: {range: (u, min, max) => [0, Math.max(1, max * 1.25)]}},
     series: [{}, {stroke: color(key), fill: color(key) + '33', width: 1,
                   points: {show: false}}],
   };
