@@ -201,6 +201,35 @@ def test_move_buried_and_cluster_free_ids(api):
     c.close()
 
 
+def test_move_in_a_cluster(tmp_path):
+    """In cluster mode the move is one Raft entry: the leader killed right
+    after the reply, the next leader has the new job and not the old."""
+    from cluster import Cluster
+    cl = Cluster(tmp_path, tls=False)
+    try:
+        lead = cl.node(cl.wait_leader())
+        c = Client(lead)
+        old = put(c, "a", 1, pri=4, body=b"moved")[0]
+        wait_for(lambda: call(lead.metrics_port, "jobs/%d" % old)[0] == 200,
+                 what="the API on the leader")
+        m = ok(lead.metrics_port, "jobs/%d/move?tube=b" % old, "POST")
+        c.close()
+        for nd in cl.nodes:  # each node's log holds the entry
+            if nd is not lead:
+                cl.wait_caught_up(nd.id)
+        lead.kill9()
+        nxt = cl.node(cl.wait_leader())
+        c = Client(nxt)
+        assert c.cmd("peek %d" % old)[0] == "NOT_FOUND"
+        ln, body = c.cmd("peek %d" % m["id"])
+        assert ln == "FOUND %d 5" % m["id"] and body == b"moved"
+        st = yaml_map(c.cmd("stats-job %d" % m["id"])[1])
+        assert (st["tube"], st["pri"], st["state"]) == ("b", "4", "ready")
+        c.close()
+    finally:
+        cl.stop()
+
+
 # ---- connections ----
 
 def test_connections(api):
