@@ -201,6 +201,35 @@ def test_move_buried_and_cluster_free_ids(api):
     c.close()
 
 
+def test_move_in_a_cluster(tmp_path):
+    """In cluster mode the move is one Raft entry: the leader killed right
+    after the reply, the next leader has the new job and not the old."""
+    from cluster import Cluster
+    cl = Cluster(tmp_path, tls=False)
+    try:
+        lead = cl.node(cl.wait_leader())
+        c = Client(lead)
+        old = put(c, "a", 1, pri=4, body=b"moved")[0]
+        wait_for(lambda: call(lead.metrics_port, "jobs/%d" % old)[0] == 200,
+                 what="the API on the leader")
+        m = ok(lead.metrics_port, "jobs/%d/move?tube=b" % old, "POST")
+        c.close()
+        for nd in cl.nodes:  # each node's log holds the entry
+            if nd is not lead:
+                cl.wait_caught_up(nd.id)
+        lead.kill9()
+        nxt = cl.node(cl.wait_leader())
+        c = Client(nxt)
+        assert c.cmd("peek %d" % old)[0] == "NOT_FOUND"
+        ln, body = c.cmd("peek %d" % m["id"])
+        assert ln == "FOUND %d 5" % m["id"] and body == b"moved"
+        st = yaml_map(c.cmd("stats-job %d" % m["id"])[1])
+        assert (st["tube"], st["pri"], st["state"]) == ("b", "4", "ready")
+        c.close()
+    finally:
+        cl.stop()
+
+
 # ---- connections ----
 
 def test_connections(api):
@@ -650,3 +679,56 @@ def test_https_start_refusals(certs, tmp_path):
         # (the tls:// credentials' check or the HTTP server's, first)
         assert any(w in p.stderr for w in (b"key", b"certificate",
                                            b"HTTPS")), p.stderr
+
+
+# ---- who may ----
+
+def test_new_endpoints_auth(authapi):
+    s, hp = authapi
+    c = Client(s, TOKENS["root"])
+    j1 = put(c, "p.x", 1)[0]
+    j2 = put(c, "q.x", 1)[0]
+    for t in ("p.x", "q.x"):
+        assert c.word("watch " + t) == "WATCHING"
+    want = {  # token: (clear p.x, move p.x->p.y, move p.x->q.y,
+        #          connections, history)
+        "root": (200, 200, 200, 200, 200),
+        "tadm": (200, 200, 403, 403, 200),
+        "insp": (403, 403, 403, 403, 200),
+        "prod": (403, 403, 403, 403, 403),
+        "cons": (403, 403, 403, 403, 403),
+        "other": (403, 403, 403, 403, 403),
+    }
+    for who, (cl, mv, mq, co, hi) in want.items():
+        tok = TOKENS[who]
+        # (a state= that is bad, so that an allowed clear changes nothing)
+        assert call(hp, "tubes/p.x/clear?state=bogus", "POST",
+                    tok)[0] == (400 if cl == 200 else cl), who
+        if mq != 200:  # (root's move to q.y comes last)
+            assert call(hp, "jobs/%d/move?tube=q.y" % j1, "POST",
+                        tok)[0] == mq, who
+        assert call(hp, "connections", token=tok)[0] == co, who
+        assert call(hp, "history", token=tok)[0] == hi, who
+        if mv == 200:  # moves j1 within p.*: a new id each time
+            m = ok(hp, "jobs/%d/move?tube=p.y" % j1, "POST", tok)
+            assert call(hp, "jobs/%d" % j1, token=TOKENS["root"])[0] == 404
+            j1 = m["id"]
+            assert c.cmd("peek %d" % j1)[0].startswith("FOUND")
+        else:
+            assert call(hp, "jobs/%d/move?tube=p.y" % j1, "POST",
+                        tok)[0] == mv, who
+    assert ok(hp, "jobs/%d/move?tube=q.y" % j1, "POST",
+              TOKENS["root"])["tube"] == "q.y"
+    # admin on the target but not on the job's tube: 403, nothing moved
+    assert call(hp, "jobs/%d/move?tube=p.z" % j2, "POST",
+                TOKENS["tadm"])[0] == 403
+    assert c.cmd("peek %d" % j2)[0].startswith("FOUND")
+    # no token: 401 everywhere
+    for path, m in (("tubes/p.x/clear", "POST"), ("connections", "GET"),
+                    ("history", "GET"), ("jobs/%d/move?tube=p.y" % j1,
+                                         "POST")):
+        assert call(hp, path, m)[0] == 401, path
+    # connections shows identities
+    cs = ok(hp, "connections", token=TOKENS["root"])["connections"]
+    assert [x["identity"] for x in cs] == ["root"]
+    c.close()

@@ -640,7 +640,6 @@ take_cb(struct ev_loop *loop, ev_async *w, int revents)
         memcpy(h->move_to, a.move_to, sizeof h->move_to);
         memcpy(h->who, a.who, sizeof h->who);
     }
-    if (n) httpapi_step(s); /* a clear's first step, this pass */
     if (n == HTTPD_QUEUE_MAX) ev_async_send(s->loop, &api->async_w);
 }
 
