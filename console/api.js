@@ -4,6 +4,7 @@
 // carries the session's CSRF token in X-CSRF-Token.
 
 const session = {csrf: null, identity: null, auth: false, known: false};
+const TIMEOUT_MS = 10000; // a request without an answer by then fails
 
 export class ApiError extends Error {
   constructor(status, body, path) {
@@ -34,11 +35,16 @@ export async function api(path, {method = 'GET', query, form} = {}) {
     headers['Content-Type'] = 'application/x-www-form-urlencoded';
   }
   let res;
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
   try {
     res = await fetch(url, {method, headers, body, credentials: 'same-origin',
-                            cache: 'no-store'});
+                            cache: 'no-store', signal: ctl.signal});
   } catch (e) {
-    throw new ApiError(0, {error: 'the server did not answer'}, path);
+    throw new ApiError(0, {error: ctl.signal.aborted
+      ? `no answer within ${TIMEOUT_MS / 1000} s` : 'the server did not answer'}, path);
+  } finally {
+    clearTimeout(timer);
   }
   let json = null;
   try {

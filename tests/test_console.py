@@ -437,10 +437,13 @@ def test_browser_cluster(tmp_path_factory):
         lead = c.wait_leader()
         hp = c.node(lead).metrics_port
 
-        def known():
+        def ready():  # the leader serves, and its view says so
             st, _, body = get(hp, "/api/v1/cluster")
-            return st == 200 and json.loads(body)["leader"] == lead
-        wait_for(known, timeout=15, what="the leader's /api/v1/cluster")
+            return (st == 200 and json.loads(body)["leader"] == lead and
+                    json.loads(body)["serving"] and
+                    get(hp, "/readyz")[0] == 200 and
+                    get(hp, "/api/v1/session")[0] == 200)
+        wait_for(ready, timeout=15, what="the leader serving its API")
         steps = run_browser(tmp_path_factory, {
             "base": "http://127.0.0.1:%d/" % hp, "mode": "cluster"})
     finally:

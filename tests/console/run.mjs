@@ -40,7 +40,11 @@ async function step(name, fn) {
     await fn();
     report(name, true);
   } catch (e) {
-    report(name, false, String(e.message || e).split('\n').slice(0, 4).join(' | '));
+    let seen = '';
+    try { // what the page said, for the report
+      seen = ` | at ${page.url()}, status line: ${await page.locator('#status').textContent({timeout: 500})}`;
+    } catch (x) { /* no page */ }
+    report(name, false, String(e.message || e).split('\n').slice(0, 4).join(' | ') + seen);
   }
 }
 
