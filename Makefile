@@ -33,6 +33,15 @@ DAEMON_DIRS := base net http store proto queue conn cluster server
 LIB_SRC := $(filter-out src/server/main.c,\
              $(foreach d,$(DAEMON_DIRS),$(wildcard src/$(d)/*.c)))
 LIB_OBJ := $(LIB_SRC:src/%.c=$(BUILD)/%.o)
+# The web console (console/ and npm's uplot), compiled in as a table
+# (http/assets.h) that scripts/gen-assets.py writes into the build folder.
+# npm ci (scripts/deps.sh does it too) brings uplot from package-lock.json.
+CONSOLE_SRC := $(sort $(wildcard console/*.html console/*.js console/*.css))
+UPLOT_DIR := node_modules/uplot
+UPLOT_FILES := $(UPLOT_DIR)/dist/uPlot.iife.min.js \
+               $(UPLOT_DIR)/dist/uPlot.min.css $(UPLOT_DIR)/LICENSE
+ASSETS_C := $(BUILD)/gen/assets_data.c
+LIB_OBJ += $(BUILD)/gen/assets_data.o
 # The client (src/cli/): protocol framing, REPL (libedit) and top
 # (ncurses); it shares only common.h with the daemon, none of its state.
 CLI_SRC := $(wildcard src/cli/*.c)
@@ -64,6 +73,18 @@ $(BUILD)/cli:
 
 $(BUILD)/rockstalkd: $(BUILD)/server/main.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# console (the folder) too: a file removed or added regenerates the table.
+$(ASSETS_C): scripts/gen-assets.py console $(CONSOLE_SRC) $(UPLOT_FILES)
+	@mkdir -p $(@D)
+	$(PYTHON) scripts/gen-assets.py $@ $(UPLOT_DIR) $(CONSOLE_SRC)
+
+$(BUILD)/gen/assets_data.o: $(ASSETS_C)
+	$(CC) $(CFLAGS) -Isrc -c -o $@ $<
+
+$(UPLOT_FILES) &: package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(UPLOT_FILES)
 
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(@D)

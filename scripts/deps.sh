@@ -5,7 +5,9 @@ PKGS="build-essential pkg-config libev-dev librocksdb-dev zlib1g-dev libmicrohtt
 beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc clang libclang-rt-14-dev \
 ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs \
 libedit-dev libncurses-dev python3-pexpect python3-pyte \
-libraft-dev libuv1-dev libssl-dev openssl stunnel4 gdb"
+libraft-dev libuv1-dev libssl-dev openssl stunnel4 gdb chromium"
+# chromium: the web console's browser tests (tests/test_console.py, driven
+# by npm's playwright-core, which downloads no browser of its own).
 # libssl-dev (OpenSSL 3) for src/net/tls.c; openssl, the command, for
 # scripts/cluster-certs.sh and the TLS tests. stunnel4 for make bench's
 # bs-stunnel (beanstalkd behind stunnel, what its users run for TLS).
@@ -22,12 +24,21 @@ for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
         || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO=sudo
-echo "installing:$missing"
-$SUDO apt-get update -qq
-# shellcheck disable=SC2086 # one word per package, on purpose
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+if [ -n "$missing" ]; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    echo "installing:$missing"
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086 # one word per package, on purpose
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+fi
+# The web console's npm packages (package.json at the top: uplot, compiled
+# into rockstalkd; playwright-core for its browser tests), as the lock
+# file pins them, unless npm installed them since the lock last changed.
+cd "$(dirname "$0")/.."
+if ! [ node_modules/.package-lock.json -nt package-lock.json ] \
+    || ! [ -d node_modules/uplot ] || ! [ -d node_modules/playwright-core ]; then
+    npm ci --no-audit --no-fund
+fi
 # Debian starts the packaged beanstalkd as a service where it can; the tests
 # start their own on free ports.

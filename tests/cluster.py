@@ -97,7 +97,10 @@ class Node:
         return [ROCKSTALKD, "-l", "127.0.0.1", "-p", str(self.port),
                 "-b", self.dir, "--cluster", self.cluster.spec,
                 "--node-id", str(self.id),
-                "--metrics", "127.0.0.1:%d" % self.metrics_port
+                "--metrics", "127.0.0.1:%d" % self.metrics_port,
+                # view() reads /metrics over plain HTTP, also when a test
+                # gives the nodes --tls-cert for tls:// clients
+                "--http-plain"
                 ] + self.cluster.tls_flags(self.id) + self.cluster.flags + \
             self.flags
 

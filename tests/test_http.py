@@ -151,7 +151,8 @@ def test_api_matches_protocol(httpd):
 def test_errors(httpd):
     s, hp = httpd()
     wait_for(lambda: get(hp, "/api/v1/stats")[0] == 200, what="the API")
-    for path in ("/", "/api", "/api/v1", "/api/v1/", "/api/v1/nope",
+    # "/" is the web console (tests/test_console.py)
+    for path in ("/api", "/api/v1", "/api/v1/", "/api/v1/nope",
                  "/api/v1/tubes/", "/api/v1/tubes/nope", "/api/v2/stats",
                  "/metricsx", "/healthz/"):
         status, hd, body = get(hp, path)
@@ -326,7 +327,7 @@ def test_cluster(tmp_path):
 
 
 def test_tubes_bounded_and_names(httpd):
-    """More tubes than HTTPDOCS_TUBES_MAX (1000): the first 1000 by name
+    """More tubes than HTTPTUBES_MAX (1000): the first 1000 by name
     are listed, truncated says so, and a tube past them is not found; a
     name with '/' is found whole, percent-encoded or not."""
     s, hp = httpd()

@@ -70,6 +70,8 @@ conn_new_via(Server *s, int fd, uint8_t via, TlsSock *tls, const void *head,
     s->conns = c;
     s->cur_conns++;
     s->total_conns++;
+    c->id = s->total_conns;
+    c->last_cmd = ev_now(s->loop);
     if (n) conn_schedule(c);
     if (tls && !tls_sock_handshaken(tls)) hs_add(c); /* may close another */
     conn_update_read(c);
@@ -480,6 +482,7 @@ in_step(Conn *c)
         if ((len = line_end(p, avail)) >= 0) {
             c->ibeg += (size_t)len + 2;
             if (c->in_state == IN_CMD) {
+                c->last_cmd = ev_now(c->srv->loop);
                 c->srv->handler->line(c, p, (size_t)len);
             } else {
                 c->in_state = IN_CMD;

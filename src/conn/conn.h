@@ -75,6 +75,9 @@ typedef struct Conn {
     struct Conn *aprev, *anext; /* ACCESS_PRE: Access.head, oldest first */
     int64_t opened_ns;          /* monotonic, for the pre-auth and TLS
                                    handshake timeouts */
+    uint64_t id;                /* its number, from 1 (total-connections
+                                   when it opened) */
+    double last_cmd;            /* ev_now of its latest command line */
 
     /* input */
     char *ibuf;

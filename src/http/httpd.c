@@ -1,5 +1,6 @@
 /* httpd.c - see httpd.h. */
 #include "http/httpd.h"
+#include "http/assets.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -13,6 +14,10 @@
 
 #define API "/api/v1/"
 #define JSON_TYPE "application/json"
+#define HTTPD_CSP                                                              \
+    "default-src 'self'; script-src 'self'; style-src 'self'; "                \
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "       \
+    "base-uri 'none'; form-action 'self'"
 
 struct HttpdDocs {
     atomic_int refs; /* the published slot's and each answer's */
@@ -44,6 +49,10 @@ struct HttpdReqPriv {
     struct Box *next; /* in Httpd's queue */
     Route route;      /* R_DOC, R_TUBE (an auth check) or R_LOOP */
     HttpdDocKind kind;
+    int queued;   /* handed to the loop (else its body is still read) */
+    char *form;   /* POST session: the body read so far (malloc'd) */
+    size_t flen;  /* ...its bytes */
+    int fover;    /* ...it was longer than HTTPD_FORM_MAX */
     int answered; /* set by httpd_answer, under Httpd.mu */
     unsigned status;
     char *body; /* malloc'd JSON, or NULL */
@@ -63,6 +72,8 @@ struct Httpd {
     atomic_int ready;
     _Atomic(const char *) status;
     int api_auth;
+    int tls;          /* serves HTTPS */
+    char *cert, *key; /* ...its PEM certificate chain and key (owned) */
     void (*notify)(void *);
     void *notify_arg;
     Box *qhead, *qtail; /* queued for the loop, oldest first */
@@ -178,14 +189,29 @@ docs_get(Httpd *h)
 
 /* ---- answers ---- */
 
+void
+httpd_security_headers(struct MHD_Response *r, int api)
+{
+    MHD_add_response_header(r, "Content-Security-Policy", HTTPD_CSP);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    if (api) MHD_add_response_header(r, "Cache-Control", "no-store");
+}
+
+int
+httpd_tls_supported(void)
+{
+    return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
+}
+
 static enum MHD_Result
 send_response_allow(struct MHD_Connection *conn, unsigned status,
                     struct MHD_Response *r, const char *type, const char *allow)
 {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    httpd_security_headers(r, 1); /* every document here is the API's kind */
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, "Allow", allow ? allow : "GET, HEAD");
     if (status == MHD_HTTP_UNAUTHORIZED)
@@ -211,6 +237,13 @@ send_json(struct MHD_Connection *conn, unsigned status, const char *body)
                          MHD_create_response_from_buffer(
                              strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY),
                          JSON_TYPE);
+}
+
+static enum MHD_Result
+send_busy(struct MHD_Connection *conn)
+{
+    return send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+                     "{\"error\":\"busy: too many requests in flight\"}");
 }
 
 /* len bytes at p of set d (its reference passes to the response). */
@@ -258,13 +291,13 @@ send_tube(struct MHD_Connection *conn, HttpdDocs *d, const char *name)
 }
 
 /* Nonzero when the tube path rest ("tubes/...") names a tube's sub-resource
- * (.../jobs, .../kick, .../pause), which the loop answers. */
+ * (.../jobs, .../kick, .../pause, .../clear), which the loop answers. */
 static int
 tube_sub(const char *rest)
 {
-    static const char *const subs[] = {"/jobs", "/kick", "/pause"};
+    static const char *const subs[] = {"/jobs", "/kick", "/pause", "/clear"};
     size_t n = strlen(rest);
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         size_t k = strlen(subs[i]);
         if (n > k && strcmp(rest + n - k, subs[i]) == 0) return 1;
     }
@@ -296,7 +329,9 @@ route(const char *url, HttpdDocKind *kind, const char **name)
     if ((strncmp(url, API "tubes/", strlen(API "tubes/")) == 0 &&
          url[strlen(API "tubes/")]) ||
         (strncmp(url, API "jobs/", strlen(API "jobs/")) == 0 &&
-         url[strlen(API "jobs/")]))
+         url[strlen(API "jobs/")]) ||
+        strcmp(url, API "connections") == 0 ||
+        strcmp(url, API "history") == 0 || strcmp(url, API "session") == 0)
         return R_LOOP;
     return R_NONE;
 }
@@ -329,6 +364,7 @@ completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     (void)cls, (void)conn, (void)toe;
     if (!b) return;
     free(b->priv.body);
+    free(b->priv.form);
     free(b);
     *req_cls = NULL;
 }
@@ -361,13 +397,49 @@ copy_token(struct MHD_Connection *conn, Box *b)
     if (strlen(v) <= HTTPD_TOKEN_MAX) strcpy(b->pub.token, v);
 }
 
+/* Copies header key into out (cap bytes) when it fits: 1 if it came. */
+static int
+copy_header(struct MHD_Connection *conn, const char *key, char *out, size_t cap)
+{
+    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, key);
+    if (!v) return 0;
+    if (strlen(v) < cap) strcpy(out, v);
+    return 1;
+}
+
+/* Whether v is exactly HTTPD_SID_HEX lowercase hex digits. */
+static int
+is_sid(const char *v)
+{
+    size_t n = 0;
+    for (; v[n]; n++)
+        if (!((v[n] >= '0' && v[n] <= '9') || (v[n] >= 'a' && v[n] <= 'f')))
+            return 0;
+    return n == HTTPD_SID_HEX;
+}
+
+/* What a browser sends: the session cookie, X-CSRF-Token, Origin, Host;
+ * and whether the connection is TLS. */
+static void
+copy_browser(struct MHD_Connection *conn, Box *b)
+{
+    HttpdReq *q = &b->pub;
+    const char *v =
+        MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, "rs_session");
+    if (v && is_sid(v)) strcpy(q->sid, v);
+    q->has_csrf = copy_header(conn, "X-CSRF-Token", q->csrf, sizeof q->csrf);
+    if (q->has_csrf && !is_sid(q->csrf)) q->csrf[0] = '\0';
+    q->has_origin = copy_header(conn, "Origin", q->origin, sizeof q->origin);
+    copy_header(conn, "Host", q->host, sizeof q->host);
+}
+
 /* A new request for the loop, or NULL with *status and *msg saying why. */
 static Box *
 box_new(struct MHD_Connection *conn, const char *url, const char *method,
         Route r, HttpdDocKind kind, const char **msg)
 {
     static const char *const keys[HTTPD_ARG_COUNT] = {
-        "state", "after", "limit", "n", "seconds", "pri"};
+        "state", "after", "limit", "n", "seconds", "pri", "tube"};
     const char *rest = url + strlen(API);
     if (strlen(rest) > HTTPD_PATH_MAX) {
         *msg = "{\"error\":\"path too long\"}";
@@ -394,6 +466,7 @@ box_new(struct MHD_Connection *conn, const char *url, const char *method,
             return NULL;
         }
     copy_token(conn, b);
+    copy_browser(conn, b);
     return b;
 }
 
@@ -466,13 +539,16 @@ send_answer(Httpd *h, struct MHD_Connection *conn, Box *b)
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(p->len, p->body, MHD_RESPMEM_MUST_FREE);
     if (resp) p->body = NULL; /* the response frees it */
+    if (resp && b->pub.set_cookie[0])
+        MHD_add_response_header(resp, "Set-Cookie", b->pub.set_cookie);
     return send_response_allow(conn, p->status, resp, JSON_TYPE,
                                p->status == MHD_HTTP_METHOD_NOT_ALLOWED
                                    ? "GET, HEAD, POST, DELETE"
                                    : NULL);
 }
 
-/* Hands the request to the loop (the connection waits, suspended). */
+/* Hands the request to the loop (the connection waits, suspended); a
+ * POST to session first reads its body (read_form). */
 static enum MHD_Result
 to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
         const char *method, Route r, HttpdDocKind kind, void **req_cls)
@@ -480,13 +556,80 @@ to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
     const char *msg = NULL;
     Box *b = box_new(conn, url, method, r, kind, &msg);
     if (!b) return send_json(conn, MHD_HTTP_BAD_REQUEST, msg);
+    b->pub.tls = h->tls;
+    if (b->pub.method == HTTPD_POST && strcmp(b->pub.path, "session") == 0) {
+        *req_cls = b; /* completed frees it */
+        return MHD_YES;
+    }
     if (enqueue(h, b) < 0) {
         free(b);
-        return send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-                         "{\"error\":\"busy: too many requests in "
-                         "flight\"}");
+        return send_busy(conn);
     }
+    b->priv.queued = 1;
     *req_cls = b;
+    return MHD_YES;
+}
+
+/* The value of a form's field token (percent-decoded, '+' a space) or of
+ * a JSON object's string "token" (no escapes) in p, into out (cap bytes):
+ * 0, or -1 when there is none or it does not fit. */
+static int
+form_token(const char *p, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (*p == '{') {
+        const char *k = strstr(p, "\"token\"");
+        if (!k) return -1;
+        for (k += 7; *k == ' ' || *k == ':'; k++)
+            ;
+        if (*k++ != '"') return -1;
+        for (; *k && *k != '"'; k++) {
+            if (*k == '\\' || (unsigned char)*k < 0x20 || n + 1 >= cap)
+                return -1;
+            out[n++] = *k;
+        }
+        out[n] = '\0';
+        return *k == '"' && n ? 0 : -1;
+    }
+    for (const char *f = p; f; f = strchr(f, '&'), f = f ? f + 1 : NULL) {
+        if (strncmp(f, "token=", 6) != 0) continue;
+        for (f += 6; *f && *f != '&'; f++) {
+            unsigned c = (unsigned char)*f, hi, lo;
+            if (c == '+') c = ' ';
+            if (c == '%' && sscanf(f + 1, "%1x%1x", &hi, &lo) == 2)
+                c = hi * 16 + lo, f += 2;
+            if (n + 1 >= cap || c == 0) return -1;
+            out[n++] = (char)c;
+        }
+        out[n] = '\0';
+        return n ? 0 : -1;
+    }
+    return -1;
+}
+
+/* POST session: gathers the body (at most HTTPD_FORM_MAX bytes), then
+ * takes its token and hands the request to the loop. */
+static enum MHD_Result
+read_form(Httpd *h, struct MHD_Connection *conn, Box *b, const char *data,
+          size_t *size)
+{
+    struct HttpdReqPriv *p = &b->priv;
+    if (*size) {
+        if (p->flen + *size > HTTPD_FORM_MAX) p->fover = 1;
+        if (!p->fover && !p->form) p->form = malloc(HTTPD_FORM_MAX + 1);
+        if (!p->fover && p->form) memcpy(p->form + p->flen, data, *size);
+        if (!p->fover) p->flen += *size;
+        *size = 0;
+        return MHD_YES;
+    }
+    if (p->fover) return send_json(conn, 413, "{\"error\":\"body too large\"}");
+    if (p->form) {
+        p->form[p->flen] = '\0';
+        b->pub.has_login =
+            form_token(p->form, b->pub.login, sizeof b->pub.login) == 0;
+    }
+    if (enqueue(h, b) < 0) return send_busy(conn);
+    p->queued = 1;
     return MHD_YES;
 }
 
@@ -504,15 +647,20 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
     Httpd *h = cls;
     HttpdDocKind kind = HTTPD_DOC_METRICS;
     const char *name = NULL;
-    (void)version, (void)upload_data;
+    (void)version;
     if (*req_cls) { /* resumed, or a body arriving: ignored */
         Box *b = *req_cls;
+        if (!b->priv.queued)
+            return read_form(h, conn, b, upload_data, upload_data_size);
         if (*upload_data_size) {
             *upload_data_size = 0;
             return MHD_YES;
         }
         return b->priv.answered ? send_answer(h, conn, b) : MHD_YES;
     }
+    enum MHD_Result ret;
+    if (assets_serve(conn, url, method, httpd_security_headers, &ret))
+        return ret; /* the console */
     Route r = route(url, &kind, &name);
     if (r == R_NONE)
         return send_json(conn, MHD_HTTP_NOT_FOUND, "{\"error\":\"not found\"}");
@@ -571,6 +719,82 @@ parse_addr(const char *addr, struct sockaddr_storage *ss, uint16_t *portp)
     return inet_pton(AF_INET, host, &s4->sin_addr) == 1 ? 0 : -1;
 }
 
+/* The whole file path as a NUL-terminated string (malloc'd), or NULL. */
+static char *
+read_pem(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *b = NULL;
+    long n;
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (1L << 20) &&
+        fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)n + 1)) != NULL) {
+        if (fread(b, 1, (size_t)n, f) != (size_t)n) {
+            free(b);
+            b = NULL;
+        } else {
+            b[n] = '\0';
+        }
+    }
+    fclose(f);
+    return b;
+}
+
+/* Loads cfg's certificate and key into h (h->tls set): 0, or -1 with a
+ * message in err. */
+static int
+load_tls(Httpd *h, const HttpdConfig *cfg, char *err, size_t errcap)
+{
+    if (!cfg->tls_cert || !cfg->tls_key) return 0;
+    if (!httpd_tls_supported()) {
+        snprintf(err, errcap,
+                 "%s with --tls-cert: this libmicrohttpd has no TLS; give "
+                 "--http-plain to serve plain HTTP",
+                 cfg->opt);
+        return -1;
+    }
+    h->cert = read_pem(cfg->tls_cert);
+    h->key = read_pem(cfg->tls_key);
+    if (!h->cert || !h->key) {
+        snprintf(err, errcap, "%s: cannot read %s", cfg->opt,
+                 h->cert ? cfg->tls_key : cfg->tls_cert);
+        return -1;
+    }
+    h->tls = 1;
+    return 0;
+}
+
+static void
+httpd_free(Httpd *h)
+{
+    pthread_mutex_destroy(&h->mu);
+    free(h->cert);
+    if (h->key) memset(h->key, 0, strlen(h->key));
+    free(h->key);
+    free(h);
+}
+
+/* Starts h's daemon on ss (HTTPS when h->tls): 0, or -1. */
+static int
+start_daemon(Httpd *h, const struct sockaddr_storage *ss, uint16_t port)
+{
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                     MHD_ALLOW_SUSPEND_RESUME;
+    if (ss->ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    if (h->tls) flags |= MHD_USE_TLS;
+    struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, h->cert},
+                                   {MHD_OPTION_HTTPS_MEM_KEY, 0, h->key},
+                                   {MHD_OPTION_END, 0, NULL}};
+    if (!h->tls) tls[0].option = MHD_OPTION_END;
+    h->daemon = MHD_start_daemon(
+        flags, port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
+        (const struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT, 128U,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+        MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_END);
+    return h->daemon ? 0 : -1;
+}
+
 int
 httpd_start(const HttpdConfig *cfg, Httpd **out, char *err, size_t errcap)
 {
@@ -592,19 +816,15 @@ httpd_start(const HttpdConfig *cfg, Httpd **out, char *err, size_t errcap)
     h->api_auth = cfg->api_auth;
     h->notify = cfg->notify;
     h->notify_arg = cfg->notify_arg;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-                     MHD_ALLOW_SUSPEND_RESUME;
-    if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-    h->daemon = MHD_start_daemon(
-        flags, port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, 128U,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-        MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
-    if (!h->daemon) {
-        snprintf(err, errcap, "cannot serve HTTP on %s (%s)", cfg->addr,
-                 cfg->opt);
-        pthread_mutex_destroy(&h->mu);
-        free(h);
+    if (load_tls(h, cfg, err, errcap) < 0) {
+        httpd_free(h);
+        return -1;
+    }
+    if (start_daemon(h, &ss, port) < 0) {
+        snprintf(err, errcap, "cannot serve %s on %s (%s)",
+                 h->tls ? "HTTPS (check the certificate and key)" : "HTTP",
+                 cfg->addr, cfg->opt);
+        httpd_free(h);
         return -1;
     }
     *out = h;
@@ -622,6 +842,5 @@ httpd_stop(Httpd *h)
         httpd_answer(h, r, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, 0);
     MHD_stop_daemon(h->daemon); /* answers in flight hold their sets */
     if (h->cur) docs_unref(h->cur);
-    pthread_mutex_destroy(&h->mu);
-    free(h);
+    httpd_free(h);
 }

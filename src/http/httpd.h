@@ -7,7 +7,8 @@
  *   GET /metrics         the Prometheus text
  *   GET /api/v1/stats, /api/v1/tubes, /api/v1/tubes/NAME, /api/v1/cluster
  *                        JSON documents
- *   /api/v1/tubes/NAME/{jobs,kick,pause}, /api/v1/jobs/...
+ *   /api/v1/tubes/NAME/{jobs,kick,pause,clear}, /api/v1/jobs/...,
+ *   /api/v1/connections, /api/v1/history, /api/v1/session
  *                        (GET, HEAD, POST, DELETE) a request for the
  *                        loop (HttpdReq)
  *
@@ -21,9 +22,10 @@
  * rest 503 at once) and calls the config's notify; the loop takes them
  * (httpd_take) and answers each (httpd_answer), which resumes the
  * connection. The loop never waits for the HTTP thread. protocol/PROTOCOL.md
- * section 18 describes the endpoints. Every answer carries Cache-Control:
- * no-store and X-Content-Type-Options: nosniff; errors are JSON objects
- * {"error": TEXT}. */
+ * section 18 describes the endpoints. Every answer carries the security
+ * headers (httpd_security_headers); errors are JSON objects
+ * {"error": TEXT}. With a certificate and key (HttpdConfig) it speaks
+ * HTTPS only. */
 #ifndef ROCKSTALK_HTTPD_H
 #define ROCKSTALK_HTTPD_H
 
@@ -50,8 +52,17 @@ typedef struct HttpdDocs HttpdDocs;
 /* Bytes of a request's path (after /api/v1/), of a query argument's value
  * and of a bearer token, at most (longer: 400, or 401 for a token). */
 #define HTTPD_PATH_MAX 256
-#define HTTPD_ARG_MAX 32
+#define HTTPD_ARG_MAX 200
 #define HTTPD_TOKEN_MAX 256
+/* Hex digits of a console session id and of a CSRF token (32 random
+ * bytes each); bytes of an Origin or Host header kept, at most (longer:
+ * kept empty, which fails the Origin check); bytes of a POST body read
+ * (POST /api/v1/session only; longer: 400). */
+#define HTTPD_SID_HEX 64
+#define HTTPD_HOST_MAX 255
+#define HTTPD_FORM_MAX 1024
+/* Bytes of a Set-Cookie value the loop may give an answer. */
+#define HTTPD_COOKIE_MAX 160
 
 /* Request methods the loop sees. */
 typedef enum HttpdMethod { HTTPD_GET, HTTPD_POST, HTTPD_DELETE } HttpdMethod;
@@ -64,6 +75,7 @@ typedef enum HttpdArg {
     HTTPD_ARG_N,
     HTTPD_ARG_SECONDS,
     HTTPD_ARG_PRI,
+    HTTPD_ARG_TUBE,
     HTTPD_ARG_COUNT
 } HttpdArg;
 
@@ -81,7 +93,21 @@ typedef struct HttpdReq {
     int auth;                        /* 1: an Authorization header came */
     char token[HTTPD_TOKEN_MAX + 1]; /* its bearer token ("" if none or
                                         malformed); never log it */
-    struct HttpdReqPriv *priv;       /* the HTTP thread's */
+    int has_login;                   /* a POST session body gave a token */
+    char login[HTTPD_TOKEN_MAX + 1]; /* ...that token (form token=... or
+                                        JSON {"token":...}); never log */
+    char sid[HTTPD_SID_HEX + 1];     /* the rs_session cookie ("" if none or
+                                        not 64 hex digits); never log it */
+    int has_csrf;                    /* an X-CSRF-Token header came */
+    char csrf[HTTPD_SID_HEX + 1];    /* ...its value ("" if malformed) */
+    char origin[HTTPD_HOST_MAX + 1]; /* the Origin header ("" if none) */
+    int has_origin;
+    char host[HTTPD_HOST_MAX + 1]; /* the Host header ("" if none) */
+    int tls;                       /* the request came over HTTPS */
+    /* the loop's side, set before httpd_answer: a Set-Cookie header for
+     * the answer ("" for none) */
+    char set_cookie[HTTPD_COOKIE_MAX + 1];
+    struct HttpdReqPriv *priv; /* the HTTP thread's */
 } HttpdReq;
 
 /* How the server is started. */
@@ -95,7 +121,23 @@ typedef struct HttpdConfig {
     void (*notify)(void *arg); /* any thread: requests wait (wake the
                                   loop: ev_async_send) */
     void *notify_arg;
+    const char *tls_cert; /* PEM files: serve HTTPS (both set), or NULL */
+    const char *tls_key;
 } HttpdConfig;
+
+struct MHD_Response;
+
+/* The security headers every answer carries, added to r (any thread;
+ * api: an /api/v1/ answer, which also gets Cache-Control: no-store):
+ * Content-Security-Policy (same-origin scripts, styles, fetches and
+ * images, data: images, no framing, no base, forms to self),
+ * X-Content-Type-Options: nosniff, Referrer-Policy: no-referrer and
+ * X-Frame-Options: DENY. For every module that makes MHD responses (the
+ * console's assets too). */
+void httpd_security_headers(struct MHD_Response *r, int api);
+
+/* Whether this libmicrohttpd was built with TLS (GnuTLS). */
+int httpd_tls_supported(void);
 
 /* Starts the HTTP thread. Until the first httpd_set_ready it reports
  * "recovering" (503), and until the first publish the documents answer

@@ -8,6 +8,7 @@
 #include "base/common.h"
 #include "base/log.h"
 #include "queue/clock.h"
+#include "queue/readyage.h"
 
 static int
 tube_delay_less(const void *a, const void *b)
@@ -250,6 +251,7 @@ queue_make_ready(Server *s, Job *j)
     Tube *t = j->tube;
     j->state = JOB_READY;
     must(heap_insert(&t->ready, j));
+    readyage_push(t, j);
     s->ready_ct++;
     if (j->pri < URGENT_THRESHOLD) {
         s->urgent_ct++;
@@ -298,6 +300,7 @@ take(Server *s, Session *se, Job *j)
     s->reserved_ct++;
     j->tube->reserved_ct++;
     j->tube->reserve_ct++;
+    s->handed_ct++;
 }
 
 void
@@ -355,6 +358,7 @@ queue_reserved_of(const Server *s, const Tube *t, Job **out, size_t max)
 void
 queue_delete(Server *s, Job *j)
 {
+    s->deleted_ct++;
     DedupKey *k =
         (j->flags & JOB_F_UNIQUE) ? dedup_of_job(&s->dedup, j->id) : NULL;
     if (k && k->heap_pos != SIZE_MAX) {
@@ -372,6 +376,26 @@ queue_delete(Server *s, Job *j)
         queue_persist_delete(s, j);
     }
     queue_job_free(s, j);
+}
+
+Job *
+queue_move(Server *s, Job *j, Tube *to, char *body)
+{
+    Job *n =
+        queue_job_new(s, to, s->next_id, j->pri, 0, j->ttr, j->body_size, body);
+    if (!n) return NULL;
+    s->next_id++;
+    s->total_jobs++;
+    to->total_jobs++;
+    if (s->store) store_hold(s->store, 1);
+    queue_persist_put(s, n);
+    if (s->store) s->applied_seq--; /* the delete takes the same sequence */
+    queue_detach(s, j, NULL);
+    j->tube->delete_ct++;
+    queue_delete(s, j);
+    if (s->store) store_hold(s->store, 0);
+    queue_make_ready(s, n);
+    return n;
 }
 
 void

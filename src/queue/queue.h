@@ -99,6 +99,14 @@ size_t queue_reserved_of(const Server *s, const Tube *t, Job **out, size_t max);
  * (stored, so a restart keeps it) until the window ends. */
 void queue_delete(Server *s, Job *j);
 
+/* Moves j (ready, delayed or buried) to tube to: a new job with the next
+ * id, j's priority, TTR and body (body: an owned copy, body_size + 2
+ * bytes incl. CRLF), ready; j is deleted. The new job's put and j's delete
+ * are stored as one unit (one sequence, one group, one Raft entry:
+ * store_hold), so a crash keeps both or neither. Returns the new job, or
+ * NULL out of memory (nothing changed; body is the caller's again). */
+Job *queue_move(Server *s, Job *j, Tube *to, char *body);
+
 /* Forgets k, a key whose job is gone and whose window has ended, and its
  * stored record. */
 void queue_dedup_forget(Server *s, DedupKey *k);

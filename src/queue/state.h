@@ -53,6 +53,8 @@ typedef struct ServerConfig {
     const char *http_addr;    /* --http (or --metrics) HOST:PORT, NULL =
                                  off (http/httpd.h) */
     const char *http_opt;     /* ...the flag that gave it */
+    int http_plain;           /* --http-plain: no HTTPS even with
+                                 --tls-cert */
     uint32_t max_conns;       /* --max-connections, 0 = no limit */
     uint32_t max_timeouts;    /* --max-timeouts: bury a job whose TTR ran
                                  out this many times; 0 = never */
@@ -201,6 +203,9 @@ typedef struct Server {
     uint64_t rejected_conns; /* closed at once: --max-connections */
     uint64_t poison_ct;      /* jobs buried by --max-timeouts */
     uint64_t cleared_ct;     /* jobs deleted by clear-tube */
+    uint64_t handed_ct;      /* jobs handed out to workers (reserves) */
+    uint64_t deleted_ct;     /* jobs deleted (any way; queue_delete) */
+    struct HttpHist *hist;   /* the HTTP API's history (server/httpact.h) */
     uint64_t batch_jobs;     /* jobs handed out by reserve-batch */
     uint64_t dedup_hits;     /* put-unique answered with an earlier job */
     Dedup dedup;             /* put-unique keys */

@@ -92,6 +92,7 @@ tube_destroy(Tube *t)
     heap_free(&t->delay);
     heap_free(&t->buried);
     ptrset_free(&t->waiting);
+    free(t->age);
     free(t);
 }
 

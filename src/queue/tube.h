@@ -44,6 +44,9 @@ typedef struct Tube {
     TubeRates rates;
     uint32_t using_ct, watching_ct;
     uint32_t prefetch_iter; /* loop iteration of its latest read-ahead scan */
+    uint64_t *age;          /* ids that entered ready: a min-heap, stale
+                               entries dropped lazily (queue/readyage.h) */
+    size_t age_len, age_cap;
 } Tube;
 
 typedef struct TubeRegistry {

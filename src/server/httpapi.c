@@ -1,7 +1,6 @@
 /* httpapi.c - see httpapi.h. */
 #include "server/httpapi.h"
 
-#include <errno.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,90 +11,74 @@
 #include "http/httpd.h"
 #include "http/json.h"
 #include "queue/queue.h"
+#include "proto/proto.h"
 #include "server/access.h"
+#include "server/httpact.h"
+#include "server/httpsess.h"
+#include "server/httptubes.h"
 #include "server/jobreply.h"
 
 /* A request whose answer waits (for the store, a body, the delay). */
 typedef struct Held {
     HttpdReq *r;
-    unsigned status; /* 0 with a doc: serve it */
-    Json body;       /* the answer; empty while fetch is set */
-    uint64_t need;   /* acked_seq it waits for */
-    int64_t at;      /* monotonic ns it may leave, at the earliest */
-    uint64_t fetch;  /* a job whose body is being read (GET jobs/ID) */
+    unsigned status;  /* 0 with a doc: serve it */
+    Json body;        /* the answer; empty while fetch is set */
+    uint64_t need;    /* acked_seq it waits for */
+    int64_t at;       /* monotonic ns it may leave, at the earliest */
+    uint64_t fetch;   /* a job whose body is being read (GET jobs/ID, or
+                         a move when move_to is set) */
+    HttpClear *clear; /* a clear under way (owned) */
+    char move_to[TUBE_NAME_MAX + 1];
+    char who[AUTH_WHO_MAX];
 } Held;
 
 typedef struct HttpApi HttpApi;
 struct HttpApi {
     ev_async async_w;
     ev_timer delay_w;
+    ev_idle idle_w; /* --memory: turns the loop while a clear works */
+    int clearing;   /* a clear is under way */
     int64_t delay_ns;
     Held held[HTTPD_QUEUE_MAX]; /* at most HTTPD_QUEUE_MAX in flight */
+    HttpSessions sess;          /* the console's sessions */
     size_t n;
 };
 
-/* What one request came to. */
-typedef struct Ans {
-    unsigned status;
-    Json j;
-    uint64_t fetch;
-} Ans;
+typedef HttpAns Ans;
 
 static void
 error(Ans *a, unsigned status, const char *msg)
 {
-    json_free(&a->j);
-    a->j = (Json){0};
-    a->status = status;
-    json_obj(&a->j);
-    json_key(&a->j, "error"), json_cstr(&a->j, msg);
-    json_obj_end(&a->j);
-}
-
-/* ---- numbers and names ---- */
-
-/* Parses a decimal in [0, max] into *out: 0, or -1. */
-static int
-parse_u64(const char *p, uint64_t max, uint64_t *out)
-{
-    char *end;
-    if (*p < '0' || *p > '9') return -1;
-    errno = 0;
-    unsigned long long v = strtoull(p, &end, 10);
-    if (errno || *end || v > max) return -1;
-    *out = v;
-    return 0;
-}
-
-/* The optional argument a of r as a number (def when absent): 0, or -1
- * (answered 400). */
-static int
-arg_u64(const HttpdReq *r, HttpdArg a, uint64_t def, uint64_t max,
-        uint64_t *out, Ans *ans, const char *msg)
-{
-    *out = def;
-    if (!r->has_arg[a]) return 0;
-    if (parse_u64(r->arg[a], max, out) == 0) return 0;
-    error(ans, 400, msg);
-    return -1;
+    httpans_error(a, status, msg);
 }
 
 /* ---- auth ---- */
 
-/* The identity of r's bearer token: 0 and *u (NULL without --auth-file),
- * or -1 (answered 401). */
+/* The identity of r: its bearer token, else its session cookie (which a
+ * request other than GET must back with its X-CSRF-Token). 0 and *u
+ * (NULL without --auth-file, where a request other than GET passes the
+ * Origin check), or -1 (answered 401 or 403). */
 static int
 identify(Server *s, const HttpdReq *r, const AuthUser **u, Ans *a)
 {
+    HttpSessions *ss = &s->httpapi->sess;
+    HttpSess *e = NULL;
     *u = NULL;
-    if (!s->access) return 0;
+    if (!s->access)
+        return r->method == HTTPD_GET || httpsess_open_check(ss, r, a) ? 0 : -1;
     if (r->token[0])
         *u = auth_by_token(&s->access->table, r->token, strlen(r->token));
+    else if (!r->auth && r->sid[0])
+        *u = httpsess_user(s, ss, r, &e);
+    if (*u && e && r->method != HTTPD_GET && !httpsess_csrf_ok(r, e->csrf)) {
+        error(a, 403, "csrf");
+        return -1;
+    }
     if (*u) return 0;
     error(a, 401,
-          r->auth ? "bad token"
-                  : "authentication required: "
-                    "Authorization: Bearer TOKEN");
+          r->auth || r->sid[0] ? "bad token"
+                               : "authentication required: "
+                                 "Authorization: Bearer TOKEN");
     return -1;
 }
 
@@ -347,10 +330,10 @@ list_jobs(Server *s, const HttpdReq *r, Tube *t, Ans *a)
         if (strcmp(sn, states[i].name) == 0) st = states[i].state;
     if (st < 0)
         return error(a, 400, "state: ready, delayed, buried or reserved");
-    if (arg_u64(r, HTTPD_ARG_AFTER, 0, UINT64_MAX, &after, a,
-                "after: a job id") < 0 ||
-        arg_u64(r, HTTPD_ARG_LIMIT, HTTPAPI_LIMIT_DEFAULT, HTTPAPI_LIMIT_MAX,
-                &limit, a, "limit: 1 to 1000") < 0)
+    if (httpans_arg_u64(r, HTTPD_ARG_AFTER, 0, UINT64_MAX, &after, a,
+                        "after: a job id") < 0 ||
+        httpans_arg_u64(r, HTTPD_ARG_LIMIT, HTTPAPI_LIMIT_DEFAULT,
+                        HTTPAPI_LIMIT_MAX, &limit, a, "limit: 1 to 1000") < 0)
         return;
     if (limit == 0) return error(a, 400, "limit: 1 to 1000");
     Job *cur = after ? jobtable_find(&s->jobs, after) : NULL;
@@ -386,112 +369,6 @@ list_jobs(Server *s, const HttpdReq *r, Tube *t, Ans *a)
     a->status = 200;
 }
 
-/* ---- actions ---- */
-
-/* {"ok": true, KEY: v}, logged with the identity. */
-static void
-done(Ans *a, const char *key, uint64_t v)
-{
-    json_obj(&a->j);
-    json_key(&a->j, "ok"), json_bool(&a->j, 1);
-    if (key) json_key(&a->j, key), json_u64(&a->j, v);
-    json_obj_end(&a->j);
-    a->status = 200;
-}
-
-static const char *
-who(const AuthUser *u)
-{
-    return u ? u->name : "(open API)";
-}
-
-/* POST tubes/NAME/kick and tubes/NAME/pause. */
-static void
-tube_action(Server *s, const HttpdReq *r, Tube *t, int kick, const AuthUser *u,
-            Ans *a)
-{
-    uint64_t v;
-    if (kick) {
-        if (arg_u64(r, HTTPD_ARG_N, 1, HTTPAPI_KICK_MAX, &v, a,
-                    "n: 0 to 10000") < 0)
-            return;
-        uint64_t n = 0;
-        Heap *from = t->buried.len ? &t->buried : &t->delay;
-        for (; n < v; n++) {
-            Job *j = heap_peek(from);
-            if (!j) break;
-            queue_kick_job(s, j);
-        }
-        log_msg(0, "http: %s kicked %llu jobs of tube %s", who(u),
-                (unsigned long long)n, t->name);
-        return done(a, "kicked", n);
-    }
-    if (!r->has_arg[HTTPD_ARG_SECONDS])
-        return error(a, 400, "seconds: required, 0 to 4294967295");
-    if (arg_u64(r, HTTPD_ARG_SECONDS, 0, UINT32_MAX, &v, a,
-                "seconds: 0 to 4294967295") < 0)
-        return;
-    queue_pause(s, t, (uint32_t)v);
-    log_msg(0, "http: %s paused tube %s for %llu s", who(u), t->name,
-            (unsigned long long)v);
-    done(a, "seconds", v);
-}
-
-/* POST jobs/ID/priority: a ready job moves in its heap; a delayed or
- * buried one keeps its place (due time, bury order); a reserved one is its
- * holder's (409). */
-static void
-set_priority(Server *s, const HttpdReq *r, Job *j, const AuthUser *u, Ans *a)
-{
-    uint64_t pri;
-    if (!r->has_arg[HTTPD_ARG_PRI])
-        return error(a, 400, "pri: required, 0 to 4294967295");
-    if (arg_u64(r, HTTPD_ARG_PRI, 0, UINT32_MAX, &pri, a,
-                "pri: 0 to 4294967295") < 0)
-        return;
-    if (j->state == JOB_RESERVED)
-        return error(a, 409,
-                     "the job is reserved: its holder sets its "
-                     "priority (release, bury)");
-    if (j->state == JOB_READY) { /* its place in the ready heap moves */
-        queue_detach(s, j, NULL);
-        j->pri = (uint32_t)pri;
-        queue_persist_update(s, j);
-        queue_make_ready(s, j);
-    } else { /* delayed and buried heaps do not order by priority */
-        j->pri = (uint32_t)pri;
-        queue_persist_update(s, j);
-    }
-    log_msg(0, "http: %s set the priority of job %llu to %llu", who(u),
-            (unsigned long long)j->id, (unsigned long long)pri);
-    done(a, "pri", pri);
-}
-
-/* DELETE jobs/ID, POST jobs/ID/kick, POST jobs/ID/priority. */
-static void
-job_action(Server *s, const HttpdReq *r, Job *j, const char *act,
-           const AuthUser *u, Ans *a)
-{
-    uint64_t id = j->id;
-    if (strcmp(act, "priority") == 0) return set_priority(s, r, j, u, a);
-    if (strcmp(act, "kick") == 0) {
-        if (j->state != JOB_BURIED && j->state != JOB_DELAYED)
-            return error(a, 409, "only a buried or delayed job is kicked");
-        queue_kick_job(s, j);
-        log_msg(0, "http: %s kicked job %llu", who(u), (unsigned long long)id);
-        return done(a, "kicked", id);
-    }
-    if (j->state == JOB_RESERVED) /* as the protocol's delete by another */
-        return error(a, 409,
-                     "the job is reserved: delete it once released "
-                     "or through its holder");
-    queue_detach(s, j, NULL);
-    j->tube->delete_ct++;
-    queue_delete(s, j);
-    log_msg(0, "http: %s deleted job %llu", who(u), (unsigned long long)id);
-    done(a, "deleted", id);
-}
-
 /* ---- routing ---- */
 
 /* Wrong method: 405 (the HTTP thread adds Allow). */
@@ -513,7 +390,8 @@ tube_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
     const char *sub = slash + 1;
     size_t len = (size_t)(slash - name);
     int list = strcmp(sub, "jobs") == 0, kick = strcmp(sub, "kick") == 0;
-    if (!list && !kick && strcmp(sub, "pause") != 0)
+    int clear = strcmp(sub, "clear") == 0;
+    if (!list && !kick && !clear && strcmp(sub, "pause") != 0)
         return error(a, 404, "not found");
     if (!method_is(r, list ? HTTPD_GET : HTTPD_POST, a)) return;
     char nm[HTTPD_PATH_MAX + 1];
@@ -526,7 +404,25 @@ tube_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
         return error(a, 404, "no such tube");
     }
     if (list) return list_jobs(s, r, t, a);
-    tube_action(s, r, t, kick, u, a);
+    if (clear) return httpact_clear_start(s, r, t, httpact_who(u), a);
+    httpact_tube(s, r, t, kick, u, a);
+}
+
+/* POST jobs/ID/move?tube=T: admin on T too; the body read first. */
+static void
+move_route(Server *s, const HttpdReq *r, Job *j, const AuthUser *u, Ans *a)
+{
+    const char *to = r->arg[HTTPD_ARG_TUBE];
+    if (!r->has_arg[HTTPD_ARG_TUBE] || !proto_name_valid(to, strlen(to)))
+        return error(a, 400, "tube: a valid tube name");
+    if (!allowed(u, AUTH_ADMIN, to, a)) return;
+    if (j->state == JOB_RESERVED)
+        return error(a, 409, "the job is reserved: move it once released");
+    snprintf(a->move_to, sizeof a->move_to, "%s", to);
+    snprintf(a->who, sizeof a->who, "%s", httpact_who(u));
+    if (j->body) return httpact_move(s, j, a);
+    a->fetch = j->id; /* the move is made once its body is in memory */
+    bodycache_fetch(&s->bodies, j, 1);
 }
 
 /* jobs/ID and jobs/ID/ACTION. */
@@ -538,7 +434,8 @@ job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
     size_t n = slash ? (size_t)(slash - p) : strlen(p);
     const char *act = slash ? slash + 1 : NULL;
     uint64_t id;
-    if (act && strcmp(act, "kick") != 0 && strcmp(act, "priority") != 0)
+    if (act && strcmp(act, "kick") != 0 && strcmp(act, "priority") != 0 &&
+        strcmp(act, "move") != 0)
         return error(a, 404, "not found");
     if (!act && r->method == HTTPD_POST)
         return error(a, 405, "method not allowed");
@@ -546,7 +443,7 @@ job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
     if (n == 0 || n >= sizeof idtext) return error(a, 400, "bad job id");
     memcpy(idtext, p, n);
     idtext[n] = '\0';
-    if (parse_u64(idtext, UINT64_MAX, &id) < 0 || id == 0)
+    if (httpans_parse_u64(idtext, UINT64_MAX, &id) < 0 || id == 0)
         return error(a, 400, "bad job id");
     Job *j = jobtable_find(&s->jobs, id);
     int write = act || r->method == HTTPD_DELETE;
@@ -556,7 +453,8 @@ job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
     }
     if (!allowed(u, write ? AUTH_ADMIN : AUTH_INSPECT, j->tube->name, a))
         return;
-    if (write) return job_action(s, r, j, act ? act : "delete", u, a);
+    if (act && strcmp(act, "move") == 0) return move_route(s, r, j, u, a);
+    if (write) return httpact_job(s, r, j, act ? act : "delete", u, a);
     jobreply_confirm(s, &j, 1);
     a->status = 200;
     a->fetch = id; /* the answer is made once its body is in memory */
@@ -565,25 +463,30 @@ job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
 
 /* A published document's auth check: status 0 serves it. */
 static void
-doc_check(const HttpdReq *r, const AuthUser *u, Ans *a)
+doc_check(const Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
 {
     if (strncmp(r->path, "tubes/", 6) == 0) {
         if (allowed(u, AUTH_INSPECT, r->path + 6, a)) a->status = 0;
         return;
     }
-    if (strcmp(r->path, "tubes") == 0 && u && !u->superuser)
-        return error(a, 403, "listing every tube needs a bare admin identity");
+    if (strcmp(r->path, "tubes") == 0 && u && !u->superuser) {
+        httptubes_render(s, u, &a->j, NULL); /* the tubes it may inspect */
+        a->status = 200;
+        return;
+    }
     if (allowed(u, AUTH_INSPECT, NULL, a)) a->status = 0;
 }
 
 /* Runs r. */
 static void
-run(Server *s, const HttpdReq *r, Ans *a)
+run(Server *s, HttpdReq *r, Ans *a)
 {
     const AuthUser *u;
     NodeStats ns;
+    if (strcmp(r->path, "session") == 0)
+        return httpsess_route(s, &s->httpapi->sess, r, a);
     if (identify(s, r, &u, a) < 0) return;
-    if (r->doc) return doc_check(r, u, a);
+    if (r->doc) return doc_check(s, r, u, a);
     if (!node_serves(s)) {
         node_stats(s, &ns);
         a->status = 503;
@@ -595,6 +498,19 @@ run(Server *s, const HttpdReq *r, Ans *a)
     }
     if (strncmp(r->path, "tubes/", 6) == 0) return tube_route(s, r, u, a);
     if (strncmp(r->path, "jobs/", 5) == 0) return job_route(s, r, u, a);
+    if (strcmp(r->path, "connections") == 0) {
+        if (!method_is(r, HTTPD_GET, a)) return;
+        if (u && !u->superuser)
+            return error(a, 403,
+                         "listing connections needs a bare admin "
+                         "identity");
+        return httpact_connections(s, a);
+    }
+    if (strcmp(r->path, "history") == 0) {
+        if (method_is(r, HTTPD_GET, a) && allowed(u, AUTH_INSPECT, NULL, a))
+            httpact_history(s, a);
+        return;
+    }
     error(a, 404, "not found");
 }
 
@@ -608,6 +524,14 @@ fetched(Server *s, Held *h)
     Ans a = {0};
     if (!j) {
         error(&a, 404, "no such job");
+    } else if (h->move_to[0] && j->body) {
+        memcpy(a.move_to, h->move_to, sizeof a.move_to);
+        memcpy(a.who, h->who, sizeof a.who);
+        httpact_move(s, j, &a);
+        h->need = state_reply_seq(s);
+    } else if (h->move_to[0] && (j->flags & JOB_F_UNREADABLE)) {
+        queue_body_unreadable(s, NULL, j);
+        error(&a, 500, "cannot read the body");
     } else if (!j->body && (j->flags & JOB_F_UNREADABLE)) {
         queue_body_unreadable(s, NULL, j);
         a.status = 200;
@@ -625,6 +549,22 @@ fetched(Server *s, Held *h)
     h->status = a.status;
     h->body = a.j;
     h->fetch = 0;
+    return 1;
+}
+
+/* One step of h's clear: 1 once it is done (its answer made). */
+static int
+cleared(Server *s, Held *h)
+{
+    Ans a = {0};
+    if (!httpact_clear_step(s, h->clear, &a)) {
+        s->httpapi->clearing = 1;
+        return 0;
+    }
+    h->clear = NULL;
+    h->status = a.status;
+    h->body = a.j;
+    h->need = state_reply_seq(s); /* its last deletes */
     return 1;
 }
 
@@ -647,9 +587,14 @@ httpapi_step(Server *s)
     int64_t now = mono_ns(), next = INT64_MAX;
     size_t i = 0;
     if (!api || !api->n) return;
+    api->clearing = 0;
     while (i < api->n) {
         Held *h = &api->held[i];
         if (h->fetch && !fetched(s, h)) {
+            i++;
+            continue;
+        }
+        if (h->clear && !cleared(s, h)) {
             i++;
             continue;
         }
@@ -661,6 +606,12 @@ httpapi_step(Server *s)
         answer(s, h);
         api->held[i] = api->held[--api->n];
     }
+    /* With a store the acknowledgement a clear waits for wakes the loop;
+     * without one (--memory) the idle watcher keeps it turning. */
+    if (api->clearing && !s->store)
+        ev_idle_start(s->loop, &api->idle_w);
+    else
+        ev_idle_stop(s->loop, &api->idle_w);
     if (next != INT64_MAX && !ev_is_active(&api->delay_w)) {
         ev_timer_set(&api->delay_w, (double)(next - now) / 1e9 + 0.001, 0.);
         ev_timer_start(s->loop, &api->delay_w);
@@ -678,18 +629,28 @@ take_cb(struct ev_loop *loop, ev_async *w, int revents)
     for (size_t i = 0; i < n; i++) {
         Ans a = {0};
         run(s, rs[i], &a);
-        api->held[api->n++] = (Held){.r = rs[i],
-                                     .status = a.status,
-                                     .body = a.j,
-                                     .need = state_reply_seq(s),
-                                     .at = mono_ns() + api->delay_ns,
-                                     .fetch = a.fetch};
+        Held *h = &api->held[api->n++];
+        *h = (Held){.r = rs[i],
+                    .status = a.status,
+                    .body = a.j,
+                    .need = state_reply_seq(s),
+                    .at = mono_ns() + api->delay_ns,
+                    .fetch = a.fetch,
+                    .clear = a.clear};
+        memcpy(h->move_to, a.move_to, sizeof h->move_to);
+        memcpy(h->who, a.who, sizeof h->who);
     }
     if (n == HTTPD_QUEUE_MAX) ev_async_send(s->loop, &api->async_w);
 }
 
 static void
 delay_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)w, (void)revents; /* prepare answers them */
+}
+
+static void
+idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
 {
     (void)loop, (void)w, (void)revents; /* prepare answers them */
 }
@@ -706,13 +667,20 @@ httpapi_open(Server *s, unsigned delay_ms)
 {
     HttpApi *api = calloc(1, sizeof *api);
     if (!api) return -1;
+    if (httpsess_init(&api->sess) < 0) {
+        free(api);
+        return -1;
+    }
     api->delay_ns = (int64_t)delay_ms * 1000000;
     ev_async_init(&api->async_w, take_cb);
     api->async_w.data = s;
     ev_async_start(s->loop, &api->async_w);
     ev_timer_init(&api->delay_w, delay_cb, 0., 0.);
+    ev_idle_init(&api->idle_w, idle_cb);
     s->httpapi = api;
-    return 0;
+    const char *hist = getenv("ROCKSTALKD_FAULT_HTTP_HIST_MS");
+    unsigned ms = hist ? (unsigned)atoi(hist) : 0;
+    return httpact_hist_open(s, ms ? ms : HTTPACT_HIST_S * 1000);
 }
 
 void
@@ -723,10 +691,13 @@ httpapi_close(Server *s)
     for (size_t i = 0; i < api->n; i++) {
         Held *h = &api->held[i];
         json_free(&h->body);
+        if (h->clear) httpact_clear_free(s, h->clear);
         httpd_answer(s->http, h->r, 503, NULL, 0);
     }
     ev_async_stop(s->loop, &api->async_w);
     ev_timer_stop(s->loop, &api->delay_w);
+    ev_idle_stop(s->loop, &api->idle_w);
+    httpact_hist_close(s);
     free(api);
     s->httpapi = NULL;
 }

@@ -1,11 +1,12 @@
 /* httpapi.h - the loop's side of the HTTP API's requests (http/httpd.h,
- * HttpdReq): a tube's jobs, a job with its body, and the actions (kick,
- * pause, delete, kick a job, change a job's priority), with the auth
- * file's bearer tokens and per-tube rules (protocol/PROTOCOL.md section
- * 18). The HTTP thread queues requests and wakes the loop (ev_async); the
- * loop takes at most HTTPD_QUEUE_MAX of them per wake, runs each with
- * bounded work (one page of at most HTTPAPI_LIMIT_MAX jobs, a kick of at
- * most HTTPAPI_KICK_MAX) and holds its answer until the store has
+ * HttpdReq): routing, auth (the auth file's bearer tokens, a console
+ * session's cookie and CSRF token: server/httpsess.h; per-tube rules), a
+ * tube's jobs, a job with its body, and the answers held; the actions,
+ * clear, move, connections and history are server/httpact.h's
+ * (protocol/PROTOCOL.md section 18). The HTTP thread queues requests and wakes
+ * the loop (ev_async); the loop takes at most HTTPD_QUEUE_MAX of them per wake,
+ * runs each with bounded work (one page of at most HTTPAPI_LIMIT_MAX jobs, a
+ * kick of at most HTTPACT_KICK_MAX) and holds its answer until the store has
  * acknowledged every change made before it (as a protocol reply waits)
  * and, for a job whose body is only on disk, until the reader thread has
  * read it (as a peek waits). Nothing here blocks the loop. Loop thread
@@ -18,8 +19,6 @@
 /* limit of GET tubes/NAME/jobs: default and most. */
 #define HTTPAPI_LIMIT_DEFAULT 100
 #define HTTPAPI_LIMIT_MAX 1000
-/* n of POST tubes/NAME/kick, at most (default 1). */
-#define HTTPAPI_KICK_MAX 10000
 /* Bodies larger than this (bytes) are not sent by GET jobs/ID (body null,
  * "body-omitted": true): an answer stays under about 1.4 MiB. */
 #define HTTPAPI_BODY_MAX (1u << 20)

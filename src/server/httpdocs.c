@@ -10,105 +10,16 @@
 #include "http/httpd.h"
 #include "http/json.h"
 #include "server/httpapi.h"
+#include "server/httptubes.h"
 #include "server/stats.h"
-
-/* Takes this second's sample of every tube's counters (TubeRates). */
-static void
-sample(Server *s)
-{
-    uint32_t k = ++s->rate_tick;
-    unsigned slot = k % TUBE_RATE_SAMPLES;
-    s->rate_at[slot] = mono_ns();
-    for (size_t i = 0; i < s->tubes.list.len; i++) {
-        Tube *t = s->tubes.list.items[i];
-        if (!t->rates.since) t->rates.since = k;
-        t->rates.n[slot][0] = t->total_jobs;
-        t->rates.n[slot][1] = t->reserve_ct;
-        t->rates.n[slot][2] = t->delete_ct;
-    }
-}
-
-/* Counter c of t per second, over the oldest sample it has within the
- * last TUBE_RATE_SAMPLES (0 with fewer than two). */
-static double
-rate(const Server *s, const Tube *t, int c)
-{
-    uint32_t k = s->rate_tick, o = t->rates.since;
-    if (k >= TUBE_RATE_SAMPLES && k - (TUBE_RATE_SAMPLES - 1) > o)
-        o = k - (TUBE_RATE_SAMPLES - 1);
-    if (!o || o >= k) return 0;
-    const uint64_t *now = t->rates.n[k % TUBE_RATE_SAMPLES];
-    const uint64_t *then = t->rates.n[o % TUBE_RATE_SAMPLES];
-    int64_t dt =
-        s->rate_at[k % TUBE_RATE_SAMPLES] - s->rate_at[o % TUBE_RATE_SAMPLES];
-    if (dt <= 0 || now[c] < then[c]) return 0;
-    return (double)(now[c] - then[c]) * 1e9 / (double)dt;
-}
-
-static void
-tube_json(const Server *s, const Tube *t, Json *j)
-{
-    static const char *const names[] = {"puts", "reserves", "deletes"};
-    int64_t left = 0;
-    if (t->pause_ns) left = (t->unpause_at - mono_ns()) / NS_PER_SEC;
-    json_key(j, "name"), json_str(j, t->name, t->name_len);
-    json_key(j, "ready"), json_u64(j, t->ready.len);
-    json_key(j, "urgent"), json_u64(j, t->urgent_ct);
-    json_key(j, "reserved"), json_u64(j, t->reserved_ct);
-    json_key(j, "delayed"), json_u64(j, t->delay.len);
-    json_key(j, "buried"), json_u64(j, t->buried_ct);
-    json_key(j, "total-jobs"), json_u64(j, t->total_jobs);
-    json_key(j, "using"), json_u64(j, t->using_ct);
-    json_key(j, "watching"), json_u64(j, t->watching_ct);
-    json_key(j, "waiting"), json_u64(j, t->waiting.len);
-    json_key(j, "cmd-delete"), json_u64(j, t->delete_ct);
-    json_key(j, "cmd-pause-tube"), json_u64(j, t->pause_ct);
-    json_key(j, "paused"), json_bool(j, t->pause_ns != 0);
-    json_key(j, "pause"), json_i64(j, t->pause_ns / NS_PER_SEC);
-    json_key(j, "pause-time-left"), json_i64(j, left > 0 ? left : 0);
-    json_key(j, "rates");
-    json_obj(j);
-    for (int c = 0; c < 3; c++)
-        json_key(j, names[c]), json_dbl(j, rate(s, t, c), 2);
-    json_obj_end(j);
-}
-
-static int
-by_name(const void *a, const void *b)
-{
-    return strcmp((*(const Tube *const *)a)->name,
-                  (*(const Tube *const *)b)->name);
-}
 
 /* /api/v1/tubes into d: the first HTTPDOCS_TUBES_MAX tubes by name, each
  * object also findable by its name. */
 static void
 tubes_doc(const Server *s, HttpdDocs *d)
 {
-    size_t n = s->tubes.list.len, shown = n;
-    const Tube **v = malloc((n ? n : 1) * sizeof *v);
     Json j = {0};
-    if (!v) return;
-    memcpy(v, s->tubes.list.items, n * sizeof *v);
-    qsort(v, n, sizeof *v, by_name);
-    if (shown > HTTPDOCS_TUBES_MAX) shown = HTTPDOCS_TUBES_MAX;
-    json_obj(&j);
-    json_key(&j, "count"), json_u64(&j, n);
-    json_key(&j, "listed"), json_u64(&j, shown);
-    json_key(&j, "truncated"), json_bool(&j, shown < n);
-    json_key(&j, "rate-window-s"), json_u64(&j, TUBE_RATE_SAMPLES - 1);
-    json_key(&j, "tubes");
-    json_arr(&j);
-    for (size_t i = 0; i < shown && !j.failed; i++) {
-        json_obj(&j);
-        size_t off = j.len - 1; /* its '{' */
-        tube_json(s, v[i], &j);
-        json_obj_end(&j);
-        httpd_docs_add_tube(d, v[i]->name, off, j.len - off);
-    }
-    json_arr_end(&j);
-    json_obj_end(&j);
-    free(v);
+    httptubes_render(s, NULL, &j, d);
     if (j.failed)
         json_free(&j);
     else
@@ -206,7 +117,7 @@ tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     Server *s = w->data;
     (void)loop, (void)revents;
-    sample(s);
+    httptubes_sample(s);
     publish(s);
     httpdocs_ready(s);
 }
@@ -221,6 +132,8 @@ httpdocs_open(Server *s, char *err, size_t errcap)
         .api_auth = s->cfg.auth_file != NULL,
         .notify = httpapi_notify,
         .notify_arg = s,
+        .tls_cert = s->cfg.http_plain ? NULL : s->cfg.tls_cert,
+        .tls_key = s->cfg.http_plain ? NULL : s->cfg.tls_key,
     };
     const char *delay = getenv("ROCKSTALKD_FAULT_HTTP_DELAY_MS");
     if (httpapi_open(s, delay ? (unsigned)atoi(delay) : 0) < 0) {

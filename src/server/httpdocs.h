@@ -14,11 +14,6 @@
 
 #include "queue/state.h"
 
-/* Tubes /api/v1/tubes lists at most (the first by name; "truncated" says
- * when there were more), and so /api/v1/tubes/NAME finds: the set stays
- * bounded (a tube's object is about 400 bytes). */
-#define HTTPDOCS_TUBES_MAX 1000
-
 /* Main thread, before the store recovers: starts the HTTP server when
  * s->cfg.http_addr is set (its /readyz answers "recovering" until the
  * loop's first second) and arms the loop's once-a-second timer, whose

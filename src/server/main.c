@@ -75,6 +75,8 @@ usage(FILE *f)
             "                        and the JSON API /api/v1/; no HOST: "
             "127.0.0.1\n"
             "     --metrics HOST:PORT  the same as --http\n"
+            "     --http-plain       plain HTTP even with --tls-cert "
+            "(default: HTTPS then)\n"
             "     --cluster ID@HOST:PORT[/CLIENTPORT],...  the 3 or 5 voters "
             "of a Raft\n"
             "                        cluster (Raft addresses; CLIENTPORT "
@@ -160,6 +162,7 @@ static const struct option longopts[] = {
     {"journal-size", required_argument, NULL, 'J'},
     {"metrics", required_argument, NULL, 'P'},
     {"http", required_argument, NULL, 1401},
+    {"http-plain", no_argument, NULL, 1402},
     {"cluster", required_argument, NULL, 'K'},
     {"node-id", required_argument, NULL, 'N'},
     {"cluster-cert", required_argument, NULL, 1001},
@@ -243,6 +246,9 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         }
         cfg->http_addr = arg;
         cfg->http_opt = ch == 'P' ? "--metrics" : "--http";
+        break;
+    case 1402:
+        cfg->http_plain = 1;
         break;
     case 'K':
         cfg->cluster_arg = arg;

@@ -98,8 +98,18 @@ handoff_commit(Handoff *h, unsigned char *p, const EncRec *r)
     atomic_fetch_add_explicit(&h->backlog, n, memory_order_relaxed);
     /* Splitting: hand over each half-crowd as soon as it is complete, so
      * the mutation thread can commit it while the loop reads the rest. */
-    if (h->cur->nrec >=
-        atomic_load_explicit(&h->split_nrec, memory_order_relaxed))
+    if (!h->hold && h->cur->nrec >= atomic_load_explicit(&h->split_nrec,
+                                                         memory_order_relaxed))
+        handoff_flush(h);
+}
+
+void
+handoff_hold(Handoff *h, int on)
+{
+    h->hold = on;
+    if (!on && h->cur &&
+        h->cur->nrec >=
+            atomic_load_explicit(&h->split_nrec, memory_order_relaxed))
         handoff_flush(h);
 }
 
@@ -276,8 +286,14 @@ chunk_cut(Chunk *c, size_t n)
 {
     size_t off = c->start;
 
+    EncRec r = {0};
     for (size_t i = 0; i < n; i++)
+        off += enc_rec_get(c->p + off, &r);
+    uint64_t last = r.seq; /* the records of one sequence stay together */
+    while (off < c->len && (enc_rec_get(c->p + off, &r), r.seq == last)) {
         off += enc_rec_len(c->p + off);
+        n++;
+    }
     Chunk *v = util_xrealloc(NULL, sizeof *v);
     *v = (Chunk){.p = c->p + c->start,
                  .len = off - c->start,

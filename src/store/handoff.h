@@ -53,6 +53,7 @@ typedef struct Handoff {
     /* loop thread: the chunk being built */
     Chunk *cur;
     uint64_t added_seq; /* seq of the latest record added */
+    int hold;           /* handoff_hold: no split hand-over now */
 
     /* loop and mutation thread, under mu */
     pthread_mutex_t mu;
@@ -140,6 +141,13 @@ unsigned char *handoff_reserve(Handoff *h, size_t need);
  * adds it to the chunk. Hands the chunk over at once when it holds a
  * half-crowd (splitting). */
 void handoff_commit(Handoff *h, unsigned char *p, const EncRec *r);
+
+/* Loop thread: on, the records committed from now on are not handed
+ * over at a half-crowd until hold is turned off (then they may be): the
+ * records of one unit (a move's put and delete, which share a sequence)
+ * reach one group. queue_take never cuts between two records of one
+ * sequence either. */
+void handoff_hold(Handoff *h, int on);
 
 /* Loop thread: links the chunk being built onto the queue (O(1)) and wakes
  * the mutation thread if it waits for that much input. */

@@ -300,6 +300,43 @@ mut_emit(StoreMut *m, uint64_t pseq)
     m->enrec = 0;
 }
 
+/* The entry in ebuf is full and the next record continues the sequence
+ * last, whose records start at sstart (> SRAFT_HDR; snrec of them):
+ * proposes what comes before them (publishing the sequence before it)
+ * and starts the next entry with them, so that no sequence is cut (a
+ * move's put and delete, PROTOCOL.md 18.15). */
+static void
+mut_emit_before(StoreMut *m, size_t sstart, uint32_t snrec, uint64_t last)
+{
+    size_t tail = m->elen - sstart;
+    m->elen = sstart;
+    m->enrec -= snrec;
+    mut_emit(m, last - 1);
+    memmove(m->ebuf + SRAFT_HDR, m->ebuf + sstart, tail);
+    m->elen = SRAFT_HDR + tail;
+    m->enrec = snrec;
+}
+
+/* Makes room for a record of rl bytes of sequence seq in the entry being
+ * built: proposes it first when full, carrying the records of a sequence
+ * the record continues to the next entry (one larger than an entry is
+ * cut, its sequence published by the entry that ends it). *sstart and
+ * *snrec: where the current sequence's records begin, and how many. */
+static void
+mut_room(StoreMut *m, size_t rl, uint64_t seq, uint64_t last, size_t *sstart,
+         uint32_t *snrec)
+{
+    if (m->elen + rl <= m->ecap) return;
+    if (seq == last && *sstart > SRAFT_HDR) {
+        mut_emit_before(m, *sstart, *snrec, last);
+        *sstart = SRAFT_HDR;
+        if (m->elen + rl <= m->ecap) return;
+    }
+    mut_emit(m, seq == last ? last - 1 : last);
+    *sstart = SRAFT_HDR;
+    *snrec = 0;
+}
+
 /* Cluster mode: the group's records become entries of at most
  * STORE_RAFT_ENTRY_MAX bytes, cut only between two sequences (an entry
  * publishes the last sequence it holds whole), each proposed. A record
@@ -309,6 +346,8 @@ static void
 mut_propose(StoreMut *m, const Chunk *chunks, uint64_t seq)
 {
     uint64_t last = 0;
+    size_t sstart = SRAFT_HDR; /* where the records of last begin */
+    uint32_t snrec = 0;        /* ...how many */
     EncRec r;
 
     if (!m->ebuf) {
@@ -325,11 +364,12 @@ mut_propose(StoreMut *m, const Chunk *chunks, uint64_t seq)
                          strdup("a record larger than a Raft entry"));
                 return;
             }
-            if (m->elen + rl > m->ecap)
-                mut_emit(m, r.seq == last ? last - 1 : last);
+            if (r.seq != last) sstart = m->elen, snrec = 0;
+            mut_room(m, rl, r.seq, last, &sstart, &snrec);
             memcpy(m->ebuf + m->elen, c->p + off, rl);
             m->elen += rl;
             m->enrec++;
+            snrec++;
             last = r.seq;
             off += rl;
         }

@@ -110,6 +110,12 @@ store_add_delete(Store *s, uint64_t seq, uint64_t id, int flags)
 }
 
 void
+store_hold(Store *s, int on)
+{
+    handoff_hold(&s->ho, on);
+}
+
+void
 store_flush(Store *s)
 {
     handoff_flush(&s->ho);

@@ -75,6 +75,12 @@ void store_add_put(Store *s, uint64_t seq, const StoreJob *job,
 void store_add_update(Store *s, uint64_t seq, const StoreJob *job);
 void store_add_delete(Store *s, uint64_t seq, uint64_t id, int flags);
 
+/* Loop thread: on, the records added until it is turned off are one unit,
+ * committed in one group (and, in cluster mode, one Raft entry): the
+ * caller gives them one sequence (a move's put and delete, the HTTP API).
+ * Off may hand them over at once. */
+void store_hold(Store *s, int on);
+
 /* Loop thread, once per loop iteration (ev_prepare): hands the records added
  * since the last call to the mutation thread as one unit (in cluster mode:
  * proposes them). Cheap if none. */

@@ -26,6 +26,7 @@
 #include "store/handoff.h" /* internal: the hand-off queue, for chunk cuts */
 #include "store/pend.h"    /* internal: the journal's write-behind window */
 #include "store/prefetch.h"
+#include "store/mut.h"   /* internal: the Raft entries of a chunk */
 #include "store/raft.h"  /* internal: the Raft entry */
 #include "store/shard.h" /* internal: a shard, for the merge operator */
 #include "store/store.h"
@@ -1295,7 +1296,136 @@ test_prefetch_reads(void **state)
     close_store(s);
 }
 
+/* ---- Raft entries of a chunk (store/mut.h, internal) ---- */
+
+typedef struct EntryLog {
+    uint32_t nrec[8];
+    uint64_t pseq[8];
+    uint64_t first_seq[8];
+    int n;
+} EntryLog;
+
+static int
+capture_entry(void *arg, const void *entry, size_t len)
+{
+    EntryLog *p = arg;
+    const unsigned char *e = entry;
+    EncRec r;
+    assert_true(len > SRAFT_HDR && p->n < 8);
+    memcpy(&p->nrec[p->n], e + 8, 4);
+    memcpy(&p->pseq[p->n], e + 16, 8);
+    enc_rec_get(e + SRAFT_HDR, &r);
+    p->first_seq[p->n++] = r.seq;
+    return 0;
+}
+
+/* Cluster mode's entries (at most STORE_RAFT_ENTRY_MAX bytes) are cut
+ * between sequences only: records of 1.5 MiB with sequences 1, 2, 2
+ * make [1] and [2, 2] (the first publishing 1), not [1, 2] and [2];
+ * with 1, 2, 3 two fit in the first. */
+static void
+check_entries(const uint64_t *seqs, const uint32_t *want_n,
+              const uint64_t *want_pseq, int want_entries)
+{
+    enum { BODY = 3u << 19 };
+    StoreMut m = {0};
+    StoreAck ack = {0};
+    EntryLog got = {0};
+    size_t rl = ENC_REC_HDR + BODY;
+    unsigned char *buf = calloc(3, rl);
+    assert_non_null(buf);
+    for (int i = 0; i < 3; i++)
+        enc_rec_put(buf + i * rl, &(EncRec){.seq = seqs[i],
+                                            .id = (uint64_t)i + 1,
+                                            .body_len = BODY,
+                                            .op = ENC_OP_PUT});
+    Chunk c = {.p = buf, .len = 3 * rl, .cap = 3 * rl, .nrec = 3};
+    m.ack = &ack;
+    m.propose = capture_entry;
+    m.propose_arg = &got;
+    mut_propose_direct(&m, &c, seqs[2]);
+    assert_int_equal(got.n, want_entries);
+    for (int i = 0; i < want_entries; i++) {
+        assert_int_equal(got.nrec[i], want_n[i]);
+        assert_int_equal(got.pseq[i], want_pseq[i]);
+    }
+    free(m.ebuf);
+    free(buf);
+}
+
+static void
+test_propose_keeps_a_sequence_whole(void **state)
+{
+    (void)state;
+    check_entries((const uint64_t[]){1, 2, 2}, (const uint32_t[]){1, 2},
+                  (const uint64_t[]){1, 2}, 2);
+    check_entries((const uint64_t[]){1, 2, 3}, (const uint32_t[]){2, 1},
+                  (const uint64_t[]){2, 3}, 2);
+    /* one sequence larger than an entry: cut, published at its end */
+    check_entries((const uint64_t[]){4, 4, 4}, (const uint32_t[]){2, 1},
+                  (const uint64_t[]){3, 4}, 2);
+}
+
 /* ---- hand-off queue (store/handoff.h, internal) ---- */
+
+static void
+add_rec(Handoff *h, uint64_t seq, uint64_t id)
+{
+    unsigned char *p = handoff_reserve(h, ENC_REC_HDR);
+    handoff_commit(h, p, &(EncRec){.seq = seq, .id = id, .op = ENC_OP_DELETE});
+}
+
+/* The records of one sequence (a move's put and delete, PROTOCOL.md
+ * 18.15) reach one group: handoff_hold keeps the loop from handing over a
+ * half-crowd between them, and a cut of a queued chunk takes them
+ * together (3 records a group asked: 1, 2-3-4 of one sequence, 5 ...). */
+static void
+test_handoff_keeps_a_sequence_whole(void **state)
+{
+    Handoff h = {0};
+    _Atomic uint64_t durable = 0;
+    HandoffWait w = {0};
+    int stop;
+    static const uint64_t seqs[] = {1, 2, 2, 2, 3, 4, 5};
+    static const size_t want[] = {4, 3}; /* records per group */
+
+    (void)state;
+    handoff_init(&h, 0, &durable);
+    atomic_store(&h.split_nrec, 2);
+    handoff_hold(&h, 1); /* no hand-over at 2 records */
+    for (size_t i = 0; i < 4; i++)
+        add_rec(&h, seqs[i], i + 1);
+    assert_null(h.queue);
+    handoff_hold(&h, 0); /* now: 4 records >= 2 */
+    assert_non_null(h.queue);
+    handoff_hold(&h, 1);
+    for (size_t i = 4; i < 7; i++)
+        add_rec(&h, seqs[i], i + 1);
+    handoff_hold(&h, 0);
+    atomic_store(&h.split_nrec, 3);
+    uint64_t id = 1;
+    for (size_t g = 0; g < 2; g++) {
+        Chunk *c = handoff_wait(&h, &w, &stop);
+        assert_non_null(c);
+        size_t n = 0;
+        for (Chunk *x = c; x; x = x->next)
+            n += x->nrec;
+        assert_int_equal(n, want[g]);
+        for (Chunk *x = c; x; x = x->next)
+            for (size_t off = x->start; off < x->len;) {
+                EncRec r;
+                off += enc_rec_get(x->p + off, &r);
+                assert_int_equal(r.id, id);
+                assert_int_equal(r.seq, seqs[id - 1]);
+                id++;
+            }
+        for (Chunk *x = c; x; x = x->next)
+            handoff_done(&h, x->len - x->start);
+        handoff_recycle(&h, c);
+    }
+    assert_int_equal(id, 8);
+    handoff_destroy(&h);
+}
 
 /* A chunk far larger than a half-crowd (50000 records, 6 MB, as built by
  * one loop iteration before splitting switched on) is taken in pieces of 20
@@ -1863,6 +1993,8 @@ main(void)
         T(test_prefetch_reads),
         T(test_cluster_entries),
         cmocka_unit_test(test_handoff_cut_large_chunk),
+        cmocka_unit_test(test_handoff_keeps_a_sequence_whole),
+        cmocka_unit_test(test_propose_keeps_a_sequence_whole),
         cmocka_unit_test(test_pend_cancels_whole_lives),
         cmocka_unit_test(test_pend_table_churn),
         cmocka_unit_test(test_pend_batches_drains),
