@@ -409,6 +409,44 @@ def rss_peak_kib(pid):
     return 0
 
 
+def test_fetch_for_a_snapshot_taken_at_a_barrier(cluster):
+    """A new leader's first entry is a barrier, which the state machine
+    never sees. With the log one entry short of the snapshot threshold
+    when the leader dies, the next leader takes its snapshot at that
+    barrier and then idles. A node that needs the state (here, wiped)
+    asks for it as of the snapshot's index; the leader must say it has
+    applied that much, not the index of its last command (issue 27: the
+    node used to retry for 120 s, then fail; chaos saw followers stuck at
+    a leader's first snapshot)."""
+    t = 40
+    c = cluster(env={"ROCKSTALKD_RAFT_THRESHOLD": str(t),
+                     "ROCKSTALKD_RAFT_TRAILING": "1"})
+    lead = c.wait_leader()
+    time.sleep(0.5)  # the views settle (they are published, not asked)
+    c0 = c.node(lead).view()["commit"]
+    conn = Conn(c.node(lead))
+    for _ in range(t - 1 - c0):  # one entry each
+        conn.put(b"x")
+    conn.close()
+    end = time.monotonic() + 5
+    while c.node(lead).view()["commit"] < t - 1 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert c.node(lead).view()["commit"] == t - 1, c.views()
+    c.node(lead).kill9()
+    new = c.wait_leader()
+    raft = os.path.join(c.node(new).dir, "raft")
+    end = time.monotonic() + 10
+    while not any(p.startswith("snapshot-") for p in os.listdir(raft)):
+        assert time.monotonic() < end, "no snapshot at the barrier"
+        time.sleep(0.05)
+    f = next(nd for nd in c.nodes if nd.id not in (lead, new))
+    f.stop()
+    shutil.rmtree(f.dir)
+    f.start()
+    c.wait_caught_up(f.id, timeout=20)
+    assert b"fetched the state as of entry" in node_log(f)
+
+
 def test_wiped_node_rejoins_through_snapshot(cluster):
     """With snapshots every 64 entries (16 kept), the leader's log soon
     starts past what a wiped node has: it gets a Raft snapshot (a manifest

@@ -35,24 +35,36 @@ typedef struct Ship {
 
 /* Reads the sender's "SNAPSHOT <applied>" line from fd (blocking, its
  * receive timeout); returns fd once applied is at least want, else closes
- * it and returns -1. */
+ * it, says why in why[0..whycap) and returns -1. */
 static int
-fetch_reply(int fd, uint64_t want)
+fetch_reply(int fd, uint64_t want, char *why, size_t whycap)
 {
     struct timeval tv = {FETCH_IO_S, 0};
     char line[64];
     size_t got = 0;
+    unsigned long long applied;
 
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     while (got < sizeof line - 1) { /* the reply line, byte by byte */
         ssize_t r = recv(fd, line + got, 1, 0);
-        if (r <= 0) goto fail;
+        if (r <= 0) {
+            snprintf(why, whycap, "no reply line (%s)",
+                     r == 0 ? "closed" : strerror(errno));
+            goto fail;
+        }
         if (line[got++] == '\n') break;
     }
     line[got] = '\0';
-    unsigned long long applied;
-    if (sscanf(line, "SNAPSHOT %llu\r\n", &applied) != 1 || applied < want)
+    if (sscanf(line, "SNAPSHOT %llu\r\n", &applied) != 1) {
+        for (size_t i = 0; i < got; i++) /* printable, for the log */
+            if (line[i] < 0x20 || line[i] > 0x7e) line[i] = ' ';
+        snprintf(why, whycap, "answered \"%.40s\"", line);
         goto fail;
+    }
+    if (applied < want) {
+        snprintf(why, whycap, "its leader applied %llu only", applied);
+        goto fail;
+    }
     return fd;
 fail:
     close(fd);
@@ -62,38 +74,65 @@ fail:
 /* Asks voter k for the state: over the nodes' mutual TLS (the snapshot
  * channel, peer_dial) when n->tls, else on its client port
  * (rockstalk-snapshot). Blocking, FETCH_IO_S timeouts. Returns the stream
- * once the peer answered SNAPSHOT with at least want applied, else -1. */
+ * once the peer answered SNAPSHOT with at least want applied, else -1 with
+ * the reason in why[0..whycap). */
 static int
-fetch_open(Node *n, int k, uint64_t want)
+fetch_open(Node *n, int k, uint64_t want, char *why, size_t whycap)
 {
     struct timeval tv = {FETCH_IO_S, 0};
     struct sockaddr_in a;
-    char err[256];
     int fd;
 
     if (n->tls) {
         fd = peer_dial(n->tls, &n->cfg, n->cfg.voters[k].id,
-                       PEER_CHANNEL_SNAPSHOT, FETCH_IO_S * 1000, err,
-                       sizeof err);
-        if (fd < 0) log_msg(0, "cluster: state fetch: %s", err);
-        return fd < 0 ? -1 : fetch_reply(fd, want);
+                       PEER_CHANNEL_SNAPSHOT, FETCH_IO_S * 1000, why, whycap);
+        return fd < 0 ? -1 : fetch_reply(fd, want, why, whycap);
     }
     cluster_client_addr(&n->cfg, k, n->port, &a);
-    if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) return -1;
+    if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+        snprintf(why, whycap, "socket: %s", strerror(errno));
+        return -1;
+    }
     net_keepalive(fd);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (const struct sockaddr *)&a, sizeof a) < 0 ||
         send(fd, "rockstalk-snapshot\r\n", 20, MSG_NOSIGNAL) != 20) {
+        snprintf(why, whycap, "connect or send: %s", strerror(errno));
         close(fd);
         return -1;
     }
-    return fetch_reply(fd, want);
+    return fetch_reply(fd, want, why, whycap);
+}
+
+/* One attempt at voter k: 1 when the state as of index or later is in
+ * the shards now, else 0 with the reason in why. */
+static int
+fetch_from(Node *n, int k, uint64_t index, char *why, size_t whycap)
+{
+    int fd = fetch_open(n, k, index, why, whycap);
+    if (fd < 0) return 0;
+    int64_t t0 = mono_ns();
+    int rc = store_ship_recv(n->store, fd, why, whycap);
+    close(fd);
+    if (rc < 0) return 0;
+    uint64_t got = store_raft_applied(n->store);
+    if (got < index) {
+        snprintf(why, whycap, "its stream held the state as of entry %llu only",
+                 (unsigned long long)got);
+        return 0;
+    }
+    log_msg(0,
+            "cluster: fetched the state as of entry %llu from node %llu in "
+            "%.3f s",
+            (unsigned long long)got, (unsigned long long)n->cfg.voters[k].id,
+            (double)(mono_ns() - t0) / 1e9);
+    return 1;
 }
 
 int
 node_fetch_state(Node *n, uint64_t index)
 {
-    char err[256];
+    char why[256], last[CLUSTER_MAX_VOTERS][256] = {{0}};
     int64_t end = mono_ns() + (int64_t)FETCH_TRY_S * NS_PER_SEC;
 
     log_msg(0,
@@ -104,24 +143,15 @@ node_fetch_state(Node *n, uint64_t index)
     while (mono_ns() < end) {
         for (int k = 0; k < n->cfg.n; k++) {
             if (n->cfg.voters[k].id == n->cfg.self_id) continue;
-            int fd = fetch_open(n, k, index);
-            if (fd < 0) continue;
-            int64_t t0 = mono_ns();
-            int rc = store_ship_recv(n->store, fd, err, sizeof err);
-            close(fd);
-            if (rc < 0)
-                log_msg(0, "cluster: state from node %llu: %s",
-                        (unsigned long long)n->cfg.voters[k].id, err);
-            if (rc == 0 && store_raft_applied(n->store) >= index) {
+            why[0] = '\0';
+            if (fetch_from(n, k, index, why, sizeof why)) {
                 atomic_fetch_add(&n->fetched, 1); /* the queue is stale */
-                log_msg(0,
-                        "cluster: fetched the state as of entry %llu from "
-                        "node %llu in %.3f s",
-                        (unsigned long long)store_raft_applied(n->store),
-                        (unsigned long long)n->cfg.voters[k].id,
-                        (double)(mono_ns() - t0) / 1e9);
                 return 0;
             }
+            if (strcmp(why, last[k]) != 0) /* each new reason, once */
+                log_msg(0, "cluster: state fetch from node %llu: %s",
+                        (unsigned long long)n->cfg.voters[k].id, why);
+            memcpy(last[k], why, sizeof why);
         }
         usleep(200000);
     }

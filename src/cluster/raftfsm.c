@@ -135,6 +135,15 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *nbufs)
     if (n->cb.snapshot && n->cb.snapshot(n->cb.arg, index, &man, &len) != 0)
         return RAFT_BUSY; /* libraft retries at the next threshold */
     rafttune_snapshot_taken(&n->tune);
+    /* The state is as of index, the barriers and configuration entries up
+     * to it included (libraft applies those without us): a peer fetching
+     * the state for this snapshot asks for that much, which an idle leader
+     * whose snapshot fell on its barrier must say it has (else the peer
+     * retries until it fails: issue 27, PROTOCOL.md 15.5). */
+    if (index > n->last_index) {
+        n->last_index = index;
+        atomic_store(&n->applied, index);
+    }
     struct raft_buffer *b = raft_malloc(sizeof *b);
     unsigned char *p = raft_malloc(SNAP_HDR + len);
     if (!b || !p) {
