@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,72 @@ cb_restore(void *arg, uint64_t index, const void *buf, size_t len)
     if (!store_raft_manifest_ok(n->store, buf, len)) return -1;
     if (store_raft_applied(n->store) >= index) return 0; /* already here */
     return node_fetch_state(n, index);
+}
+
+/* Raft thread, or the loop once this node is found removed: records a
+ * committed configuration in the CLUSTER file (cluster_identity_write)
+ * when it changes what the file says: the members, once this node is one
+ * of them (a node that joins passes through configurations without
+ * itself), or its removal, once it was one and no longer is. A failed
+ * write is logged: the file then names the members before, which a
+ * restart with them still accepts. */
+static void
+node_record(Node *n, const ClusterConfig *m)
+{
+    char err[256], a[CLUSTER_TEXT_MAX], b[CLUSTER_TEXT_MAX];
+    ClusterConfig c;
+    int in = cluster_find(m, n->rec.self_id) >= 0;
+
+    pthread_mutex_lock(&n->rec_mu);
+    if (n->rec.state == CLUSTER_REMOVED ||
+        (!in && n->rec.state != CLUSTER_MEMBER)) {
+        pthread_mutex_unlock(&n->rec_mu);
+        return;
+    }
+    c = in ? *m : n->rec;
+    c.self_id = n->rec.self_id;
+    c.state = in ? CLUSTER_MEMBER : CLUSTER_REMOVED;
+    size_t la = cluster_format(&n->rec, a, sizeof a);
+    size_t lb = cluster_format(&c, b, sizeof b);
+    if (la != lb || memcmp(a, b, la) != 0) {
+        if (cluster_identity_write(n->srv->cfg.dir, &c, err, sizeof err) < 0)
+            log_msg(0, "cluster: recording the configuration: %s", err);
+        else
+            n->rec = c;
+        log_msg(0, "cluster: %s recorded (%d members)",
+                in ? "configuration" : "removal from the cluster", c.n);
+    }
+    if (!in) atomic_store(&n->removed, 1);
+    pthread_mutex_unlock(&n->rec_mu);
+}
+
+/* Raft thread (RaftNodeCallbacks.members): libraft's configuration
+ * changed. The loop takes the members (node_step); a committed one is
+ * recorded; one without this node starts the removal's grace period. */
+static void
+cb_members(void *arg, const ClusterConfig *m, int committed)
+{
+    Node *n = arg;
+    int in = cluster_find(m, n->rec.self_id) >= 0;
+
+    pthread_mutex_lock(&n->cfg_mu);
+    n->members = *m;
+    n->members_new = 1;
+    pthread_mutex_unlock(&n->cfg_mu);
+    if (in)
+        atomic_store(&n->absent_since, 0);
+    else if (!atomic_load(&n->absent_since))
+        atomic_store(&n->absent_since, mono_ns());
+    if (committed) node_record(n, m);
+    ev_async_send(n->loop, &n->async_w);
+}
+
+void
+node_members(Node *n, ClusterConfig *out)
+{
+    pthread_mutex_lock(&n->cfg_mu);
+    *out = n->members;
+    pthread_mutex_unlock(&n->cfg_mu);
 }
 
 /* One record for the in-memory queue (cb_replay -> node_step). */
@@ -266,6 +333,7 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
              size_t errcap)
 {
     char path[4096];
+    ClusterConfig me = *cc;
     Node *n;
     const uint16_t one = 1;
 
@@ -285,14 +353,21 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
         if (cluster_check_relay(cc, s->listeners[i].fd, s->cfg.port, err,
                                 errcap) < 0)
             return -1;
-    if (cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0) return -1;
+    if (cluster_identity_check(s->cfg.dir, &me, err, errcap) < 0) return -1;
     if (!(n = calloc(1, sizeof *n)))
         return cluster_errf(err, errcap, "out of memory");
     if (open_security(s, n, cc, err, errcap) < 0) {
         free(n);
         return -1;
     }
-    n->cfg = *cc;
+    n->cfg = n->members = n->rec = me;
+    pthread_mutex_init(&n->cfg_mu, NULL);
+    pthread_mutex_init(&n->rec_mu, NULL);
+    if (me.state == CLUSTER_JOINING)
+        log_msg(0,
+                "cluster: node %llu joins: it serves nothing until a "
+                "member adds it (rockstalk cluster add)",
+                (unsigned long long)me.self_id);
     n->loop = s->loop;
     n->argv = argv;
     n->port = s->cfg.port;
@@ -357,6 +432,7 @@ node_start(Server *s, char *err, size_t errcap)
                             .snapshot = cb_snapshot,
                             .restore = cb_restore,
                             .notify = cb_notify,
+                            .members = cb_members,
                             .serve = node_cb_serve};
     RaftNode *r;
 
@@ -450,6 +526,8 @@ node_free(Server *s)
     pthread_mutex_destroy(&n->rmu);
     pthread_cond_destroy(&n->rcv);
     pthread_mutex_destroy(&n->ship_mu);
+    pthread_mutex_destroy(&n->cfg_mu);
+    pthread_mutex_destroy(&n->rec_mu);
     free(n->rbuf);
     free(n->rspare);
     if (n->tls) tls_source_close(n->tls);
@@ -660,6 +738,39 @@ start_asked_transfer(Node *n)
     n->transfer_to = 0;
 }
 
+/* Loop thread: takes the members the raft thread saw last (relays and
+ * the status follow libraft's configuration), and stops the process once
+ * this node is removed: at once when the removal was recorded, or once
+ * the configuration lacked it for NODE_REMOVED_GRACE_MS (the leader sends
+ * a removed node nothing more, so the commit may never reach it). */
+static void
+take_members(Server *s)
+{
+    Node *n = s->node;
+
+    pthread_mutex_lock(&n->cfg_mu);
+    if (n->members_new) {
+        n->cfg = n->members;
+        n->members_new = 0;
+    }
+    pthread_mutex_unlock(&n->cfg_mu);
+    int64_t since = atomic_load(&n->absent_since);
+    if (since && !atomic_load(&n->removed) &&
+        mono_ns() - since > (int64_t)NODE_REMOVED_GRACE_MS * 1000000) {
+        ClusterConfig m;
+        node_members(n, &m);
+        node_record(n, &m);
+    }
+    if (atomic_load(&n->removed) && !s->stopping) {
+        log_msg(0,
+                "cluster: node %llu was removed from the cluster's "
+                "configuration: stopping (this data directory will not "
+                "start as a member again)",
+                (unsigned long long)n->cfg.self_id);
+        kill(getpid(), SIGTERM); /* the loop's orderly stop (signalfd) */
+    }
+}
+
 void
 node_step(Server *s)
 {
@@ -673,6 +784,7 @@ node_step(Server *s)
                 raftnode_error(n->raft));
         _exit(2);
     }
+    take_members(s);
     if (n->serving) {
         const char *why = NULL;
         if (s->stopping) return;

@@ -64,7 +64,7 @@ fail:
  * (rockstalk-snapshot). Blocking, FETCH_IO_S timeouts. Returns the stream
  * once the peer answered SNAPSHOT with at least want applied, else -1. */
 static int
-fetch_open(Node *n, int k, uint64_t want)
+fetch_open(Node *n, const ClusterConfig *m, int k, uint64_t want)
 {
     struct timeval tv = {FETCH_IO_S, 0};
     struct sockaddr_in a;
@@ -72,13 +72,12 @@ fetch_open(Node *n, int k, uint64_t want)
     int fd;
 
     if (n->tls) {
-        fd = peer_dial(n->tls, &n->cfg, n->cfg.voters[k].id,
-                       PEER_CHANNEL_SNAPSHOT, FETCH_IO_S * 1000, err,
-                       sizeof err);
+        fd = peer_dial(n->tls, m, m->voters[k].id, PEER_CHANNEL_SNAPSHOT,
+                       FETCH_IO_S * 1000, err, sizeof err);
         if (fd < 0) log_msg(0, "cluster: state fetch: %s", err);
         return fd < 0 ? -1 : fetch_reply(fd, want);
     }
-    cluster_client_addr(&n->cfg, k, n->port, &a);
+    cluster_client_addr(m, k, n->port, &a);
     if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) return -1;
     net_keepalive(fd);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -102,23 +101,25 @@ node_fetch_state(Node *n, uint64_t index)
             (unsigned long long)index,
             (unsigned long long)store_raft_applied(n->store));
     while (mono_ns() < end) {
-        for (int k = 0; k < n->cfg.n; k++) {
-            if (n->cfg.voters[k].id == n->cfg.self_id) continue;
-            int fd = fetch_open(n, k, index);
+        ClusterConfig m; /* the members now: a joining node's grow */
+        node_members(n, &m);
+        for (int k = 0; k < m.n; k++) {
+            if (m.voters[k].id == m.self_id) continue;
+            int fd = fetch_open(n, &m, k, index);
             if (fd < 0) continue;
             int64_t t0 = mono_ns();
             int rc = store_ship_recv(n->store, fd, err, sizeof err);
             close(fd);
             if (rc < 0)
                 log_msg(0, "cluster: state from node %llu: %s",
-                        (unsigned long long)n->cfg.voters[k].id, err);
+                        (unsigned long long)m.voters[k].id, err);
             if (rc == 0 && store_raft_applied(n->store) >= index) {
                 atomic_fetch_add(&n->fetched, 1); /* the queue is stale */
                 log_msg(0,
                         "cluster: fetched the state as of entry %llu from "
                         "node %llu in %.3f s",
                         (unsigned long long)store_raft_applied(n->store),
-                        (unsigned long long)n->cfg.voters[k].id,
+                        (unsigned long long)m.voters[k].id,
                         (double)(mono_ns() - t0) / 1e9);
                 return 0;
             }

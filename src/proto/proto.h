@@ -47,6 +47,8 @@ typedef enum Op {
     OP_BACKUP,           /* rockstalk-backup: server/backup.h */
     OP_CLUSTER_STATUS,   /* rockstalk-cluster-status: cluster/nodeops.h */
     OP_CLUSTER_TRANSFER, /* rockstalk-cluster-transfer <id>: nodeops.h */
+    OP_CLUSTER_ADD,      /* rockstalk-cluster-add <id> <addr>: nodeops.h */
+    OP_CLUSTER_REMOVE,   /* rockstalk-cluster-remove <id>: nodeops.h */
     OP_COUNT
 } Op;
 
@@ -76,13 +78,14 @@ typedef struct Cmd {
     uint32_t body_size; /* put: bytes, without CRLF */
     uint64_t id;        /* peek, reserve-job, delete, release, bury,
                            kick-job, touch, stats-job; the node id of
-                           rockstalk-cluster-transfer */
+                           rockstalk-cluster-transfer, -add, -remove */
     int32_t timeout;    /* reserve-with-timeout: seconds; < 0 waits forever */
     uint32_t count;     /* kick; reserve-batch, list-jobs: 1..1000 */
     int state;          /* list-jobs: LIST_* */
     const char *name;   /* use, watch, ignore, stats-tube, pause-tube,
-                           list-jobs, clear-tube; put-unique's key: points
-                           into the line */
+                           list-jobs, clear-tube; put-unique's key;
+                           rockstalk-cluster-add's address: points into
+                           the line */
     size_t name_len;
 } Cmd;
 

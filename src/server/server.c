@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "cluster/node.h"
+#include "cluster/nodeops.h"
 #include "conn/conn.h"
 #include "net/net.h"
 #include "queue/queue.h"
@@ -259,6 +260,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     jobreply_done(s);
     httpapi_step(s);
     ext_clear_step(s);
+    nodeops_step(s); /* a membership change's reply, if its outcome came */
     uint64_t handed;
     do {
         conn_run_all(s);

@@ -95,7 +95,12 @@ canonical(const Cmd *c, char *buf, size_t cap)
     case OP_TOUCH:
     case OP_STATS_JOB:
     case OP_CLUSTER_TRANSFER:
+    case OP_CLUSTER_REMOVE:
         n = snprintf(buf, cap, "%s %llu", verb, id);
+        break;
+    case OP_CLUSTER_ADD:
+        n = snprintf(buf, cap, "%s %llu %.*s", verb, id, (int)c->name_len,
+                     c->name);
         break;
     default:
         n = snprintf(buf, cap, "%s", verb);
