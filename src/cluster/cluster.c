@@ -584,6 +584,34 @@ cluster_raft_addr(const ClusterPeer *p, char *buf, size_t cap)
         snprintf(buf, cap, "%s", p->addr);
 }
 
+int
+cluster_identity_adopt(const char *dir, ClusterConfig *c, char *err,
+                       size_t errcap)
+{
+    char path[4096], tmp[4096], raft[4096], buf[CLUSTER_FILE_MAX], sub[200];
+    ClusterConfig have;
+
+    if (identity_paths(dir, path, tmp, raft, sizeof path) < 0)
+        return cluster_errf(err, errcap, "data directory path too long");
+    ssize_t len = read_small(path, buf, sizeof buf, err, errcap);
+    if (len < 0) {
+        if (errno == ENOENT)
+            cluster_errf(err, errcap, "%s: missing after a restart", path);
+        return -1;
+    }
+    if (cluster_identity_parse(buf, (size_t)len, &have, sub, sizeof sub) < 0)
+        return cluster_errf(err, errcap, "%s: %s", path, sub);
+    if (have.state == CLUSTER_REMOVED || have.self_id != c->self_id)
+        return check_match(dir, &have, c, err, errcap);
+    for (int i = 0; i < have.n; i++) {
+        int k = cluster_find(c, have.voters[i].id);
+        if (!have.voters[i].client_port && k >= 0)
+            have.voters[i].client_port = c->voters[k].client_port;
+    }
+    *c = have;
+    return CLUSTER_ID_MATCH;
+}
+
 void
 cluster_client_addr(const ClusterConfig *c, int k, int port,
                     struct sockaddr_in *out)

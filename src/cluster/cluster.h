@@ -162,6 +162,15 @@ enum { CLUSTER_ID_MATCH = 0, CLUSTER_ID_WRITTEN = 1 };
 int cluster_identity_check(const char *dir, ClusterConfig *c, char *err,
                            size_t errcap);
 
+/* The same check for a node that restarts itself (node.h, stepping down:
+ * the same arguments, whose --cluster may predate membership changes):
+ * takes the members dir/CLUSTER records into *c (client ports from c's
+ * for the ids it has), and its state. Refuses, as cluster_identity_check,
+ * a node recorded as removed or another node id. Returns CLUSTER_ID_MATCH
+ * or -1 with a message in err. */
+int cluster_identity_adopt(const char *dir, ClusterConfig *c, char *err,
+                           size_t errcap);
+
 /* The client address of voter k (an index into c->voters): its IPv4
  * address with its /CLIENTPORT, or with port (this node's -p) when it has
  * none. Where a node that does not lead relays its clients. */

@@ -23,6 +23,11 @@
 _Static_assert(STORE_RAFT_ENTRY_MAX <= RAFTNODE_ENTRY_MAX,
                "a store entry must fit in a Raft entry");
 
+/* Set in the environment of a restart of its own (restart()): node_prepare
+ * then takes the members the CLUSTER file records, not --cluster's, which
+ * may predate membership changes. */
+#define NODE_RESTART_ENV "ROCKSTALKD_CLUSTER_RESTART"
+
 /* ---- raft thread ---- */
 
 static int
@@ -68,17 +73,19 @@ cb_restore(void *arg, uint64_t index, const void *buf, size_t len)
 
 /* Raft thread, or the loop once this node is found removed: records a
  * committed configuration in the CLUSTER file (cluster_identity_write)
- * when it changes what the file says: the members, once this node is one
- * of them (a node that joins passes through configurations without
- * itself), or its removal, once it was one and no longer is. A failed
- * write is logged: the file then names the members before, which a
- * restart with them still accepts. */
+ * when it changes what the file says: the members, once this node is a
+ * voter among them (a node that joins passes through configurations
+ * without itself, then as a spare and a standby), or its removal, once it
+ * was a member and is a voter no longer (role: this node's role in m, -1
+ * if it lacks it; a voter being removed is demoted to standby first,
+ * raftnode_change). A failed write is logged: the file then names the
+ * members before, which a restart with them still accepts. */
 static void
-node_record(Node *n, const ClusterConfig *m)
+node_record(Node *n, const ClusterConfig *m, int role)
 {
     char err[256], a[CLUSTER_TEXT_MAX], b[CLUSTER_TEXT_MAX];
     ClusterConfig c;
-    int in = cluster_find(m, n->rec.self_id) >= 0;
+    int in = role == RAFTNODE_VOTER;
 
     pthread_mutex_lock(&n->rec_mu);
     if (n->rec.state == CLUSTER_REMOVED ||
@@ -105,22 +112,23 @@ node_record(Node *n, const ClusterConfig *m)
 
 /* Raft thread (RaftNodeCallbacks.members): libraft's configuration
  * changed. The loop takes the members (node_step); a committed one is
- * recorded; one without this node starts the removal's grace period. */
+ * recorded; one in which this node is no voter starts the removal's grace
+ * period (NODE_REMOVED_GRACE_MS), committed or not: a node being removed
+ * sees its demotion, rarely its commit (raftnode_change). */
 static void
-cb_members(void *arg, const ClusterConfig *m, int committed)
+cb_members(void *arg, const ClusterConfig *m, int committed, int role)
 {
     Node *n = arg;
-    int in = cluster_find(m, n->rec.self_id) >= 0;
 
     pthread_mutex_lock(&n->cfg_mu);
     n->members = *m;
     n->members_new = 1;
     pthread_mutex_unlock(&n->cfg_mu);
-    if (in)
+    if (role == RAFTNODE_VOTER)
         atomic_store(&n->absent_since, 0);
     else if (!atomic_load(&n->absent_since))
         atomic_store(&n->absent_since, mono_ns());
-    if (committed) node_record(n, m);
+    if (committed) node_record(n, m, role);
     ev_async_send(n->loop, &n->async_w);
 }
 
@@ -211,6 +219,12 @@ cb_notify(void *arg)
 
 static void
 async_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+    (void)loop, (void)w, (void)revents; /* the prepare watcher does the work */
+}
+
+static void
+grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop, (void)w, (void)revents; /* the prepare watcher does the work */
 }
@@ -353,7 +367,12 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
         if (cluster_check_relay(cc, s->listeners[i].fd, s->cfg.port, err,
                                 errcap) < 0)
             return -1;
-    if (cluster_identity_check(s->cfg.dir, &me, err, errcap) < 0) return -1;
+    /* a restart of its own (restart()) takes the recorded members */
+    int again = getenv(NODE_RESTART_ENV) != NULL;
+    unsetenv(NODE_RESTART_ENV);
+    if ((again ? cluster_identity_adopt(s->cfg.dir, &me, err, errcap)
+               : cluster_identity_check(s->cfg.dir, &me, err, errcap)) < 0)
+        return -1;
     if (!(n = calloc(1, sizeof *n)))
         return cluster_errf(err, errcap, "out of memory");
     if (open_security(s, n, cc, err, errcap) < 0) {
@@ -382,6 +401,7 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     proxy_set_init(&n->proxies, s->loop);
     ev_async_init(&n->async_w, async_cb);
     ev_async_start(s->loop, &n->async_w);
+    ev_timer_init(&n->grace_w, grace_cb, 0., 0.);
     pthread_mutex_init(&n->served_mu, NULL);
     ev_async_init(&n->served_w, node_served_cb);
     n->served_w.data = n;
@@ -518,6 +538,7 @@ node_free(Server *s)
     if (!n) return;
     ev_async_stop(s->loop, &n->async_w);
     ev_async_stop(s->loop, &n->served_w);
+    ev_timer_stop(s->loop, &n->grace_w);
     for (int i = 0; i < n->nserved; i++)
         peer_service_free(&n->served[i]);
     pthread_mutex_destroy(&n->served_mu);
@@ -694,6 +715,7 @@ restart(Server *s)
      * without O_CLOEXEC (every open of ours has it; this kernel may lack
      * close_range: no harm) */
     close_range(3 + (unsigned)n, ~0U, CLOSE_RANGE_CLOEXEC);
+    setenv(NODE_RESTART_ENV, "1", 1);
     execv("/proc/self/exe", s->node->argv);
     log_msg(0, "cluster: execv: %s", strerror(errno));
     _exit(1);
@@ -755,11 +777,18 @@ take_members(Server *s)
     }
     pthread_mutex_unlock(&n->cfg_mu);
     int64_t since = atomic_load(&n->absent_since);
-    if (since && !atomic_load(&n->removed) &&
-        mono_ns() - since > (int64_t)NODE_REMOVED_GRACE_MS * 1000000) {
+    int64_t left =
+        since ? since + (int64_t)NODE_REMOVED_GRACE_MS * 1000000 - mono_ns()
+              : 0;
+    if (since && !atomic_load(&n->removed) && left < 0) {
         ClusterConfig m;
         node_members(n, &m);
-        node_record(n, &m);
+        node_record(n, &m, -1);
+    } else if (left > 0 && !ev_is_active(&n->grace_w)) {
+        /* nothing else may wake this loop then: a removed node hears
+         * nothing more */
+        ev_timer_set(&n->grace_w, (double)left / 1e9 + 0.01, 0.);
+        ev_timer_start(s->loop, &n->grace_w);
     }
     if (atomic_load(&n->removed) && !s->stopping) {
         log_msg(0,

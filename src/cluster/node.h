@@ -69,11 +69,11 @@ typedef struct Node Node; /* in Server.node */
  * the raft thread waits for it (about 500 bytes each). */
 #define NODE_REPLAY_MAX 32768
 
-/* Milliseconds a member stays in a configuration that lacks it before it
- * takes itself for removed even if the removal's commit never reached it
- * (the leader sends a removed node nothing): longer than an election
- * timeout, so an uncommitted removal that a new leader undoes first does
- * not count. */
+/* Milliseconds a member stays in a configuration that has it as no voter
+ * (demoted, the first step of its removal, or without it) before it takes
+ * itself for removed even if no commit of that reached it (the leader
+ * sends a removed node nothing): longer than an election timeout, so an
+ * uncommitted change that a new leader undoes first does not count. */
 #define NODE_REMOVED_GRACE_MS 3000
 
 /* Main thread, before the store opens, with s->listeners open: refuses a

@@ -33,11 +33,12 @@ struct Node {
      * once this node is found removed), under rec_mu */
     pthread_mutex_t rec_mu;
     ClusterConfig rec;
-    /* CLOCK_MONOTONIC ns since libraft's latest configuration lacks this
-     * member (0: it has it); past NODE_REMOVED_GRACE_MS node_step records
-     * the removal even if its commit never reached this node */
+    /* CLOCK_MONOTONIC ns since libraft's latest configuration has this
+     * node as no voter (0: a voter); past NODE_REMOVED_GRACE_MS node_step
+     * records a member's removal even if no commit of it reached it */
     _Atomic int64_t absent_since;
     _Atomic int removed; /* recorded removed: node_step stops the process */
+    ev_timer grace_w;    /* wakes the loop when the grace period ends */
     /* The membership change a client waits for (nodeops.c): its
      * connection (paused; NULL once answered or closed), the member, and
      * when the wait began and ends (CLOCK_MONOTONIC ns) */

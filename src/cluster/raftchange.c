@@ -4,8 +4,8 @@
  * added node goes spare (raft_add), then standby (raft_assign: it gets the
  * log, or a snapshot, without voting), then, once its match index is near
  * the leader's last index, voter (raft_assign: libraft catches it up the
- * rest of the way in rounds before it appends the promotion). A removal is
- * one raft_remove. */
+ * rest of the way in rounds before it appends the promotion). A voter that
+ * is removed goes standby first (start_remove), then raft_remove. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +19,8 @@ enum {
     PH_STANDBY, /* raft_assign(STANDBY)'s commit */
     PH_CATCHUP, /* the standby's match index (rn_change_check) */
     PH_VOTER,   /* raft_assign(VOTER)'s catch-up rounds and commit */
+    PH_DEMOTE,  /* raft_assign(STANDBY) of a voter being removed */
+    PH_DEMOTED, /* the demoted node's copy of it (rn_change_check) */
     PH_REMOVE   /* raft_remove's commit */
 };
 
@@ -95,9 +97,47 @@ on_change(struct raft_change *req, int status)
     case PH_STANDBY:
         n->ch.phase = PH_CATCHUP; /* rn_change_check */
         return;
+    case PH_DEMOTE:
+        n->ch.phase = PH_DEMOTED; /* rn_change_check */
+        n->ch.demoted_until =
+            mono_ns() + (int64_t)RAFTNODE_DEMOTE_WAIT_MS * 1000000;
+        return;
     default: /* PH_VOTER, PH_REMOVE */
-        finish(n, RAFTNODE_CH_OK, NULL);
+        if (n->ch.demote_late)
+            finish(n, RAFTNODE_CH_OK,
+                   "node %llu had not stored its demotion after %d ms (down, "
+                   "or restarting): if it runs and does not stop by itself, "
+                   "stop it",
+                   (unsigned long long)n->ch.peer.id, RAFTNODE_DEMOTE_WAIT_MS);
+        else
+            finish(n, RAFTNODE_CH_OK, NULL);
     }
+}
+
+/* A voter is demoted to standby first: it still gets the log, so it sees
+ * the configuration that demotes it (node.c takes that for its removal);
+ * after raft_remove the leader sends it nothing more. A standby or spare
+ * is removed at once. */
+static void
+start_remove(RaftNode *n)
+{
+    const struct raft_configuration *conf = &n->raft.configuration;
+    int voter = 0;
+
+    for (unsigned i = 0; i < conf->n; i++)
+        voter |= conf->servers[i].id == n->ch.peer.id &&
+                 conf->servers[i].role == RAFT_VOTER;
+    if (!voter || raft_state(&n->raft) != RAFT_LEADER) {
+        submitted(n,
+                  raft_remove(&n->raft, &n->ch.req, n->ch.peer.id, on_change),
+                  PH_REMOVE);
+        return;
+    }
+    submitted(n,
+              raft_assign(&n->raft, &n->ch.req, n->ch.peer.id, RAFT_STANDBY,
+                          on_change),
+              PH_DEMOTE);
+    n->ch.demote_index = raft_last_index(&n->raft); /* its entry */
 }
 
 void
@@ -111,9 +151,7 @@ rn_change_take(RaftNode *n)
     if (!asked) return;
     n->ch.req.data = n;
     if (n->ch.op == RAFTNODE_CHANGE_REMOVE) {
-        submitted(n,
-                  raft_remove(&n->raft, &n->ch.req, n->ch.peer.id, on_change),
-                  PH_REMOVE);
+        start_remove(n);
         return;
     }
     submitted(
@@ -121,26 +159,52 @@ rn_change_take(RaftNode *n)
         PH_ADD);
 }
 
-/* Leading: whether the standby's log is within RAFTNODE_CATCHUP_SLACK of
- * the last index (libraft 0.15's progress; later versions keep it private:
- * libraft's own catch-up rounds then do all of it). */
-static int
-caught_up(RaftNode *n)
+/* Leading: the highest index the member of the change has stored, as the
+ * leader knows it (libraft 0.15's progress; later versions keep it
+ * private: then the last index, and libraft's own catch-up rounds do all
+ * of the adding). 0 if it is not in the configuration. */
+static uint64_t
+match_of(RaftNode *n)
 {
 #ifndef RAFT_VERSION_NUMBER
     const struct raft_configuration *conf = &n->raft.configuration;
-    raft_index last = raft_last_index(&n->raft);
 
     for (unsigned i = 0; i < conf->n; i++)
         if (conf->servers[i].id == n->ch.peer.id)
-            return n->raft.leader_state.progress[i].match_index +
-                       RAFTNODE_CATCHUP_SLACK >=
-                   last;
+            return n->raft.leader_state.progress[i].match_index;
     return 0;
 #else
-    (void)n;
-    return 1;
+    return raft_last_index(&n->raft);
 #endif
+}
+
+/* Leading: whether the standby has stored anything (a node that never
+ * answered has a match index of 0) and its log is within
+ * RAFTNODE_CATCHUP_SLACK of the last index. */
+static int
+caught_up(RaftNode *n)
+{
+    uint64_t match = match_of(n);
+    return match > 0 &&
+           match + RAFTNODE_CATCHUP_SLACK >= raft_last_index(&n->raft);
+}
+
+/* Leading, a voter being removed was demoted: once it stored the
+ * demotion (it then stops itself, node.c), or RAFTNODE_DEMOTE_WAIT_MS
+ * later (it may be down), raft_remove. */
+static void
+check_demoted(RaftNode *n)
+{
+    if (raft_state(&n->raft) != RAFT_LEADER) {
+        finish(n, RAFTNODE_CH_FAILED, "leadership lost");
+        return;
+    }
+    if (match_of(n) < n->ch.demote_index) {
+        if (mono_ns() < n->ch.demoted_until) return;
+        n->ch.demote_late = 1;
+    }
+    submitted(n, raft_remove(&n->raft, &n->ch.req, n->ch.peer.id, on_change),
+              PH_REMOVE);
 }
 
 void
@@ -150,6 +214,10 @@ rn_change_check(RaftNode *n)
     int leading = raft_state(&n->raft) == RAFT_LEADER;
     int late = mono_ns() > n->ch.deadline;
 
+    if (n->ch.phase == PH_DEMOTED && !n->ch.pending) {
+        check_demoted(n);
+        return;
+    }
     if (n->ch.phase == PH_CATCHUP && !n->ch.pending) {
         if (!leading)
             finish(n, RAFTNODE_CH_FAILED, "leadership lost");

@@ -229,6 +229,15 @@ voter_progress(RaftNode *n, unsigned i, RaftNodeVoterView *vv, int64_t *contact,
 #endif
 }
 
+/* libraft's role as RAFTNODE_VOTER, _STANDBY or _SPARE. */
+static int
+member_role(int role)
+{
+    return role == RAFT_VOTER     ? RAFTNODE_VOTER
+           : role == RAFT_STANDBY ? RAFTNODE_STANDBY
+                                  : RAFTNODE_SPARE;
+}
+
 /* Raft thread, each iteration: publishes the voters' view
  * (raftnode_view). */
 static void
@@ -255,9 +264,7 @@ publish_view(RaftNode *n)
         const struct raft_server *sv = &conf->servers[i];
         RaftNodeVoterView *vv = &v.voters[v.n];
         vv->id = sv->id;
-        vv->role = sv->role == RAFT_VOTER     ? RAFTNODE_VOTER
-                   : sv->role == RAFT_STANDBY ? RAFTNODE_STANDBY
-                                              : RAFTNODE_SPARE;
+        vv->role = member_role(sv->role);
         snprintf(vv->addr, sizeof vv->addr, "%s", sv->address);
         if (v.leader) voter_progress(n, i, vv, &contact[v.n], now);
         v.n++;
@@ -296,18 +303,21 @@ on_wake(uv_async_t *h)
 
 /* Raft thread: libraft's configuration as members (ClusterConfig): each
  * server's id and Raft address, its client port from the address (a
- * member added online) or from the members before. */
+ * member added online) or from the members before; this node's role in it
+ * (-1: not a member) in *self_role. */
 static void
-conf_members(RaftNode *n, ClusterConfig *m)
+conf_members(RaftNode *n, ClusterConfig *m, int *self_role)
 {
     const struct raft_configuration *conf = &n->raft.configuration;
 
     memset(m, 0, sizeof *m);
+    *self_role = -1;
     m->self_id = n->cfg.self_id;
     m->state = n->cfg.state;
     for (unsigned i = 0; i < conf->n && m->n < CLUSTER_MAX_VOTERS; i++) {
         const struct raft_server *sv = &conf->servers[i];
         ClusterPeer *p = &m->voters[m->n];
+        if (sv->id == n->cfg.self_id) *self_role = member_role(sv->role);
         if (cluster_parse_peer(sv->id, sv->address, strlen(sv->address), p) < 0)
             continue;
         int k = cluster_find(&n->cfg, sv->id);
@@ -326,6 +336,7 @@ static void
 check_members(RaftNode *n)
 {
     ClusterConfig m;
+    int self_role;
 
     if (n->raft.configuration_index == n->conf_seen &&
         n->raft.configuration_uncommitted_index == n->conf_unc_seen)
@@ -333,14 +344,14 @@ check_members(RaftNode *n)
     n->conf_seen = n->raft.configuration_index;
     n->conf_unc_seen = n->raft.configuration_uncommitted_index;
     if (n->raft.configuration.n == 0) return; /* joining: none yet */
-    conf_members(n, &m);
+    conf_members(n, &m, &self_role);
     if (n->opt.tls) peer_set_members(&n->transport, &m);
     n->cfg.n = m.n;
     memcpy(n->cfg.voters, m.voters, sizeof m.voters);
     memset(n->contact_ns, 0, sizeof n->contact_ns);
     if (n->cb.members)
         n->cb.members(n->cb.arg, &m,
-                      n->raft.configuration_uncommitted_index == 0);
+                      n->raft.configuration_uncommitted_index == 0, self_role);
 }
 
 /* Raft thread: libraft 0.15 turns itself off for good (state

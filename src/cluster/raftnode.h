@@ -76,6 +76,14 @@ enum {
  * (backpressure on the proposer, not memory without bound). */
 #define RAFTNODE_QUEUE_MAX (64u << 20)
 
+/* A member's role in libraft's configuration (RaftNodeVoterView.role,
+ * RaftNodeCallbacks.members). */
+enum {
+    RAFTNODE_VOTER = 0,   /* votes and counts for the majority */
+    RAFTNODE_STANDBY = 1, /* gets the log, does not vote: catching up */
+    RAFTNODE_SPARE = 2    /* gets nothing yet: just added */
+};
+
 /* Callbacks, all on the raft thread; arg is handed to each. A callback must
  * not call raftnode_stop (propose and status are fine). */
 typedef struct RaftNodeCallbacks {
@@ -109,10 +117,12 @@ typedef struct RaftNodeCallbacks {
     /* libraft's configuration changed (an entry appended, committed or
      * replayed): m holds its members (ids, Raft addresses, client ports
      * from the addresses or from the members before; self_id this node's,
-     * which m may lack), committed whether it is the committed one. On a
-     * node that joins, nothing comes before the leader sends a
-     * configuration. May be NULL. */
-    void (*members)(void *arg, const ClusterConfig *m, int committed);
+     * which m may lack), committed whether it is the committed one, and
+     * self_role this node's role in it (RAFTNODE_VOTER, _STANDBY, _SPARE,
+     * or -1 if it is not in it). On a node that joins, nothing comes
+     * before the leader sends a configuration. May be NULL. */
+    void (*members)(void *arg, const ClusterConfig *m, int committed,
+                    int self_role);
     /* With mutual TLS (RaftNodeOptions.tls): an authenticated peer opened
      * a link of another channel than Raft (peer.h, PeerServeFn: what svc
      * holds is the callee's). Must not block. May be NULL: such links are
@@ -219,13 +229,6 @@ size_t raftnode_queued_bytes(RaftNode *n);
  * after an election timeout. NULL is fine. */
 void raftnode_transfer(RaftNode *n, uint64_t id);
 
-/* A member's role in libraft's configuration (RaftNodeVoterView.role). */
-enum {
-    RAFTNODE_VOTER = 0,   /* votes and counts for the majority */
-    RAFTNODE_STANDBY = 1, /* gets the log, does not vote: catching up */
-    RAFTNODE_SPARE = 2    /* gets nothing yet: just added */
-};
-
 /* One member as this node last saw it (RaftNodeView). */
 typedef struct RaftNodeVoterView {
     uint64_t id;
@@ -282,11 +285,18 @@ enum {
  * promoted (libraft then catches it up the rest of the way before the
  * promotion's entry is appended). */
 #define RAFTNODE_CATCHUP_SLACK 64
+/* Milliseconds a leader waits for a voter it removes to store its
+ * demotion to standby (so that it learns of its removal) before it
+ * removes it anyway (it may be down). */
+#define RAFTNODE_DEMOTE_WAIT_MS 3000
 
 /* Any thread: asks the raft thread, on the leader, for one membership
  * change: ADD p (libraft's raft_add as a spare, raft_assign to standby,
  * then, once its match index is within RAFTNODE_CATCHUP_SLACK of the last
- * index, raft_assign to voter), or REMOVE p->id (raft_remove). timeout_ms
+ * index, raft_assign to voter), or REMOVE p->id (a voter is demoted to
+ * standby first, raft_assign: it still gets the log, so it learns that it
+ * is being removed, which after raft_remove nobody tells it; once it
+ * stored that, or RAFTNODE_DEMOTE_WAIT_MS later, raft_remove). timeout_ms
  * bounds the whole change. Returns RAFTNODE_CH_RUNNING, then
  * raftnode_change_poll gives the outcome; or RAFTNODE_CH_BUSY when a
  * change is already under way (one asked before has not ended, libraft's

@@ -42,6 +42,9 @@ typedef struct Change {
     int64_t deadline;                 /* CLOCK_MONOTONIC ns */
     int pending;                      /* req is libraft's until its cb */
     int answered;                     /* the outcome is published */
+    uint64_t demote_index;            /* REMOVE: the index of the demotion */
+    int64_t demoted_until; /* ... how long to wait for its copy (ns) */
+    int demote_late;       /* ... and it did not store it in time */
     struct raft_change req;
 } Change;
 
