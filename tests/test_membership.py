@@ -299,7 +299,10 @@ def test_refusals(auth_cluster, tmp_path):
         a.s.sendall(b"rockstalk-cluster-add 9 127.0.0.1:%d\r\n" % ghost)
         time.sleep(0.3)
         b = Line(c.node(lead).port, root)
-        assert b.cmd("rockstalk-cluster-remove 2")[0] == "CHANGE_IN_PROGRESS"
+        assert b.cmd("rockstalk-cluster-remove %d" % f.id)[0] == \
+            "CHANGE_IN_PROGRESS"
+        assert b.cmd("rockstalk-cluster-remove %d" % lead)[0] == \
+            "CHANGE_IN_PROGRESS"  # not even the leader's hand-over
         assert b.cmd("rockstalk-cluster-add 8 127.0.0.1:%d" %
                      node_port())[0] == "CHANGE_IN_PROGRESS"
         b.close()

@@ -214,6 +214,10 @@ nodeops_remove(Conn *c, uint64_t id)
         conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
+    if (n->change_conn || raftnode_change_busy(n->raft)) {
+        conn_reply_lit(c, "CHANGE_IN_PROGRESS\r\n");
+        return;
+    }
     if (id == n->cfg.self_id) {
         uint64_t to = successor(n, &v);
         if (!to) {

@@ -269,3 +269,12 @@ raftnode_change_poll(RaftNode *n, char *msg, size_t cap)
     pthread_mutex_unlock(&n->mu);
     return rc;
 }
+
+int
+raftnode_change_busy(RaftNode *n)
+{
+    pthread_mutex_lock(&n->mu);
+    int busy = n->ch_busy;
+    pthread_mutex_unlock(&n->mu);
+    return busy;
+}

@@ -304,6 +304,10 @@ enum {
 int raftnode_change(RaftNode *n, int op, const ClusterPeer *p,
                     unsigned timeout_ms);
 
+/* Any thread: whether a change is under way (raftnode_change would answer
+ * RAFTNODE_CH_BUSY). */
+int raftnode_change_busy(RaftNode *n);
+
 /* Any thread: the outcome of the change raftnode_change started
  * (RAFTNODE_CH_*; RUNNING until it is known), with a message for
  * FAILED and TIMEOUT in msg (cap bytes, NUL-terminated). */
