@@ -335,3 +335,37 @@ def test_not_a_cluster_and_new_cluster_of_four(rockstalkd, tmp_path):
     assert r.returncode != 0
     assert b"a new cluster has 3 or 5" in r.stderr, r
     assert not os.path.exists(tmp_path / "d" / "CLUSTER")
+
+
+def test_join_by_state_fetch_in_plaintext(tmp_path):
+    """Plaintext nodes (loopback), a leader whose log no longer reaches
+    back to the start (small snapshot threshold): the joining node gets a
+    snapshot, fetches the state through a peer's client port and catches
+    up; once it leads, a follower relays its clients to the client port
+    its Raft address carries (/CLIENTPORT)."""
+    c = new_cluster(tmp_path / "c", tls=False,
+                    env={"ROCKSTALKD_RAFT_THRESHOLD": "64",
+                         "ROCKSTALKD_RAFT_TRAILING": "16"})
+    try:
+        lead = c.wait_leader()
+        conn = Line(c.node(lead).port)
+        ids = [int(conn.cmd("put 0 0 60 3", b"abc")[0].split()[1])
+               for _ in range(300)]
+        conn.close()
+        n4 = joiner(c, 4, [1, 2, 3])
+        add(c.node(lead).port, n4)
+        wait_for(lambda: "fetched the state" in log_of(n4), 30,
+                 "node 4 fetching the state")
+        c.wait_caught_up(4, 30)
+        p = cli(n4.port, "cluster", "transfer", "4")
+        assert p.returncode == 0, p
+        other = next(nd for nd in c.nodes if nd.id != 4)
+        conn = Line(other.port)  # relayed to node 4's client port
+        try:
+            assert all(conn.cmd("peek %d" % i)[0].startswith("FOUND")
+                       for i in ids)
+            assert conn.cmd("stats")[1].count(b"rockstalk-cluster-leader: 4")
+        finally:
+            conn.close()
+    finally:
+        c.stop()
