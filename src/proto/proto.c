@@ -336,10 +336,6 @@ parse_put_unique(Cmd *cmd, Cur c)
     return parse_put(cmd, c);
 }
 
-/* Longest address rockstalk-cluster-add takes: a host name of up to 253
- * bytes, ":PORT" and "/CLIENTPORT". */
-#define PROTO_ADDR_MAX 265
-
 /* rockstalk-cluster-add <id> <HOST:PORT[/CLIENTPORT]>: the address is
  * the rest of the line, one space after the id, of host name characters,
  * ':' and '/' (cluster_parse_peer checks it further). */
@@ -358,8 +354,8 @@ parse_cluster_add(Cmd *cmd, Cur c)
               ch == '/'))
             return PARSE_BAD_FORMAT;
     }
-    cmd->name = c.p;
-    cmd->name_len = n;
+    cmd->addr = c.p;
+    cmd->addr_len = n;
     return ok(cmd);
 }
 

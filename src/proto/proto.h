@@ -52,6 +52,10 @@ typedef enum Op {
     OP_COUNT
 } Op;
 
+/* Longest address rockstalk-cluster-add takes: a host name of up to 253
+ * bytes, ":PORT" and "/CLIENTPORT". */
+#define PROTO_ADDR_MAX 265
+
 /* Largest count of reserve-batch and list-jobs. */
 #define PROTO_BATCH_MAX 1000
 
@@ -83,10 +87,12 @@ typedef struct Cmd {
     uint32_t count;     /* kick; reserve-batch, list-jobs: 1..1000 */
     int state;          /* list-jobs: LIST_* */
     const char *name;   /* use, watch, ignore, stats-tube, pause-tube,
-                           list-jobs, clear-tube; put-unique's key;
-                           rockstalk-cluster-add's address: points into
-                           the line */
+                           list-jobs, clear-tube; put-unique's key: points
+                           into the line */
     size_t name_len;
+    const char *addr; /* rockstalk-cluster-add's HOST:PORT[/CLIENTPORT]:
+                         points into the line (1..PROTO_ADDR_MAX bytes) */
+    size_t addr_len;
 } Cmd;
 
 /* Parses line (len bytes, CRLF excluded; need not be NUL-terminated).

@@ -491,7 +491,7 @@ cmd_run(Conn *c, const Cmd *cmd)
     case OP_CLUSTER_TRANSFER:
         return nodeops_transfer(c, cmd->id);
     case OP_CLUSTER_ADD:
-        return nodeops_add(c, cmd->id, cmd->name, cmd->name_len);
+        return nodeops_add(c, cmd->id, cmd->addr, cmd->addr_len);
     case OP_CLUSTER_REMOVE:
         return nodeops_remove(c, cmd->id);
     default: /* stats, stats-job, stats-tube, list-tubes(-watched) */

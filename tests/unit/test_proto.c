@@ -174,8 +174,9 @@ test_cluster_membership(void **state)
                      PARSE_OK);
     assert_int_equal(c.op, OP_CLUSTER_ADD);
     assert_int_equal(c.id, 4);
-    assert_int_equal(c.name_len, 20);
-    assert_memory_equal(c.name, "127.0.0.1:7004/11304", 20);
+    assert_int_equal(c.addr_len, 20);
+    assert_memory_equal(c.addr, "127.0.0.1:7004/11304", 20);
+    assert_null(c.name);
     assert_int_equal(parse("rockstalk-cluster-add 4 node-4.example:7004", &c),
                      PARSE_OK);
     assert_int_equal(parse("rockstalk-cluster-add 4", &c), PARSE_BAD_FORMAT);
