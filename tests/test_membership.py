@@ -291,6 +291,9 @@ def test_refusals(auth_cluster, tmp_path):
         assert a.cmd("rockstalk-cluster-add 9 127.0.0.1:%d" %
                      n1.raft_port)[0] == "DUPLICATE_ADDRESS"
         assert a.cmd("rockstalk-cluster-add 9 127.0.0.1")[0] == "BAD_FORMAT"
+        # the server resolves no names (the CLI does)
+        assert a.cmd("rockstalk-cluster-add 9 localhost:1")[0] == \
+            "BAD_FORMAT"
         assert a.cmd("rockstalk-cluster-add 0 127.0.0.1:1")[0] == \
             "BAD_FORMAT"
         # a node that never answers: the add times out, and while it runs
@@ -353,7 +356,9 @@ def test_join_by_state_fetch_in_plaintext(tmp_path):
                for _ in range(300)]
         conn.close()
         n4 = joiner(c, 4, [1, 2, 3])
-        add(c.node(lead).port, n4)
+        p = cli(c.node(lead).port, "cluster", "add",  # a name: the CLI
+                "4@localhost:%d/%d" % (n4.raft_port, n4.port))  # resolves it
+        assert p.returncode == 0 and b"ADDED 4" in p.stdout, p
         wait_for(lambda: "fetched the state" in log_of(n4), 30,
                  "node 4 fetching the state")
         c.wait_caught_up(4, 30)

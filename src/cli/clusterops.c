@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -300,11 +302,34 @@ change_done(Session *s, Reply *r, const char *ok, double t0, char *err,
     return rc;
 }
 
+/* HOST:PORT[/CLIENTPORT] (addr) with HOST resolved to an IPv4 literal
+ * (the server resolves no names), into out (cap bytes). Returns 0, or -1
+ * if HOST has no IPv4 address. */
+static int
+resolve_addr(const char *addr, char *out, size_t cap)
+{
+    const char *colon = strrchr(addr, ':');
+    char host[256], ip[INET_ADDRSTRLEN];
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+
+    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host)
+        return -1;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res) return -1;
+    inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip,
+              sizeof ip);
+    freeaddrinfo(res);
+    snprintf(out, cap, "%s%s", ip, colon);
+    return 0;
+}
+
 static int
 add(Session *s, const char *arg, char *err, size_t errcap)
 {
     const char *at = strchr(arg, '@');
-    char line[320];
+    char line[360], addr[300];
     Reply r;
 
     if (!at || at == arg || (size_t)(at - arg) > 5 || !at[1] ||
@@ -313,8 +338,12 @@ add(Session *s, const char *arg, char *err, size_t errcap)
                  "cluster add: ID@HOST:PORT[/CLIENTPORT], not '%s'", arg);
         return RC_FAIL;
     }
+    if (resolve_addr(at + 1, addr, sizeof addr) < 0) {
+        snprintf(err, errcap, "cluster add: no IPv4 address for '%s'", at + 1);
+        return RC_FAIL;
+    }
     snprintf(line, sizeof line, "rockstalk-cluster-add %.*s %s",
-             (int)(at - arg), arg, at + 1);
+             (int)(at - arg), arg, addr);
     double t0 = now_s();
     if (ask_change(s, line, &r, err, errcap) != RC_OK) return RC_FAIL;
     return change_done(s, &r, "ADDED", t0, err, errcap);

@@ -99,14 +99,17 @@ node_record(Node *n, const ClusterConfig *m, int role)
     size_t la = cluster_format(&n->rec, a, sizeof a);
     size_t lb = cluster_format(&c, b, sizeof b);
     if (la != lb || memcmp(a, b, la) != 0) {
-        if (cluster_identity_write(n->srv->cfg.dir, &c, err, sizeof err) < 0)
-            log_msg(0, "cluster: recording the configuration: %s", err);
-        else
+        if (cluster_identity_write(n->srv->cfg.dir, &c, err, sizeof err) < 0) {
+            log_msg(0, "cluster: recording the %s: %s",
+                    in ? "configuration" : "removal", err);
+        } else {
             n->rec = c;
-        log_msg(0, "cluster: %s recorded (%d members)",
-                in ? "configuration" : "removal from the cluster", c.n);
+            log_msg(0, "cluster: %s recorded (%d members)",
+                    in ? "configuration" : "removal from the cluster", c.n);
+        }
     }
-    if (!in) atomic_store(&n->removed, 1);
+    int none = 0;
+    if (!in) atomic_compare_exchange_strong(&n->removed, &none, 1);
     pthread_mutex_unlock(&n->rec_mu);
 }
 
@@ -790,7 +793,9 @@ take_members(Server *s)
         ev_timer_set(&n->grace_w, (double)left / 1e9 + 0.01, 0.);
         ev_timer_start(s->loop, &n->grace_w);
     }
-    if (atomic_load(&n->removed) && !s->stopping) {
+    int expect = 1; /* recorded, not yet acted on: once */
+    if (!s->stopping &&
+        atomic_compare_exchange_strong(&n->removed, &expect, 2)) {
         log_msg(0,
                 "cluster: node %llu was removed from the cluster's "
                 "configuration: stopping (this data directory will not "

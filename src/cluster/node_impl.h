@@ -37,7 +37,8 @@ struct Node {
      * node as no voter (0: a voter); past NODE_REMOVED_GRACE_MS node_step
      * records a member's removal even if no commit of it reached it */
     _Atomic int64_t absent_since;
-    _Atomic int removed; /* recorded removed: node_step stops the process */
+    _Atomic int removed; /* 1: recorded removed (node_record); 2: node_step
+                            has asked the process to stop */
     ev_timer grace_w;    /* wakes the loop when the grace period ends */
     /* The membership change a client waits for (nodeops.c): its
      * connection (paused; NULL once answered or closed), the member, and

@@ -153,6 +153,22 @@ begin(Conn *c, Node *n, int op, const ClusterPeer *p)
     conn_pause(c);
 }
 
+/* Whether addr[0..len)'s HOST is an IPv4 literal: the loop resolves no
+ * names (a lookup could block it; rockstalk cluster add sends the address
+ * it resolved). */
+static int
+ipv4_host(const char *addr, size_t len)
+{
+    char host[INET_ADDRSTRLEN];
+    const char *colon = memchr(addr, ':', len);
+    struct in_addr a;
+
+    if (!colon || (size_t)(colon - addr) >= sizeof host) return 0;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    return inet_pton(AF_INET, host, &a) == 1;
+}
+
 void
 nodeops_add(Conn *c, uint64_t id, const char *addr, size_t len)
 {
@@ -160,7 +176,7 @@ nodeops_add(Conn *c, uint64_t id, const char *addr, size_t len)
     if (!n) return;
     ClusterPeer p;
     RaftNodeView v;
-    if (cluster_parse_peer(id, addr, len, &p) < 0) {
+    if (!ipv4_host(addr, len) || cluster_parse_peer(id, addr, len, &p) < 0) {
         conn_reply_lit(c, "BAD_FORMAT\r\n");
         return;
     }

@@ -36,8 +36,8 @@ void nodeops_transfer(Conn *c, uint64_t id);
  * ROCKSTALKD_CLUSTER_CHANGE_MS sets another, in milliseconds, for tests. */
 #define NODEOPS_CHANGE_S 60
 
-/* rockstalk-cluster-add <id> <HOST:PORT[/CLIENTPORT]> (addr[0..len)):
- * BAD_FORMAT for an address that is not one, DUPLICATE_ID or
+/* rockstalk-cluster-add <id> <HOST:PORT[/CLIENTPORT]> (addr[0..len), HOST
+ * an IPv4 literal): BAD_FORMAT for an address that is not one, DUPLICATE_ID or
  * DUPLICATE_ADDRESS for a member's, CLUSTER_FULL at CLUSTER_MAX_VOTERS
  * members, CHANGE_IN_PROGRESS while another change runs; else c waits
  * (its input paused) for the change: "ADDED <id>" once the node is a
