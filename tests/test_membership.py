@@ -374,3 +374,70 @@ def test_join_by_state_fetch_in_plaintext(tmp_path):
             conn.close()
     finally:
         c.stop()
+
+
+def test_seed_a_cluster_from_a_standalone_backup(tmp_path):
+    """Issue 28 item 4: a standalone server's backup (rockstalk backup)
+    becomes the single voter of a new cluster (rockstalkd --seed); two
+    nodes join and fetch the state; every job is there with its state,
+    served by a node that joined."""
+    from replay import wait_listening
+    sport = node_port()
+    sdir = str(tmp_path / "standalone")
+    sp = subprocess.Popen([ROCKSTALKD, "-l", "127.0.0.1", "-p", str(sport),
+                           "-b", sdir], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.STDOUT)
+    try:
+        wait_listening("127.0.0.1", sport, sp)
+        conn = Line(sport)
+        ids = {}
+        for i in range(60):
+            ln = conn.cmd("put %d %d 60 4" % (i, 3600 if i % 3 == 1 else 0),
+                          b"j%03d" % i)[0]
+            ids[int(ln.split()[1])] = "delayed" if i % 3 == 1 else "ready"
+        for _ in range(10):  # buried ones
+            jid = int(conn.cmd("reserve-with-timeout 0")[0].split()[1])
+            conn.line()  # its body
+            assert conn.cmd("bury %d 5" % jid)[0] == "BURIED"
+            ids[jid] = "buried"
+        conn.close()
+        c = new_cluster(tmp_path / "c", start=False, n=1)
+        n1 = c.node(1)
+        p = cli(sport, "backup", n1.dir)
+        assert p.returncode == 0, p
+    finally:
+        sp.terminate()
+        sp.wait(15)
+    try:
+        # a list with other members, or no backup, is refused
+        spec = c.spec
+        c.spec = spec + ",2@127.0.0.1:%d" % node_port()
+        n1.flags = ["--seed"]
+        r = subprocess.run(n1.argv(), capture_output=True, timeout=20)
+        assert r.returncode != 0 and b"names this node alone" in r.stderr, r
+        c.spec = spec
+        n1.start()
+        wait_for(lambda: "seeded: the first snapshot is on disk" in
+                 log_of(n1), 15, "the seed's first snapshot")
+        n2 = joiner(c, 2, [1])
+        add(n1.port, n2)
+        n3 = joiner(c, 3, [1, 2])
+        add(n1.port, n3)
+        for nd in (n2, n3):
+            assert "fetched the state" in log_of(nd), nd.id
+        c.wait_caught_up(3, 30)
+        p = cli(n3.port, "cluster", "transfer", "3")
+        assert p.returncode == 0, p
+        conn = Line(n2.port)  # relayed to node 3, which joined
+        try:
+            for jid, state in ids.items():
+                ln, body = conn.cmd("stats-job %d" % jid)
+                assert ln.startswith("OK"), (jid, ln)
+                assert b"state: " + state.encode() in body, (jid, body)
+            assert conn.cmd("stats")[1].count(b"rockstalk-cluster-leader: 3")
+            ln = conn.cmd("put 0 0 60 1", b"x")[0]  # ids go on above
+            assert int(ln.split()[1]) > max(ids), ln
+        finally:
+            conn.close()
+    finally:
+        c.stop()

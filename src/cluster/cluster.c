@@ -241,7 +241,8 @@ needs_v2(const ClusterConfig *c)
     return c->state != CLUSTER_MEMBER;
 }
 
-static const char *const state_names[] = {"member", "joining", "removed"};
+static const char *const state_names[] = {"member", "joining", "removed",
+                                          "seeding"};
 
 size_t
 cluster_format(const ClusterConfig *c, char *buf, size_t cap)
@@ -296,7 +297,7 @@ parse_state(const char **t, const char *end, int *state)
     }
     if (sscanf(line, "state %15s%n", name, &used) != 1 || line[used] != '\0')
         return -1;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (strcmp(name, state_names[i]) == 0) {
             *state = i;
             return 0;
@@ -502,6 +503,13 @@ cluster_identity_write(const char *dir, const ClusterConfig *c, char *err,
 static int
 check_fresh(const ClusterConfig *c, char *err, size_t errcap)
 {
+    if (c->state == CLUSTER_SEEDING) {
+        if (c->n != 1)
+            return cluster_errf(err, errcap,
+                                "--seed: --cluster names this node alone "
+                                "(the others join later)");
+        return 0;
+    }
     if (c->state == CLUSTER_JOINING) {
         if (c->n < 2)
             return cluster_errf(err, errcap,

@@ -68,8 +68,11 @@ enum {
     CLUSTER_MEMBER = 0, /* bootstrapped, or seen in a committed configuration */
     CLUSTER_JOINING = 1, /* started with --join, not yet seen in one: never
                             bootstraps */
-    CLUSTER_REMOVED = 2  /* a configuration without it was committed: it
+    CLUSTER_REMOVED = 2, /* a configuration without it was committed: it
                             refuses to start as a member again */
+    CLUSTER_SEEDING = 3  /* started with --seed on a backup: the single
+                            voter of a new cluster until its first Raft
+                            snapshot, which the nodes that join fetch */
 };
 
 /* This node and the members (libraft's configuration as last recorded, or
@@ -155,7 +158,8 @@ enum { CLUSTER_ID_MATCH = 0, CLUSTER_ID_WRITTEN = 1 };
  * removed, a different node id or member set (the message gives both), an
  * unreadable or malformed file, a dir/raft log without a CLUSTER file,
  * and in a fresh directory a new cluster of other than 3 or 5 voters (or,
- * joining, a list without another member). Returns CLUSTER_ID_MATCH or
+ * joining, a list without another member; seeding, c->state
+ * CLUSTER_SEEDING, a list of more than this node). Returns CLUSTER_ID_MATCH or
  * CLUSTER_ID_WRITTEN, or -1 with a message in err. Takes no lock: the
  * caller holds the directory's lock (store/dir.h) or knows no other
  * process uses dir. */

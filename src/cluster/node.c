@@ -88,7 +88,7 @@ node_record(Node *n, const ClusterConfig *m, int role)
     int in = role == RAFTNODE_VOTER;
 
     pthread_mutex_lock(&n->rec_mu);
-    if (n->rec.state == CLUSTER_REMOVED ||
+    if (n->rec.state == CLUSTER_REMOVED || n->rec.state == CLUSTER_SEEDING ||
         (!in && n->rec.state != CLUSTER_MEMBER)) {
         pthread_mutex_unlock(&n->rec_mu);
         return;
@@ -133,6 +133,28 @@ cb_members(void *arg, const ClusterConfig *m, int committed, int role)
         atomic_store(&n->absent_since, mono_ns());
     if (committed) node_record(n, m, role);
     ev_async_send(n->loop, &n->async_w);
+}
+
+/* Raft thread (RaftNodeCallbacks.seeded): the seeding node's first
+ * snapshot is on disk: it is an ordinary member from now on (nodes may
+ * join: they get the snapshot). */
+static void
+cb_seeded(void *arg)
+{
+    Node *n = arg;
+    char err[256];
+
+    pthread_mutex_lock(&n->rec_mu);
+    ClusterConfig c = n->rec;
+    c.state = CLUSTER_MEMBER;
+    if (cluster_identity_write(n->srv->cfg.dir, &c, err, sizeof err) < 0) {
+        log_msg(0, "cluster: recording the seeded cluster: %s", err);
+    } else {
+        n->rec = c;
+        log_msg(0, "cluster: seeded: the first snapshot is on disk; nodes "
+                   "may join (rockstalkd --join, rockstalk cluster add)");
+    }
+    pthread_mutex_unlock(&n->rec_mu);
 }
 
 void
@@ -272,6 +294,16 @@ env_uint(const char *name)
 {
     const char *v = getenv(name);
     return v ? (unsigned)strtoul(v, NULL, 10) : 0;
+}
+
+int
+node_seed_first(const Server *s)
+{
+    char path[4096];
+
+    if (!s->node || s->node->rec.state != CLUSTER_SEEDING) return 0;
+    snprintf(path, sizeof path, "%s/%s", s->cfg.dir, CLUSTER_RAFT_SUBDIR);
+    return access(path, F_OK) != 0;
 }
 
 int
@@ -448,6 +480,7 @@ node_start(Server *s, char *err, size_t errcap)
         .fault_refuse = env_uint("ROCKSTALKD_FAULT_RAFT_REFUSE"),
         .segment_bytes = env_uint("ROCKSTALKD_RAFT_SEGMENT"),
         .tls = n->tls,
+        .seed = n->rec.state == CLUSTER_SEEDING,
     };
     RaftNodeCallbacks cb = {.arg = n,
                             .apply = cb_apply,
@@ -456,6 +489,7 @@ node_start(Server *s, char *err, size_t errcap)
                             .restore = cb_restore,
                             .notify = cb_notify,
                             .members = cb_members,
+                            .seeded = cb_seeded,
                             .serve = node_cb_serve};
     RaftNode *r;
 

@@ -88,6 +88,11 @@ typedef struct Node Node; /* in Server.node */
 int node_prepare(Server *s, const ClusterConfig *cc, char *const *argv,
                  char *err, size_t errcap);
 
+/* Main thread, after node_prepare: whether this node seeds a new cluster
+ * (--seed, CLUSTER state seeding) and its Raft log does not exist yet:
+ * its backup (RESTORE) may then be loaded in cluster mode. 0 standalone. */
+int node_seed_first(const Server *s);
+
 /* Main thread, standalone: refuses (-1, message in err) a data directory
  * bound to a cluster node (it has a CLUSTER file). */
 int node_standalone_dir(const char *dir, char *err, size_t errcap);

@@ -195,6 +195,13 @@ nodeops_add(Conn *c, uint64_t id, const char *addr, size_t len)
         conn_reply_lit(c, "CLUSTER_FULL\r\n");
         return;
     }
+    pthread_mutex_lock(&n->rec_mu);
+    int seeding = n->rec.state == CLUSTER_SEEDING;
+    pthread_mutex_unlock(&n->rec_mu);
+    if (seeding) { /* a node added now would get the log, not the state */
+        conn_reply_lit(c, "CHANGE_IN_PROGRESS\r\n");
+        return;
+    }
     begin(c, n, RAFTNODE_CHANGE_ADD, &p);
 }
 

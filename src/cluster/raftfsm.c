@@ -135,6 +135,13 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *nbufs)
     if (n->cb.snapshot && n->cb.snapshot(n->cb.arg, index, &man, &len) != 0)
         return RAFT_BUSY; /* libraft retries at the next threshold */
     rafttune_snapshot_taken(&n->tune);
+    /* the state is as of index, barriers and configuration entries up to
+     * it included: a peer fetching it for this snapshot asks for that much
+     * (a cluster seeded from a backup has applied nothing else yet) */
+    if (index > n->last_index) {
+        n->last_index = index;
+        atomic_store(&n->applied, index);
+    }
     struct raft_buffer *b = raft_malloc(sizeof *b);
     unsigned char *p = raft_malloc(SNAP_HDR + len);
     if (!b || !p) {

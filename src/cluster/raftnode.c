@@ -380,6 +380,10 @@ on_check(uv_check_t *h)
     rn_check_inflight(n);
     check_members(n);
     rn_change_check(n);
+    if (n->opt.seed && !n->seeded && n->raft.log.snapshot.last_index > 0) {
+        n->seeded = 1;
+        if (n->cb.seeded) n->cb.seeded(n->cb.arg);
+    }
     publish(n);
     publish_view(n);
 }
@@ -447,6 +451,7 @@ node_open(RaftNode *n, char *err, size_t errcap)
     rafttune_attach(&n->tune, &n->raft, n->opt.snapshot_threshold,
                     n->opt.snapshot_trailing, RAFTNODE_LOG_BYTES);
     raft_set_pre_vote(&n->raft, !n->opt.no_pre_vote);
+    if (n->opt.seed) rafttune_seed(&n->tune);
 
     /* Every voter bootstraps the same configuration (cluster.h keeps it
      * canonical); a used directory refuses with RAFT_CANTBOOTSTRAP. A node

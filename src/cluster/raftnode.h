@@ -123,6 +123,9 @@ typedef struct RaftNodeCallbacks {
      * before the leader sends a configuration. May be NULL. */
     void (*members)(void *arg, const ClusterConfig *m, int committed,
                     int self_role);
+    /* With RaftNodeOptions.seed: the first snapshot is on disk (libraft's
+     * log starts after it); called once. May be NULL. */
+    void (*seeded)(void *arg);
     /* With mutual TLS (RaftNodeOptions.tls): an authenticated peer opened
      * a link of another channel than Raft (peer.h, PeerServeFn: what svc
      * holds is the callee's). Must not block. May be NULL: such links are
@@ -149,6 +152,12 @@ typedef struct RaftNodeOptions {
      * Small segments make a full disk bite at once (a new segment is
      * allocated every few hundred entries). */
     size_t segment_bytes;
+    /* 1: this node seeds a new cluster (a single voter on a restored
+     * backup): its first snapshot, taken at once, keeps no log entries
+     * behind it, so the nodes that join get the snapshot (and fetch the
+     * state) rather than the log, which lacks the backup's jobs;
+     * RaftNodeCallbacks.seeded follows once it is on disk. */
+    int seed;
     /* Credentials for mutual TLS between the voters (cluster/peer.h);
      * NULL: libraft's own TCP transport, plaintext and unauthenticated.
      * Borrowed: must outlive the node. */

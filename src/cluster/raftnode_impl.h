@@ -124,6 +124,7 @@ struct RaftNode {
     int64_t contact_ns[CLUSTER_MAX_VOTERS];
     uint64_t contact_term; /* the term contact_ns belongs to */
     Change ch;             /* the membership change under way */
+    int seeded;            /* RaftNodeCallbacks.seeded was called */
     /* libraft's configuration indexes when members were last published */
     uint64_t conf_seen, conf_unc_seen;
 };

@@ -270,6 +270,22 @@ test_identity_membership(void **state)
     char path[128];
     snprintf(path, sizeof path, "%s/CLUSTER", dir);
     unlink(path);
+
+    /* --seed: this node alone; recorded as seeding until its snapshot */
+    assert_int_equal(cluster_parse(THREE, "1", &c, err, sizeof err), 0);
+    c.state = CLUSTER_SEEDING;
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "names this node alone"));
+    assert_int_equal(
+        cluster_parse("1@127.0.0.1:7001", "1", &c, err, sizeof err), 0);
+    c.state = CLUSTER_SEEDING;
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err),
+                     CLUSTER_ID_WRITTEN);
+    c.state = CLUSTER_MEMBER;
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err),
+                     CLUSTER_ID_MATCH);
+    assert_int_equal(c.state, CLUSTER_SEEDING);
+    unlink(path);
     rmdir(dir);
     rmdir(tmpl);
 }
