@@ -439,5 +439,16 @@ def test_seed_a_cluster_from_a_standalone_backup(tmp_path):
             assert int(ln.split()[1]) > max(ids), ln
         finally:
             conn.close()
+        # a cluster node's backup does not seed another cluster
+        bdir = str(tmp_path / "from-cluster")
+        p = cli(n2.port, "backup", bdir)
+        assert p.returncode == 0, p
+        r = subprocess.run(
+            [ROCKSTALKD, "-l", "127.0.0.1", "-p", str(node_port()), "-b",
+             bdir, "--cluster", "9@127.0.0.1:%d/1" % node_port(),
+             "--node-id", "9", "--seed", "--cluster-insecure"],
+            capture_output=True, timeout=20)
+        assert r.returncode != 0, r
+        assert b"comes from a cluster node" in r.stderr, r
     finally:
         c.stop()
