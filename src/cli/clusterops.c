@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -239,6 +241,141 @@ transfer(Session *s, const char *arg, char *err, size_t errcap)
     return wait_leader(s, id, st.leader, err, errcap);
 }
 
+/* What a refusal of rockstalk-cluster-add or -remove means (PROTOCOL.md
+ * 15.9, 15.10), or NULL for a reply this table does not know. */
+static const char *
+change_refusal(const Reply *r)
+{
+    static const struct {
+        const char *word, *text;
+    } t[] = {
+        {"NOT_FOUND", "no member has that id"},
+        {"DUPLICATE_ID", "a member has that id already"},
+        {"DUPLICATE_ADDRESS", "a member has that Raft address already"},
+        {"CLUSTER_FULL", "the cluster has its most members already"},
+        {"CHANGE_IN_PROGRESS",
+         "another membership change is under way; try again once it ends"},
+        {"TIMED_OUT",
+         "the change did not complete in time (an added node that did not "
+         "catch up stays a non-voting standby: check that it runs with "
+         "--join, then remove it or add it again)"},
+        {"CHANGE_FAILED",
+         "the leader could not make the change (it lost its leadership, or "
+         "it is the last voter); see its log"},
+        {"BAD_FORMAT", "not ID@HOST:PORT[/CLIENTPORT]"},
+        {"UNKNOWN_COMMAND", "not a cluster node (or a server without "
+                            "membership changes)"},
+        {"DENIED", "only an admin identity may change the membership"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (reply_is(r, t[i].word)) return t[i].text;
+    return NULL;
+}
+
+/* Sends line (a membership change) and waits up to CLUSTEROPS_CHANGE_S
+ * for its reply. Returns RC_OK with the reply in *r, or RC_FAIL. */
+static int
+ask_change(Session *s, const char *line, Reply *r, char *err, size_t errcap)
+{
+    struct timeval tv = {CLUSTEROPS_CHANGE_S, 0};
+    setsockopt(s->conn.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return session_ask(s, line, r, err, errcap) < 0 ? RC_FAIL : RC_OK;
+}
+
+/* The end of a change: ok (its reply's first word) or a refusal. */
+static int
+change_done(Session *s, Reply *r, const char *ok, double t0, char *err,
+            size_t errcap)
+{
+    int rc = RC_OK;
+
+    if (reply_is(r, ok)) {
+        printf("%s (%.2f s)\n", r->line, now_s() - t0);
+    } else {
+        const char *why = change_refusal(r);
+        session_status(s, r->line);
+        snprintf(err, errcap, "%s", why ? why : "the server refused it");
+        rc = RC_REPLY;
+    }
+    fflush(stdout);
+    reply_free(r);
+    return rc;
+}
+
+/* HOST:PORT[/CLIENTPORT] (addr) with HOST resolved to an IPv4 literal
+ * (the server resolves no names), into out (cap bytes). Returns 0, or -1
+ * if HOST has no IPv4 address. */
+static int
+resolve_addr(const char *addr, char *out, size_t cap)
+{
+    const char *colon = strrchr(addr, ':');
+    char host[256], ip[INET_ADDRSTRLEN];
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+
+    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host)
+        return -1;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res) return -1;
+    inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip,
+              sizeof ip);
+    freeaddrinfo(res);
+    snprintf(out, cap, "%s%s", ip, colon);
+    return 0;
+}
+
+static int
+add(Session *s, const char *arg, char *err, size_t errcap)
+{
+    const char *at = strchr(arg, '@');
+    char line[360], addr[300];
+    Reply r;
+
+    if (!at || at == arg || (size_t)(at - arg) > 5 || !at[1] ||
+        strspn(arg, "0123456789") != (size_t)(at - arg) || strlen(at) > 270) {
+        snprintf(err, errcap,
+                 "cluster add: ID@HOST:PORT[/CLIENTPORT], not '%s'", arg);
+        return RC_FAIL;
+    }
+    if (resolve_addr(at + 1, addr, sizeof addr) < 0) {
+        snprintf(err, errcap, "cluster add: no IPv4 address for '%s'", at + 1);
+        return RC_FAIL;
+    }
+    snprintf(line, sizeof line, "rockstalk-cluster-add %.*s %s",
+             (int)(at - arg), arg, addr);
+    double t0 = now_s();
+    if (ask_change(s, line, &r, err, errcap) != RC_OK) return RC_FAIL;
+    return change_done(s, &r, "ADDED", t0, err, errcap);
+}
+
+static int
+remove_member(Session *s, const char *arg, char *err, size_t errcap)
+{
+    char line[64];
+    Reply r;
+
+    if (!commands_is_number(arg) || strlen(arg) > 19) {
+        snprintf(err, errcap, "cluster remove: ID is a node id, not '%s'", arg);
+        return RC_FAIL;
+    }
+    snprintf(line, sizeof line, "rockstalk-cluster-remove %s", arg);
+    double t0 = now_s();
+    for (int tries = 0;; tries++) {
+        if (ask_change(s, line, &r, err, errcap) != RC_OK) return RC_FAIL;
+        if (!reply_is(&r, "TRANSFERRING") || tries == 3) break;
+        /* node ID leads: it hands over first, then the new leader removes
+         * it */
+        printf("node %s leads: %s first\n", arg, r.line);
+        fflush(stdout);
+        uint64_t to = strtoull(r.line + 13, NULL, 10);
+        reply_free(&r);
+        int rc = wait_leader(s, to, strtoull(arg, NULL, 10), err, errcap);
+        if (rc != RC_OK) return rc;
+    }
+    return change_done(s, &r, "REMOVED", t0, err, errcap);
+}
+
 int
 clusterops_run(Session *s, int argc, char **argv, char *err, size_t errcap)
 {
@@ -250,6 +387,12 @@ clusterops_run(Session *s, int argc, char **argv, char *err, size_t errcap)
     }
     if (argc == 3 && strcmp(argv[1], "transfer") == 0)
         return transfer(s, argv[2], err, errcap);
-    snprintf(err, errcap, "usage: cluster status | cluster transfer ID");
+    if (argc == 3 && strcmp(argv[1], "add") == 0)
+        return add(s, argv[2], err, errcap);
+    if (argc == 3 && strcmp(argv[1], "remove") == 0)
+        return remove_member(s, argv[2], err, errcap);
+    snprintf(err, errcap,
+             "usage: cluster status | cluster transfer ID | cluster add "
+             "ID@HOST:PORT[/CLIENTPORT] | cluster remove ID");
     return RC_FAIL;
 }

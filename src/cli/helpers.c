@@ -284,8 +284,10 @@ static const Helper helpers[] = {
      "TOKEN (-: read it from stdin)", h_hash_token},
     {"backup", 1, 1, "DIR", "copy the server's state of one moment into "
      "the new data directory DIR", h_backup},
-    {"cluster", 1, 2, "status|transfer ID", "the voters as the leader sees "
-     "them; hand the leadership to node ID and wait for it", h_cluster},
+    {"cluster", 1, 2, "status|transfer ID|add ID@HOST:PORT[/CP]|remove ID",
+     "the members as the leader sees them; hand the leadership to node ID "
+     "and wait for it; add or remove a member and wait for the commit",
+     h_cluster},
     {"help", 0, 0, "", "this list", h_help},
 };
 /* clang-format on */

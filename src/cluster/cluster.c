@@ -13,8 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The CLUSTER file's version; a newer one is refused. */
-#define CLUSTER_FILE_VERSION 1
+/* The CLUSTER file's versions: 1, the voters; 2, also a state line and
+ * voters' client ports (written only when needed, so a directory a
+ * release without membership changes made stays readable by it); a newer
+ * one is refused. */
+#define CLUSTER_FILE_VERSION 2
 /* Largest CLUSTER file read: the longest valid text is far shorter. */
 #define CLUSTER_FILE_MAX 4096
 /* Largest --cluster value: five voters of
@@ -108,9 +111,8 @@ parse_addr(const char *s, size_t len, char *out, const char **why)
     return 0;
 }
 
-/* Sorts c->voters by id (insertion sort: five at most). */
-static void
-sort_voters(ClusterConfig *c)
+void
+cluster_sort(ClusterConfig *c)
 {
     for (int i = 1; i < c->n; i++) {
         ClusterPeer p = c->voters[i];
@@ -194,15 +196,12 @@ cluster_parse(const char *cluster, const char *node_id, ClusterConfig *c,
             return -1;
         if (*end == '\0') break;
     }
-    if (c->n != 3 && c->n != 5)
-        return cluster_errf(err, errcap,
-                            "--cluster: %d voters; a cluster has 3 or 5", c->n);
     c->self_id = parse_num(node_id, strlen(node_id), CLUSTER_MAX_ID);
     if (c->self_id == 0)
         return cluster_errf(err, errcap,
                             "--node-id: \"%.20s\" is not a number in 1..%d",
                             node_id, CLUSTER_MAX_ID);
-    sort_voters(c);
+    cluster_sort(c);
     if (cluster_find(c, c->self_id) < 0)
         return cluster_errf(err, errcap,
                             "--node-id %llu is not one of --cluster's ids",
@@ -234,17 +233,34 @@ cluster_spec(const ClusterConfig *c, char *buf, size_t cap)
     }
 }
 
+/* Whether c needs version 2 of the file: a state other than member (the
+ * file never holds client ports: they are not part of the identity). */
+static int
+needs_v2(const ClusterConfig *c)
+{
+    return c->state != CLUSTER_MEMBER;
+}
+
+static const char *const state_names[] = {"member", "joining", "removed",
+                                          "seeding"};
+
 size_t
 cluster_format(const ClusterConfig *c, char *buf, size_t cap)
 {
     size_t off = 0;
-    int w = snprintf(buf, cap, "rockstalk-cluster %d\nnode %llu\n",
-                     CLUSTER_FILE_VERSION, (unsigned long long)c->self_id);
+    int v2 = needs_v2(c);
+    int w = snprintf(buf, cap, "rockstalk-cluster %d\nnode %llu\n", v2 ? 2 : 1,
+                     (unsigned long long)c->self_id);
 
     if (w > 0) off = (size_t)w;
+    if (v2 && off < cap) {
+        w = snprintf(buf + off, cap - off, "state %s\n", state_names[c->state]);
+        if (w > 0) off += (size_t)w;
+    }
     for (int i = 0; i < c->n && off < cap; i++) {
+        const ClusterPeer *p = &c->voters[i];
         w = snprintf(buf + off, cap - off, "voter %llu %s\n",
-                     (unsigned long long)c->voters[i].id, c->voters[i].addr);
+                     (unsigned long long)p->id, p->addr);
         if (w > 0) off += (size_t)w;
     }
     return off < cap ? off : cap - 1;
@@ -265,6 +281,30 @@ next_line(const char **t, const char *end, char *line, size_t cap)
     return 0;
 }
 
+/* Parses an optional "state NAME" line at *t into *state (version 2). */
+static int
+parse_state(const char **t, const char *end, int *state)
+{
+    char line[64], name[16];
+    int used;
+    const char *save = *t;
+
+    *state = CLUSTER_MEMBER;
+    if (next_line(t, end, line, sizeof line) < 0 ||
+        strncmp(line, "state ", 6) != 0) {
+        *t = save;
+        return 0;
+    }
+    if (sscanf(line, "state %15s%n", name, &used) != 1 || line[used] != '\0')
+        return -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, state_names[i]) == 0) {
+            *state = i;
+            return 0;
+        }
+    return -1;
+}
+
 int
 cluster_identity_parse(const char *text, size_t len, ClusterConfig *c,
                        char *err, size_t errcap)
@@ -272,26 +312,29 @@ cluster_identity_parse(const char *text, size_t len, ClusterConfig *c,
     const char *t = text, *end = text + len;
     char line[64], node[24], spec[CLUSTER_SPEC_MAX + 1] = "", sub[96];
     unsigned version;
-    int n = 0, used;
+    int n = 0, used, state = CLUSTER_MEMBER;
 
     if (next_line(&t, end, line, sizeof line) < 0 ||
         sscanf(line, "rockstalk-cluster %u%n", &version, &used) != 1 ||
         line[used] != '\0')
         return cluster_errf(err, errcap,
                             "CLUSTER: not a rockstalk cluster file");
-    if (version != CLUSTER_FILE_VERSION)
+    if (version < 1 || version > CLUSTER_FILE_VERSION)
         return cluster_errf(
             err, errcap,
-            "CLUSTER: version %u; this rockstalkd knows version %d", version,
-            CLUSTER_FILE_VERSION);
+            "CLUSTER: version %u; this rockstalkd knows versions 1 to %d",
+            version, CLUSTER_FILE_VERSION);
     if (next_line(&t, end, line, sizeof line) < 0 ||
         sscanf(line, "node %20s%n", node, &used) != 1 || line[used] != '\0')
         return cluster_errf(err, errcap, "CLUSTER: no node line");
+    if (version >= 2 && parse_state(&t, end, &state) < 0)
+        return cluster_errf(err, errcap, "CLUSTER: bad state line");
     while (t < end) {
-        char id[8], addr[CLUSTER_ADDR_MAX];
+        char id[8], addr[CLUSTER_ADDR_MAX + 8];
         if (next_line(&t, end, line, sizeof line) < 0 ||
-            sscanf(line, "voter %7s %21s%n", id, addr, &used) != 2 ||
-            line[used] != '\0' || ++n > CLUSTER_MAX_VOTERS)
+            sscanf(line, "voter %7s %29s%n", id, addr, &used) != 2 ||
+            line[used] != '\0' || ++n > CLUSTER_MAX_VOTERS ||
+            (version < 2 && strchr(addr, '/')))
             return cluster_errf(err, errcap, "CLUSTER: bad voter line %d",
                                 n + 1);
         size_t off = strlen(spec);
@@ -301,6 +344,7 @@ cluster_identity_parse(const char *text, size_t len, ClusterConfig *c,
     if (n == 0) return cluster_errf(err, errcap, "CLUSTER: no voters");
     if (cluster_parse(spec, node, c, sub, sizeof sub) < 0)
         return cluster_errf(err, errcap, "CLUSTER: %s", sub);
+    c->state = state;
     return 0;
 }
 
@@ -402,12 +446,21 @@ check_match(const char *dir, const ClusterConfig *have,
 {
     char a[CLUSTER_SPEC_MAX + 1], b[CLUSTER_SPEC_MAX + 1];
 
+    if (have->state == CLUSTER_REMOVED)
+        return cluster_errf(
+            err, errcap,
+            "node %llu was removed from the cluster (recorded in %s/%s): "
+            "this data directory cannot serve as a member again; to bring "
+            "the machine back, start it with an empty data directory and "
+            "--join, then add it (rockstalk cluster add)",
+            (unsigned long long)have->self_id, dir, CLUSTER_FILE);
     if (!same_voters(have, want)) {
         cluster_spec(have, a, sizeof a);
         cluster_spec(want, b, sizeof b);
         return cluster_errf(
             err, errcap,
-            "data directory %s belongs to cluster %s; --cluster %s "
+            "data directory %s belongs to cluster %s (its committed "
+            "configuration, as this node last recorded it); --cluster %s "
             "given (nothing changed)",
             dir, a, b);
     }
@@ -421,8 +474,60 @@ check_match(const char *dir, const ClusterConfig *have,
     return CLUSTER_ID_MATCH;
 }
 
+/* The paths of dir's CLUSTER file, its temporary and its Raft log. */
+static int
+identity_paths(const char *dir, char *path, char *tmp, char *raft, size_t cap)
+{
+    return (size_t)snprintf(path, cap, "%s/%s", dir, CLUSTER_FILE) >= cap ||
+                   (size_t)snprintf(tmp, cap, "%s/%s.tmp", dir, CLUSTER_FILE) >=
+                       cap ||
+                   (size_t)snprintf(raft, cap, "%s/%s", dir,
+                                    CLUSTER_RAFT_SUBDIR) >= cap
+               ? -1
+               : 0;
+}
+
 int
-cluster_identity_check(const char *dir, const ClusterConfig *c, char *err,
+cluster_identity_write(const char *dir, const ClusterConfig *c, char *err,
+                       size_t errcap)
+{
+    char path[4096], tmp[4096], raft[4096], buf[CLUSTER_FILE_MAX];
+
+    if (identity_paths(dir, path, tmp, raft, sizeof path) < 0)
+        return cluster_errf(err, errcap, "data directory path too long");
+    size_t n = cluster_format(c, buf, sizeof buf);
+    return write_atomic(dir, tmp, path, buf, n, err, errcap);
+}
+
+/* A fresh directory: refuses a voter set no new cluster may start with. */
+static int
+check_fresh(const ClusterConfig *c, char *err, size_t errcap)
+{
+    if (c->state == CLUSTER_SEEDING) {
+        if (c->n != 1)
+            return cluster_errf(err, errcap,
+                                "--seed: --cluster names this node alone "
+                                "(the others join later)");
+        return 0;
+    }
+    if (c->state == CLUSTER_JOINING) {
+        if (c->n < 2)
+            return cluster_errf(err, errcap,
+                                "--join: --cluster must name the current "
+                                "members and this node");
+        return 0;
+    }
+    if (c->n != 3 && c->n != 5)
+        return cluster_errf(err, errcap,
+                            "--cluster: %d voters; a new cluster has 3 or 5 "
+                            "(change it later with rockstalk cluster add and "
+                            "remove)",
+                            c->n);
+    return 0;
+}
+
+int
+cluster_identity_check(const char *dir, ClusterConfig *c, char *err,
                        size_t errcap)
 {
     char path[4096], tmp[4096], raft[4096], buf[CLUSTER_FILE_MAX];
@@ -430,19 +535,16 @@ cluster_identity_check(const char *dir, const ClusterConfig *c, char *err,
     ClusterConfig have;
     struct stat st;
 
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, CLUSTER_FILE) >=
-            sizeof path ||
-        (size_t)snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, CLUSTER_FILE) >=
-            sizeof tmp ||
-        (size_t)snprintf(raft, sizeof raft, "%s/%s", dir,
-                         CLUSTER_RAFT_SUBDIR) >= sizeof raft)
+    if (identity_paths(dir, path, tmp, raft, sizeof path) < 0)
         return cluster_errf(err, errcap, "data directory path too long");
     ssize_t len = read_small(path, buf, sizeof buf, err, errcap);
     if (len >= 0) {
         if (cluster_identity_parse(buf, (size_t)len, &have, sub, sizeof sub) <
             0)
             return cluster_errf(err, errcap, "%s: %s", path, sub);
-        return check_match(dir, &have, c, err, errcap);
+        if (check_match(dir, &have, c, err, errcap) < 0) return -1;
+        c->state = have.state;
+        return CLUSTER_ID_MATCH;
     }
     if (errno != ENOENT) return -1;
     if (stat(raft, &st) == 0)
@@ -451,11 +553,71 @@ cluster_identity_check(const char *dir, const ClusterConfig *c, char *err,
             "%s holds a Raft log but no %s file: refusing to guess "
             "which node it belongs to",
             dir, CLUSTER_FILE);
+    if (check_fresh(c, err, errcap) < 0) return -1;
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return cluster_errf(err, errcap, "mkdir %s: %s", dir, strerror(errno));
     size_t n = cluster_format(c, buf, sizeof buf);
     if (write_atomic(dir, tmp, path, buf, n, err, errcap) < 0) return -1;
     return CLUSTER_ID_WRITTEN;
+}
+
+int
+cluster_parse_peer(uint64_t id, const char *addr, size_t len, ClusterPeer *out)
+{
+    char buf[CLUSTER_ARG_MAX + 32];
+    ClusterConfig c = {.n = 0};
+
+    if (len > CLUSTER_ARG_MAX || id == 0 || id > CLUSTER_MAX_ID) return -1;
+    int w = snprintf(buf, sizeof buf, "%llu@%.*s", (unsigned long long)id,
+                     (int)len, addr);
+    if (w < 0 || parse_voter(&c, buf, (size_t)w, 1, NULL, 0) < 0) return -1;
+    *out = c.voters[0];
+    return 0;
+}
+
+int
+cluster_addr_eq(const char *addr, const char *raft_addr)
+{
+    size_t len = strcspn(raft_addr, "/");
+
+    return strlen(addr) == len && memcmp(addr, raft_addr, len) == 0;
+}
+
+void
+cluster_raft_addr(const ClusterPeer *p, char *buf, size_t cap)
+{
+    if (p->client_port)
+        snprintf(buf, cap, "%s/%u", p->addr, p->client_port);
+    else
+        snprintf(buf, cap, "%s", p->addr);
+}
+
+int
+cluster_identity_adopt(const char *dir, ClusterConfig *c, char *err,
+                       size_t errcap)
+{
+    char path[4096], tmp[4096], raft[4096], buf[CLUSTER_FILE_MAX], sub[200];
+    ClusterConfig have;
+
+    if (identity_paths(dir, path, tmp, raft, sizeof path) < 0)
+        return cluster_errf(err, errcap, "data directory path too long");
+    ssize_t len = read_small(path, buf, sizeof buf, err, errcap);
+    if (len < 0) {
+        if (errno == ENOENT)
+            cluster_errf(err, errcap, "%s: missing after a restart", path);
+        return -1;
+    }
+    if (cluster_identity_parse(buf, (size_t)len, &have, sub, sizeof sub) < 0)
+        return cluster_errf(err, errcap, "%s: %s", path, sub);
+    if (have.state == CLUSTER_REMOVED || have.self_id != c->self_id)
+        return check_match(dir, &have, c, err, errcap);
+    for (int i = 0; i < have.n; i++) {
+        int k = cluster_find(c, have.voters[i].id);
+        if (!have.voters[i].client_port && k >= 0)
+            have.voters[i].client_port = c->voters[k].client_port;
+    }
+    *c = have;
+    return CLUSTER_ID_MATCH;
 }
 
 void

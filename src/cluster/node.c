@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,11 @@
 
 _Static_assert(STORE_RAFT_ENTRY_MAX <= RAFTNODE_ENTRY_MAX,
                "a store entry must fit in a Raft entry");
+
+/* Set in the environment of a restart of its own (restart()): node_prepare
+ * then takes the members the CLUSTER file records, not --cluster's, which
+ * may predate membership changes. */
+#define NODE_RESTART_ENV "ROCKSTALKD_CLUSTER_RESTART"
 
 /* ---- raft thread ---- */
 
@@ -63,6 +69,100 @@ cb_restore(void *arg, uint64_t index, const void *buf, size_t len)
     if (!store_raft_manifest_ok(n->store, buf, len)) return -1;
     if (store_raft_applied(n->store) >= index) return 0; /* already here */
     return node_fetch_state(n, index);
+}
+
+/* Raft thread, or the loop once this node is found removed: records a
+ * committed configuration in the CLUSTER file (cluster_identity_write)
+ * when it changes what the file says: the members, once this node is a
+ * voter among them (a node that joins passes through configurations
+ * without itself, then as a spare and a standby), or its removal, once it
+ * was a member and is a voter no longer (role: this node's role in m, -1
+ * if it lacks it; a voter being removed is demoted to standby first,
+ * raftnode_change). A failed write is logged: the file then names the
+ * members before, which a restart with them still accepts. */
+static void
+node_record(Node *n, const ClusterConfig *m, int role)
+{
+    char err[256], a[CLUSTER_TEXT_MAX], b[CLUSTER_TEXT_MAX];
+    ClusterConfig c;
+    int in = role == RAFTNODE_VOTER;
+
+    pthread_mutex_lock(&n->rec_mu);
+    if (n->rec.state == CLUSTER_REMOVED || n->rec.state == CLUSTER_SEEDING ||
+        (!in && n->rec.state != CLUSTER_MEMBER)) {
+        pthread_mutex_unlock(&n->rec_mu);
+        return;
+    }
+    c = in ? *m : n->rec;
+    c.self_id = n->rec.self_id;
+    c.state = in ? CLUSTER_MEMBER : CLUSTER_REMOVED;
+    size_t la = cluster_format(&n->rec, a, sizeof a);
+    size_t lb = cluster_format(&c, b, sizeof b);
+    if (la != lb || memcmp(a, b, la) != 0) {
+        if (cluster_identity_write(n->srv->cfg.dir, &c, err, sizeof err) < 0) {
+            log_msg(0, "cluster: recording the %s: %s",
+                    in ? "configuration" : "removal", err);
+        } else {
+            n->rec = c;
+            log_msg(0, "cluster: %s recorded (%d members)",
+                    in ? "configuration" : "removal from the cluster", c.n);
+        }
+    }
+    int none = 0;
+    if (!in) atomic_compare_exchange_strong(&n->removed, &none, 1);
+    pthread_mutex_unlock(&n->rec_mu);
+}
+
+/* Raft thread (RaftNodeCallbacks.members): libraft's configuration
+ * changed. The loop takes the members (node_step); a committed one is
+ * recorded; one in which this node is no voter starts the removal's grace
+ * period (NODE_REMOVED_GRACE_MS), committed or not: a node being removed
+ * sees its demotion, rarely its commit (raftnode_change). */
+static void
+cb_members(void *arg, const ClusterConfig *m, int committed, int role)
+{
+    Node *n = arg;
+
+    pthread_mutex_lock(&n->cfg_mu);
+    n->members = *m;
+    n->members_new = 1;
+    pthread_mutex_unlock(&n->cfg_mu);
+    if (role == RAFTNODE_VOTER)
+        atomic_store(&n->absent_since, 0);
+    else if (!atomic_load(&n->absent_since))
+        atomic_store(&n->absent_since, mono_ns());
+    if (committed) node_record(n, m, role);
+    ev_async_send(n->loop, &n->async_w);
+}
+
+/* Raft thread (RaftNodeCallbacks.seeded): the seeding node's first
+ * snapshot is on disk: it is an ordinary member from now on (nodes may
+ * join: they get the snapshot). */
+static void
+cb_seeded(void *arg)
+{
+    Node *n = arg;
+    char err[256];
+
+    pthread_mutex_lock(&n->rec_mu);
+    ClusterConfig c = n->rec;
+    c.state = CLUSTER_MEMBER;
+    if (cluster_identity_write(n->srv->cfg.dir, &c, err, sizeof err) < 0) {
+        log_msg(0, "cluster: recording the seeded cluster: %s", err);
+    } else {
+        n->rec = c;
+        log_msg(0, "cluster: seeded: the first snapshot is on disk; nodes "
+                   "may join (rockstalkd --join, rockstalk cluster add)");
+    }
+    pthread_mutex_unlock(&n->rec_mu);
+}
+
+void
+node_members(Node *n, ClusterConfig *out)
+{
+    pthread_mutex_lock(&n->cfg_mu);
+    *out = n->members;
+    pthread_mutex_unlock(&n->cfg_mu);
 }
 
 /* One record for the in-memory queue (cb_replay -> node_step). */
@@ -148,6 +248,12 @@ async_cb(struct ev_loop *loop, ev_async *w, int revents)
     (void)loop, (void)w, (void)revents; /* the prepare watcher does the work */
 }
 
+static void
+grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)w, (void)revents; /* the prepare watcher does the work */
+}
+
 /* Loop thread (store_flush): StoreProposeFn over raftnode_propose. */
 static int
 propose(void *arg, const void *entry, size_t len)
@@ -188,6 +294,16 @@ env_uint(const char *name)
 {
     const char *v = getenv(name);
     return v ? (unsigned)strtoul(v, NULL, 10) : 0;
+}
+
+int
+node_seed_first(const Server *s)
+{
+    char path[4096];
+
+    if (!s->node || s->node->rec.state != CLUSTER_SEEDING) return 0;
+    snprintf(path, sizeof path, "%s/%s", s->cfg.dir, CLUSTER_RAFT_SUBDIR);
+    return access(path, F_OK) != 0;
 }
 
 int
@@ -266,6 +382,7 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
              size_t errcap)
 {
     char path[4096];
+    ClusterConfig me = *cc;
     Node *n;
     const uint16_t one = 1;
 
@@ -285,14 +402,26 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
         if (cluster_check_relay(cc, s->listeners[i].fd, s->cfg.port, err,
                                 errcap) < 0)
             return -1;
-    if (cluster_identity_check(s->cfg.dir, cc, err, errcap) < 0) return -1;
+    /* a restart of its own (restart()) takes the recorded members */
+    int again = getenv(NODE_RESTART_ENV) != NULL;
+    unsetenv(NODE_RESTART_ENV);
+    if ((again ? cluster_identity_adopt(s->cfg.dir, &me, err, errcap)
+               : cluster_identity_check(s->cfg.dir, &me, err, errcap)) < 0)
+        return -1;
     if (!(n = calloc(1, sizeof *n)))
         return cluster_errf(err, errcap, "out of memory");
     if (open_security(s, n, cc, err, errcap) < 0) {
         free(n);
         return -1;
     }
-    n->cfg = *cc;
+    n->cfg = n->members = n->rec = me;
+    pthread_mutex_init(&n->cfg_mu, NULL);
+    pthread_mutex_init(&n->rec_mu, NULL);
+    if (me.state == CLUSTER_JOINING)
+        log_msg(0,
+                "cluster: node %llu joins: it serves nothing until a "
+                "member adds it (rockstalk cluster add)",
+                (unsigned long long)me.self_id);
     n->loop = s->loop;
     n->argv = argv;
     n->port = s->cfg.port;
@@ -307,6 +436,7 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     proxy_set_init(&n->proxies, s->loop);
     ev_async_init(&n->async_w, async_cb);
     ev_async_start(s->loop, &n->async_w);
+    ev_timer_init(&n->grace_w, grace_cb, 0., 0.);
     pthread_mutex_init(&n->served_mu, NULL);
     ev_async_init(&n->served_w, node_served_cb);
     n->served_w.data = n;
@@ -350,6 +480,7 @@ node_start(Server *s, char *err, size_t errcap)
         .fault_refuse = env_uint("ROCKSTALKD_FAULT_RAFT_REFUSE"),
         .segment_bytes = env_uint("ROCKSTALKD_RAFT_SEGMENT"),
         .tls = n->tls,
+        .seed = n->rec.state == CLUSTER_SEEDING,
     };
     RaftNodeCallbacks cb = {.arg = n,
                             .apply = cb_apply,
@@ -357,6 +488,8 @@ node_start(Server *s, char *err, size_t errcap)
                             .snapshot = cb_snapshot,
                             .restore = cb_restore,
                             .notify = cb_notify,
+                            .members = cb_members,
+                            .seeded = cb_seeded,
                             .serve = node_cb_serve};
     RaftNode *r;
 
@@ -442,6 +575,7 @@ node_free(Server *s)
     if (!n) return;
     ev_async_stop(s->loop, &n->async_w);
     ev_async_stop(s->loop, &n->served_w);
+    ev_timer_stop(s->loop, &n->grace_w);
     for (int i = 0; i < n->nserved; i++)
         peer_service_free(&n->served[i]);
     pthread_mutex_destroy(&n->served_mu);
@@ -450,6 +584,8 @@ node_free(Server *s)
     pthread_mutex_destroy(&n->rmu);
     pthread_cond_destroy(&n->rcv);
     pthread_mutex_destroy(&n->ship_mu);
+    pthread_mutex_destroy(&n->cfg_mu);
+    pthread_mutex_destroy(&n->rec_mu);
     free(n->rbuf);
     free(n->rspare);
     if (n->tls) tls_source_close(n->tls);
@@ -616,6 +752,7 @@ restart(Server *s)
      * without O_CLOEXEC (every open of ours has it; this kernel may lack
      * close_range: no harm) */
     close_range(3 + (unsigned)n, ~0U, CLOSE_RANGE_CLOEXEC);
+    setenv(NODE_RESTART_ENV, "1", 1);
     execv("/proc/self/exe", s->node->argv);
     log_msg(0, "cluster: execv: %s", strerror(errno));
     _exit(1);
@@ -660,6 +797,48 @@ start_asked_transfer(Node *n)
     n->transfer_to = 0;
 }
 
+/* Loop thread: takes the members the raft thread saw last (relays and
+ * the status follow libraft's configuration), and stops the process once
+ * this node is removed: at once when the removal was recorded, or once
+ * the configuration lacked it for NODE_REMOVED_GRACE_MS (the leader sends
+ * a removed node nothing more, so the commit may never reach it). */
+static void
+take_members(Server *s)
+{
+    Node *n = s->node;
+
+    pthread_mutex_lock(&n->cfg_mu);
+    if (n->members_new) {
+        n->cfg = n->members;
+        n->members_new = 0;
+    }
+    pthread_mutex_unlock(&n->cfg_mu);
+    int64_t since = atomic_load(&n->absent_since);
+    int64_t left =
+        since ? since + (int64_t)NODE_REMOVED_GRACE_MS * 1000000 - mono_ns()
+              : 0;
+    if (since && !atomic_load(&n->removed) && left < 0) {
+        ClusterConfig m;
+        node_members(n, &m);
+        node_record(n, &m, -1);
+    } else if (left > 0 && !ev_is_active(&n->grace_w)) {
+        /* nothing else may wake this loop then: a removed node hears
+         * nothing more */
+        ev_timer_set(&n->grace_w, (double)left / 1e9 + 0.01, 0.);
+        ev_timer_start(s->loop, &n->grace_w);
+    }
+    int expect = 1; /* recorded, not yet acted on: once */
+    if (!s->stopping &&
+        atomic_compare_exchange_strong(&n->removed, &expect, 2)) {
+        log_msg(0,
+                "cluster: node %llu was removed from the cluster's "
+                "configuration: stopping (this data directory will not "
+                "start as a member again)",
+                (unsigned long long)n->cfg.self_id);
+        kill(getpid(), SIGTERM); /* the loop's orderly stop (signalfd) */
+    }
+}
+
 void
 node_step(Server *s)
 {
@@ -673,6 +852,7 @@ node_step(Server *s)
                 raftnode_error(n->raft));
         _exit(2);
     }
+    take_members(s);
     if (n->serving) {
         const char *why = NULL;
         if (s->stopping) return;

@@ -69,15 +69,29 @@ typedef struct Node Node; /* in Server.node */
  * the raft thread waits for it (about 500 bytes each). */
 #define NODE_REPLAY_MAX 32768
 
+/* Milliseconds a member stays in a configuration that has it as no voter
+ * (demoted, the first step of its removal, or without it) before it takes
+ * itself for removed even if no commit of that reached it (the leader
+ * sends a removed node nothing): longer than an election timeout, so an
+ * uncommitted change that a new leader undoes first does not count. */
+#define NODE_REMOVED_GRACE_MS 3000
+
 /* Main thread, before the store opens, with s->listeners open: refuses a
  * voter set that would relay clients to this node itself
  * (cluster_check_relay), binds the data directory to this node
- * (cluster_identity_check; a standalone directory, one with FORMAT but no
- * CLUSTER, is refused) and sets up s->node. argv: the process's
+ * (cluster_identity_check, which follows the committed configuration; a
+ * standalone directory, one with FORMAT but no CLUSTER, is refused; with
+ * cc->state CLUSTER_JOINING (--join) a fresh one waits to be added) and
+ * sets up s->node. argv: the process's
  * arguments, kept for stepping down. Returns 0, or -1 with a message in
  * err. */
 int node_prepare(Server *s, const ClusterConfig *cc, char *const *argv,
                  char *err, size_t errcap);
+
+/* Main thread, after node_prepare: whether this node seeds a new cluster
+ * (--seed, CLUSTER state seeding) and its Raft log does not exist yet:
+ * its backup (RESTORE) may then be loaded in cluster mode. 0 standalone. */
+int node_seed_first(const Server *s);
 
 /* Main thread, standalone: refuses (-1, message in err) a data directory
  * bound to a cluster node (it has a CLUSTER file). */

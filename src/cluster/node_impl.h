@@ -19,7 +19,34 @@
 #define NODE_SERVED_MAX 64
 
 struct Node {
+    /* The members as the loop uses them (relays, status): --cluster's at
+     * first, then libraft's configuration (node_step takes members).
+     * Loop thread. */
     ClusterConfig cfg;
+    /* libraft's configuration as the raft thread last saw it (cb_members),
+     * and whether node_step has yet to take it; under cfg_mu, which the
+     * raft thread also takes to read it (the state fetch's peers) */
+    pthread_mutex_t cfg_mu;
+    ClusterConfig members;
+    int members_new;
+    /* The CLUSTER file's record (node_record: raft thread, and the loop
+     * once this node is found removed), under rec_mu */
+    pthread_mutex_t rec_mu;
+    ClusterConfig rec;
+    /* CLOCK_MONOTONIC ns since libraft's latest configuration has this
+     * node as no voter (0: a voter); past NODE_REMOVED_GRACE_MS node_step
+     * records a member's removal even if no commit of it reached it */
+    _Atomic int64_t absent_since;
+    _Atomic int removed; /* 1: recorded removed (node_record); 2: node_step
+                            has asked the process to stop */
+    ev_timer grace_w;    /* wakes the loop when the grace period ends */
+    /* The membership change a client waits for (nodeops.c): its
+     * connection (paused; NULL once answered or closed), the member, and
+     * when the wait began and ends (CLOCK_MONOTONIC ns) */
+    Conn *change_conn;
+    int change_op;
+    uint64_t change_id;
+    int64_t change_t0, change_end;
     TlsSource *tls; /* the nodes' mutual TLS; NULL: plaintext (peer.h) */
     RaftNode *raft;
     Store *store; /* borrowed: the Server's */
@@ -75,6 +102,12 @@ struct Node {
     } parked[NODE_PARK_MAX];
     int nparked;
 };
+
+/* ---- node.c ---- */
+
+/* Any thread: a copy of the members the raft thread last saw (n->members,
+ * under cfg_mu). */
+void node_members(Node *n, ClusterConfig *out);
 
 /* ---- nodepeer.c ---- */
 

@@ -71,24 +71,25 @@ fail:
     return -1;
 }
 
-/* Asks voter k for the state: over the nodes' mutual TLS (the snapshot
- * channel, peer_dial) when n->tls, else on its client port
+/* Asks member k of m for the state: over the nodes' mutual TLS (the
+ * snapshot channel, peer_dial) when n->tls, else on its client port
  * (rockstalk-snapshot). Blocking, FETCH_IO_S timeouts. Returns the stream
  * once the peer answered SNAPSHOT with at least want applied, else -1 with
  * the reason in why[0..whycap). */
 static int
-fetch_open(Node *n, int k, uint64_t want, char *why, size_t whycap)
+fetch_open(Node *n, const ClusterConfig *m, int k, uint64_t want, char *why,
+           size_t whycap)
 {
     struct timeval tv = {FETCH_IO_S, 0};
     struct sockaddr_in a;
     int fd;
 
     if (n->tls) {
-        fd = peer_dial(n->tls, &n->cfg, n->cfg.voters[k].id,
-                       PEER_CHANNEL_SNAPSHOT, FETCH_IO_S * 1000, why, whycap);
+        fd = peer_dial(n->tls, m, m->voters[k].id, PEER_CHANNEL_SNAPSHOT,
+                       FETCH_IO_S * 1000, why, whycap);
         return fd < 0 ? -1 : fetch_reply(fd, want, why, whycap);
     }
-    cluster_client_addr(&n->cfg, k, n->port, &a);
+    cluster_client_addr(m, k, n->port, &a);
     if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
         snprintf(why, whycap, "socket: %s", strerror(errno));
         return -1;
@@ -104,12 +105,13 @@ fetch_open(Node *n, int k, uint64_t want, char *why, size_t whycap)
     return fetch_reply(fd, want, why, whycap);
 }
 
-/* One attempt at voter k: 1 when the state as of index or later is in
- * the shards now, else 0 with the reason in why. */
+/* One attempt at member k of m: 1 when the state as of index or later is
+ * in the shards now, else 0 with the reason in why. */
 static int
-fetch_from(Node *n, int k, uint64_t index, char *why, size_t whycap)
+fetch_from(Node *n, const ClusterConfig *m, int k, uint64_t index, char *why,
+           size_t whycap)
 {
-    int fd = fetch_open(n, k, index, why, whycap);
+    int fd = fetch_open(n, m, k, index, why, whycap);
     if (fd < 0) return 0;
     int64_t t0 = mono_ns();
     int rc = store_ship_recv(n->store, fd, why, whycap);
@@ -124,7 +126,7 @@ fetch_from(Node *n, int k, uint64_t index, char *why, size_t whycap)
     log_msg(0,
             "cluster: fetched the state as of entry %llu from node %llu in "
             "%.3f s",
-            (unsigned long long)got, (unsigned long long)n->cfg.voters[k].id,
+            (unsigned long long)got, (unsigned long long)m->voters[k].id,
             (double)(mono_ns() - t0) / 1e9);
     return 1;
 }
@@ -141,16 +143,18 @@ node_fetch_state(Node *n, uint64_t index)
             (unsigned long long)index,
             (unsigned long long)store_raft_applied(n->store));
     while (mono_ns() < end) {
-        for (int k = 0; k < n->cfg.n; k++) {
-            if (n->cfg.voters[k].id == n->cfg.self_id) continue;
+        ClusterConfig m; /* the members now: a joining node's grow */
+        node_members(n, &m);
+        for (int k = 0; k < m.n && k < CLUSTER_MAX_VOTERS; k++) {
+            if (m.voters[k].id == m.self_id) continue;
             why[0] = '\0';
-            if (fetch_from(n, k, index, why, sizeof why)) {
+            if (fetch_from(n, &m, k, index, why, sizeof why)) {
                 atomic_fetch_add(&n->fetched, 1); /* the queue is stale */
                 return 0;
             }
             if (strcmp(why, last[k]) != 0) /* each new reason, once */
                 log_msg(0, "cluster: state fetch from node %llu: %s",
-                        (unsigned long long)n->cfg.voters[k].id, why);
+                        (unsigned long long)m.voters[k].id, why);
             memcpy(last[k], why, sizeof why);
         }
         usleep(200000);

@@ -248,7 +248,7 @@ t_init(struct raft_uv_transport *t, raft_id id, const char *address)
     Peer *p = t->impl;
 
     if (id != p->cfg.self_id || !peer_voter(&p->cfg, id) ||
-        strcmp(peer_voter(&p->cfg, id)->addr, address) != 0) {
+        !cluster_addr_eq(peer_voter(&p->cfg, id)->addr, address)) {
         snprintf(t->errmsg, sizeof t->errmsg,
                  "peer transport: %llu at %s is not this voter",
                  (unsigned long long)id, address);
@@ -294,7 +294,8 @@ t_connect(struct raft_uv_transport *t, struct raft_uv_connect *req, raft_id id,
     /* Only a configured voter at its configured address: a Raft message
      * naming another id or address makes no connection. */
     if (p->closing || !v || id == p->cfg.self_id ||
-        strcmp(v->addr, address) != 0 || peer_parse_addr(v->addr, &sa) != 0) {
+        !cluster_addr_eq(v->addr, address) ||
+        peer_parse_addr(v->addr, &sa) != 0) {
         atomic_fetch_add(&p->refused, 1);
         return RAFT_NOCONNECTION;
     }
@@ -361,6 +362,26 @@ peer_init(struct raft_uv_transport *t, uv_loop_t *loop,
     t->connect = t_connect;
     t->close = t_close;
     return 0;
+}
+
+void
+peer_set_members(struct raft_uv_transport *t, const ClusterConfig *cfg)
+{
+    Peer *p = t->impl;
+    uint64_t self = p->cfg.self_id;
+    int k = cluster_find(&p->cfg, self);
+    ClusterPeer me;
+
+    if (k >= 0) me = p->cfg.voters[k];
+    p->cfg = *cfg;
+    p->cfg.self_id = self;
+    /* this node keeps its own entry (t_listen's address) while a
+     * configuration without it is replayed or it is being removed */
+    if (k >= 0 && cluster_find(&p->cfg, self) < 0 &&
+        p->cfg.n < CLUSTER_MAX_VOTERS) {
+        p->cfg.voters[p->cfg.n++] = me;
+        cluster_sort(&p->cfg);
+    }
 }
 
 void

@@ -66,6 +66,12 @@ int peer_init(struct raft_uv_transport *t, uv_loop_t *loop,
               const ClusterConfig *cfg, TlsSource *tls, char *err,
               size_t errcap);
 
+/* Raft thread: the members libraft's configuration now holds (cfg, with
+ * their Raft addresses; copied): links to and from ids no longer in it are
+ * refused from now on, the new ones accepted. This node's own entry stays
+ * (it keeps listening). */
+void peer_set_members(struct raft_uv_transport *t, const ClusterConfig *cfg);
+
 /* Frees what peer_init allocated; t must be closed (libraft's raft_close
  * closes it through its close method). NULL-safe on a zeroed t. */
 void peer_free(struct raft_uv_transport *t);

@@ -139,7 +139,8 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *nbufs)
      * to it included (libraft applies those without us): a peer fetching
      * the state for this snapshot asks for that much, which an idle leader
      * whose snapshot fell on its barrier must say it has (else the peer
-     * retries until it fails: issue 27, PROTOCOL.md 15.5). */
+     * retries until it fails: issue 27, PROTOCOL.md 15.5; a cluster
+     * seeded from a backup has applied nothing else yet). */
     if (index > n->last_index) {
         n->last_index = index;
         atomic_store(&n->applied, index);

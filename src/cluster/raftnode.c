@@ -229,6 +229,15 @@ voter_progress(RaftNode *n, unsigned i, RaftNodeVoterView *vv, int64_t *contact,
 #endif
 }
 
+/* libraft's role as RAFTNODE_VOTER, _STANDBY or _SPARE. */
+static int
+member_role(int role)
+{
+    return role == RAFT_VOTER     ? RAFTNODE_VOTER
+           : role == RAFT_STANDBY ? RAFTNODE_STANDBY
+                                  : RAFTNODE_SPARE;
+}
+
 /* Raft thread, each iteration: publishes the voters' view
  * (raftnode_view). */
 static void
@@ -253,9 +262,9 @@ publish_view(RaftNode *n)
     }
     for (unsigned i = 0; i < conf->n && v.n < CLUSTER_MAX_VOTERS; i++) {
         const struct raft_server *sv = &conf->servers[i];
-        if (sv->role != RAFT_VOTER) continue;
         RaftNodeVoterView *vv = &v.voters[v.n];
         vv->id = sv->id;
+        vv->role = member_role(sv->role);
         snprintf(vv->addr, sizeof vv->addr, "%s", sv->address);
         if (v.leader) voter_progress(n, i, vv, &contact[v.n], now);
         v.n++;
@@ -289,6 +298,60 @@ on_wake(uv_async_t *h)
     }
     rn_submit(n, &l);
     if (transfer) start_transfer(n, transfer_id);
+    rn_change_take(n);
+}
+
+/* Raft thread: libraft's configuration as members (ClusterConfig): each
+ * server's id and Raft address, its client port from the address (a
+ * member added online) or from the members before; this node's role in it
+ * (-1: not a member) in *self_role. */
+static void
+conf_members(RaftNode *n, ClusterConfig *m, int *self_role)
+{
+    const struct raft_configuration *conf = &n->raft.configuration;
+
+    memset(m, 0, sizeof *m);
+    *self_role = -1;
+    m->self_id = n->cfg.self_id;
+    m->state = n->cfg.state;
+    for (unsigned i = 0; i < conf->n && m->n < CLUSTER_MAX_VOTERS; i++) {
+        const struct raft_server *sv = &conf->servers[i];
+        ClusterPeer *p = &m->voters[m->n];
+        if (sv->id == n->cfg.self_id) *self_role = member_role(sv->role);
+        if (cluster_parse_peer(sv->id, sv->address, strlen(sv->address), p) < 0)
+            continue;
+        int k = cluster_find(&n->cfg, sv->id);
+        if (!p->client_port && k >= 0)
+            p->client_port = n->cfg.voters[k].client_port;
+        m->n++;
+    }
+    cluster_sort(m);
+}
+
+/* Raft thread, each iteration: once libraft's configuration changed (an
+ * entry appended, committed, replayed or restored), takes its members as
+ * this node's (the transport's peers, the voter view) and hands them to
+ * the members callback. */
+static void
+check_members(RaftNode *n)
+{
+    ClusterConfig m;
+    int self_role;
+
+    if (n->raft.configuration_index == n->conf_seen &&
+        n->raft.configuration_uncommitted_index == n->conf_unc_seen)
+        return;
+    n->conf_seen = n->raft.configuration_index;
+    n->conf_unc_seen = n->raft.configuration_uncommitted_index;
+    if (n->raft.configuration.n == 0) return; /* joining: none yet */
+    conf_members(n, &m, &self_role);
+    if (n->opt.tls) peer_set_members(&n->transport, &m);
+    n->cfg.n = m.n;
+    memcpy(n->cfg.voters, m.voters, sizeof m.voters);
+    memset(n->contact_ns, 0, sizeof n->contact_ns);
+    if (n->cb.members)
+        n->cb.members(n->cb.arg, &m,
+                      n->raft.configuration_uncommitted_index == 0, self_role);
 }
 
 /* Raft thread: libraft 0.15 turns itself off for good (state
@@ -315,6 +378,12 @@ on_check(uv_check_t *h)
     if (n->closing) return;
     check_unavailable(n);
     rn_check_inflight(n);
+    check_members(n);
+    rn_change_check(n);
+    if (n->opt.seed && !n->seeded && n->raft.log.snapshot.last_index > 0) {
+        n->seeded = 1;
+        if (n->cb.seeded) n->cb.seeded(n->cb.arg);
+    }
     publish(n);
     publish_view(n);
 }
@@ -382,14 +451,18 @@ node_open(RaftNode *n, char *err, size_t errcap)
     rafttune_attach(&n->tune, &n->raft, n->opt.snapshot_threshold,
                     n->opt.snapshot_trailing, RAFTNODE_LOG_BYTES);
     raft_set_pre_vote(&n->raft, !n->opt.no_pre_vote);
+    if (n->opt.seed) rafttune_seed(&n->tune);
 
     /* Every voter bootstraps the same configuration (cluster.h keeps it
-     * canonical); a used directory refuses with RAFT_CANTBOOTSTRAP. */
+     * canonical); a used directory refuses with RAFT_CANTBOOTSTRAP. A node
+     * that joins never does: its configuration comes from the leader. */
     raft_configuration_init(&conf);
-    for (int i = 0; i < n->cfg.n && rv == 0; i++)
+    for (int i = 0; i < n->cfg.n && rv == 0 && n->cfg.state != CLUSTER_JOINING;
+         i++)
         rv = raft_configuration_add(&conf, n->cfg.voters[i].id,
                                     n->cfg.voters[i].addr, RAFT_VOTER);
-    if (rv == 0) rv = raft_bootstrap(&n->raft, &conf);
+    if (rv == 0 && n->cfg.state != CLUSTER_JOINING)
+        rv = raft_bootstrap(&n->raft, &conf);
     raft_configuration_close(&conf);
     if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
         cluster_errf(err, errcap, "raft bootstrap in %s: %s", n->dir,
@@ -473,7 +546,7 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
         return cluster_errf(err, errcap, "raft: out of memory");
     }
     n->cfg = *cfg;
-    n->self_addr = n->cfg.voters[self].addr;
+    snprintf(n->self_addr, sizeof n->self_addr, "%s", n->cfg.voters[self].addr);
     if (opt) n->opt = *opt;
     if (!n->opt.election_ms) n->opt.election_ms = 1000;
     if (!n->opt.heartbeat_ms) n->opt.heartbeat_ms = 100;

@@ -76,6 +76,14 @@ enum {
  * (backpressure on the proposer, not memory without bound). */
 #define RAFTNODE_QUEUE_MAX (64u << 20)
 
+/* A member's role in libraft's configuration (RaftNodeVoterView.role,
+ * RaftNodeCallbacks.members). */
+enum {
+    RAFTNODE_VOTER = 0,   /* votes and counts for the majority */
+    RAFTNODE_STANDBY = 1, /* gets the log, does not vote: catching up */
+    RAFTNODE_SPARE = 2    /* gets nothing yet: just added */
+};
+
 /* Callbacks, all on the raft thread; arg is handed to each. A callback must
  * not call raftnode_stop (propose and status are fine). */
 typedef struct RaftNodeCallbacks {
@@ -106,6 +114,18 @@ typedef struct RaftNodeCallbacks {
     /* The role, leader, term or ready changed (read raftnode_status).
      * Cheap and non-blocking, e.g. ev_async_send. May be NULL. */
     void (*notify)(void *arg);
+    /* libraft's configuration changed (an entry appended, committed or
+     * replayed): m holds its members (ids, Raft addresses, client ports
+     * from the addresses or from the members before; self_id this node's,
+     * which m may lack), committed whether it is the committed one, and
+     * self_role this node's role in it (RAFTNODE_VOTER, _STANDBY, _SPARE,
+     * or -1 if it is not in it). On a node that joins, nothing comes
+     * before the leader sends a configuration. May be NULL. */
+    void (*members)(void *arg, const ClusterConfig *m, int committed,
+                    int self_role);
+    /* With RaftNodeOptions.seed: the first snapshot is on disk (libraft's
+     * log starts after it); called once. May be NULL. */
+    void (*seeded)(void *arg);
     /* With mutual TLS (RaftNodeOptions.tls): an authenticated peer opened
      * a link of another channel than Raft (peer.h, PeerServeFn: what svc
      * holds is the callee's). Must not block. May be NULL: such links are
@@ -132,6 +152,12 @@ typedef struct RaftNodeOptions {
      * Small segments make a full disk bite at once (a new segment is
      * allocated every few hundred entries). */
     size_t segment_bytes;
+    /* 1: this node seeds a new cluster (a single voter on a restored
+     * backup): its first snapshot, taken at once, keeps no log entries
+     * behind it, so the nodes that join get the snapshot (and fetch the
+     * state) rather than the log, which lacks the backup's jobs;
+     * RaftNodeCallbacks.seeded follows once it is on disk. */
+    int seed;
     /* Credentials for mutual TLS between the voters (cluster/peer.h);
      * NULL: libraft's own TCP transport, plaintext and unauthenticated.
      * Borrowed: must outlive the node. */
@@ -157,7 +183,9 @@ typedef struct RaftNode RaftNode;
 /* Starts node cfg->self_id of cfg's voters on its own thread, its log in
  * dir (created if missing; its parent must exist), listening on its own
  * voter address. A fresh dir is bootstrapped with cfg's configuration
- * (every node bootstraps the same one, as libraft allows); a used one
+ * (every node bootstraps the same one, as libraft allows) unless
+ * cfg->state is CLUSTER_JOINING: such a node waits, with no configuration,
+ * for a leader to add it (raftnode_change on the leader); a used dir
  * starts from what it holds (its snapshot is restored before this returns).
  * cb is copied; opt may be NULL. Returns 0 and the node in *out, or -1 with
  * a message in err (nothing left running). */
@@ -210,11 +238,12 @@ size_t raftnode_queued_bytes(RaftNode *n);
  * after an election timeout. NULL is fine. */
 void raftnode_transfer(RaftNode *n, uint64_t id);
 
-/* One voter as this node last saw it (RaftNodeView). */
+/* One member as this node last saw it (RaftNodeView). */
 typedef struct RaftNodeVoterView {
     uint64_t id;
-    char addr[CLUSTER_ADDR_MAX]; /* its Raft address, from libraft's
-                                    configuration */
+    int role;                         /* RAFTNODE_VOTER, _STANDBY, _SPARE */
+    char addr[CLUSTER_RAFT_ADDR_MAX]; /* its Raft address, from libraft's
+                                         configuration */
     /* With RaftNodeView.progress (else 0 and -1): */
     uint64_t match_index; /* highest log index the leader knows stored
                              there (for the leader itself: its last_stored,
@@ -236,7 +265,8 @@ typedef struct RaftNodeView {
      * last applied index (barriers and configuration entries included,
      * unlike RaftNodeStatus.applied) */
     uint64_t term, last_index, commit_index, applied;
-    int n; /* voters in libraft's configuration */
+    int n; /* members in libraft's configuration (voters, standbys and
+              spares; CLUSTER_MAX_VOTERS at most) */
     RaftNodeVoterView voters[CLUSTER_MAX_VOTERS];
 } RaftNodeView;
 
@@ -244,6 +274,53 @@ typedef struct RaftNodeView {
  * loop iterations, so it is as old as the latest Raft message at most).
  * Copied under a mutex. */
 void raftnode_view(RaftNode *n, RaftNodeView *out);
+
+/* Membership changes (raftnode_change). */
+enum { RAFTNODE_CHANGE_ADD = 1, RAFTNODE_CHANGE_REMOVE = 2 };
+
+/* What a membership change came to (raftnode_change, _change_poll). */
+enum {
+    RAFTNODE_CH_OK = 0,       /* committed */
+    RAFTNODE_CH_RUNNING = 1,  /* under way */
+    RAFTNODE_CH_FAILED = -1,  /* libraft refused it or lost the leadership
+                                 (the message says which) */
+    RAFTNODE_CH_TIMEOUT = -2, /* not done by its deadline: an added node
+                                 that did not catch up stays a standby */
+    RAFTNODE_CH_BUSY = -3     /* another change is under way (libraft
+                                 makes one at a time) */
+};
+
+/* Entries a standby may lag behind the leader's last index and be
+ * promoted (libraft then catches it up the rest of the way before the
+ * promotion's entry is appended). */
+#define RAFTNODE_CATCHUP_SLACK 64
+/* Milliseconds a leader waits for a voter it removes to store its
+ * demotion to standby (so that it learns of its removal) before it
+ * removes it anyway (it may be down). */
+#define RAFTNODE_DEMOTE_WAIT_MS 3000
+
+/* Any thread: asks the raft thread, on the leader, for one membership
+ * change: ADD p (libraft's raft_add as a spare, raft_assign to standby,
+ * then, once its match index is within RAFTNODE_CATCHUP_SLACK of the last
+ * index, raft_assign to voter), or REMOVE p->id (a voter is demoted to
+ * standby first, raft_assign: it still gets the log, so it learns that it
+ * is being removed, which after raft_remove nobody tells it; once it
+ * stored that, or RAFTNODE_DEMOTE_WAIT_MS later, raft_remove). timeout_ms
+ * bounds the whole change. Returns RAFTNODE_CH_RUNNING, then
+ * raftnode_change_poll gives the outcome; or RAFTNODE_CH_BUSY when a
+ * change is already under way (one asked before has not ended, libraft's
+ * request included), or RAFTNODE_CH_FAILED when the node is stopping. */
+int raftnode_change(RaftNode *n, int op, const ClusterPeer *p,
+                    unsigned timeout_ms);
+
+/* Any thread: whether a change is under way (raftnode_change would answer
+ * RAFTNODE_CH_BUSY). */
+int raftnode_change_busy(RaftNode *n);
+
+/* Any thread: the outcome of the change raftnode_change started
+ * (RAFTNODE_CH_*; RUNNING until it is known), with a message for
+ * FAILED and TIMEOUT in msg (cap bytes, NUL-terminated). */
+int raftnode_change_poll(RaftNode *n, char *msg, size_t cap);
 
 /* Stops the node: fails what is queued (lost REFUSED) and in flight (lost
  * UNKNOWN), closes libraft and joins the thread; frees everything. No

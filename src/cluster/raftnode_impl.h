@@ -33,10 +33,26 @@ typedef struct PropList {
     Prop *head, **tail;
 } PropList;
 
+/* A membership change on the raft thread (raftchange.c). */
+typedef struct Change {
+    int op;                           /* RAFTNODE_CHANGE_*, 0: none */
+    ClusterPeer peer;                 /* the member */
+    char addr[CLUSTER_RAFT_ADDR_MAX]; /* its Raft address (ADD) */
+    int phase;                        /* what it waits for (raftchange.c) */
+    int64_t deadline;                 /* CLOCK_MONOTONIC ns */
+    int pending;                      /* req is libraft's until its cb */
+    int answered;                     /* the outcome is published */
+    uint64_t demote_index;            /* REMOVE: the index of the demotion */
+    int64_t demoted_until; /* ... how long to wait for its copy (ns) */
+    int demote_late;       /* ... and it did not store it in time */
+    struct raft_change req;
+} Change;
+
 struct RaftNode {
-    /* set by raftnode_start, read-only after */
+    /* set by raftnode_start; cfg's members then follow libraft's
+     * configuration on the raft thread (check_members), read only there */
     ClusterConfig cfg;
-    const char *self_addr; /* into cfg */
+    char self_addr[CLUSTER_ADDR_MAX]; /* this node's Raft address */
     char *dir;
     RaftNodeOptions opt;
     RaftNodeCallbacks cb;
@@ -54,6 +70,12 @@ struct RaftNode {
     int wake_open;        /* the raft thread may be woken through wake */
     int transfer_asked;   /* raftnode_transfer asked, not yet started */
     uint64_t transfer_id; /* ... to this voter (0: any) */
+    /* membership changes: asked (ch_asked, ch_in), under way (ch_busy:
+     * until the raft thread ends it, libraft's callback included) and
+     * their outcome (ch_result, RAFTNODE_CH_*, and ch_msg) */
+    int ch_asked, ch_busy, ch_result;
+    Change ch_in;
+    char ch_msg[ERR_MAX];
 
     /* published: written by the raft thread, read by any */
     _Atomic int role;
@@ -101,7 +123,21 @@ struct RaftNode {
      * recent_recv set (0: not in view_term), by index in cfg.voters */
     int64_t contact_ns[CLUSTER_MAX_VOTERS];
     uint64_t contact_term; /* the term contact_ns belongs to */
+    Change ch;             /* the membership change under way */
+    int seeded;            /* RaftNodeCallbacks.seeded was called */
+    /* libraft's configuration indexes when members were last published */
+    uint64_t conf_seen, conf_unc_seen;
 };
+
+/* ---- raftchange.c ---- */
+
+/* Raft thread (on_wake): starts the change raftnode_change asked for. */
+void rn_change_take(RaftNode *n);
+
+/* Raft thread, each iteration: moves the change under way on (a standby
+ * caught up is promoted) and ends it past its deadline or once this node
+ * no longer leads. */
+void rn_change_check(RaftNode *n);
 
 /* Proposal lists (raftfsm.c): rn_list_init empties l, rn_list_push appends
  * p, rn_list_pop takes the oldest (NULL when l is empty). The caller

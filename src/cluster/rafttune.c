@@ -36,6 +36,13 @@ rafttune_attach(RaftTune *t, struct raft *raft, unsigned threshold,
 }
 
 void
+rafttune_seed(RaftTune *t)
+{
+    t->seed = 1;
+    raft_set_snapshot_threshold(t->raft, 1);
+}
+
+void
 rafttune_close(RaftTune *t)
 {
     uv_close((uv_handle_t *)&t->nodelay, NULL);
@@ -57,7 +64,9 @@ rafttune_snapshot_taken(RaftTune *t)
     uint64_t trail = mean ? t->max_bytes / mean : t->trailing;
 
     if (trail > t->trailing) trail = t->trailing;
-    raft_set_snapshot_trailing(t->raft, (unsigned)(trail < 16 ? 16 : trail));
+    raft_set_snapshot_trailing(
+        t->raft, t->seed ? 0 : (unsigned)(trail < 16 ? 16 : trail));
+    t->seed = 0;
     raft_set_snapshot_threshold(t->raft, t->threshold);
     t->log_bytes = t->log_count = 0;
 }

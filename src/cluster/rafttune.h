@@ -38,6 +38,7 @@ typedef struct RaftTune {
     uv_timer_t nodelay; /* the TCP_NODELAY walk */
     uint64_t log_bytes; /* bytes applied since the last snapshot */
     uint64_t log_count; /* entries applied since the last snapshot */
+    int seed;           /* the next snapshot keeps no entries behind it */
 } RaftTune;
 
 /* Starts the nodelay timer on loop (with the loop's other handles, before
@@ -49,6 +50,11 @@ void rafttune_start(RaftTune *t, uv_loop_t *loop);
  * from then on. */
 void rafttune_attach(RaftTune *t, struct raft *raft, unsigned threshold,
                      unsigned trailing, uint64_t max_bytes);
+
+/* Once attached, for a node that seeds a new cluster: its next snapshot
+ * comes after the first applied entry and keeps no entries behind it, so
+ * a node that joins gets the snapshot, not the log from its start. */
+void rafttune_seed(RaftTune *t);
 
 /* Closes the timer (uv_close; the loop ends once it is closed). */
 void rafttune_close(RaftTune *t);

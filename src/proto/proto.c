@@ -69,6 +69,8 @@ static const Verb verbs[] = {
     V("rockstalk-backup", OP_BACKUP),                      /* standalone */
     V("rockstalk-cluster-status", OP_CLUSTER_STATUS),      /* cluster mode */
     V("rockstalk-cluster-transfer ", OP_CLUSTER_TRANSFER), /* cluster mode */
+    V("rockstalk-cluster-add ", OP_CLUSTER_ADD),           /* cluster mode */
+    V("rockstalk-cluster-remove ", OP_CLUSTER_REMOVE),     /* cluster mode */
 };
 
 static const char *const op_names[OP_COUNT] = {
@@ -106,6 +108,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_BACKUP] = "rockstalk-backup",
     [OP_CLUSTER_STATUS] = "rockstalk-cluster-status",
     [OP_CLUSTER_TRANSFER] = "rockstalk-cluster-transfer",
+    [OP_CLUSTER_ADD] = "rockstalk-cluster-add",
+    [OP_CLUSTER_REMOVE] = "rockstalk-cluster-remove",
 };
 
 const char *
@@ -332,6 +336,29 @@ parse_put_unique(Cmd *cmd, Cur c)
     return parse_put(cmd, c);
 }
 
+/* rockstalk-cluster-add <id> <HOST:PORT[/CLIENTPORT]>: the address is
+ * the rest of the line, one space after the id, of host name characters,
+ * ':' and '/' (cluster_parse_peer checks it further). */
+static ParseStatus
+parse_cluster_add(Cmd *cmd, Cur c)
+{
+    if (read_u64(&c, 0, &cmd->id) < 0 || c.p == c.end || *c.p != ' ')
+        return PARSE_BAD_FORMAT;
+    c.p++;
+    size_t n = (size_t)(c.end - c.p);
+    if (n == 0 || n > PROTO_ADDR_MAX) return PARSE_BAD_FORMAT;
+    for (size_t i = 0; i < n; i++) {
+        char ch = c.p[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+              (ch >= 'A' && ch <= 'Z') || ch == '.' || ch == '-' || ch == ':' ||
+              ch == '/'))
+            return PARSE_BAD_FORMAT;
+    }
+    cmd->addr = c.p;
+    cmd->addr_len = n;
+    return ok(cmd);
+}
+
 /* bare: the line is exactly the verb. */
 static ParseStatus
 parse_args(Cmd *cmd, Cur c, int bare)
@@ -368,7 +395,10 @@ parse_args(Cmd *cmd, Cur c, int bare)
     case OP_TOUCH:
     case OP_STATS_JOB:
     case OP_CLUSTER_TRANSFER:
+    case OP_CLUSTER_REMOVE:
         return parse_id(cmd, c);
+    case OP_CLUSTER_ADD:
+        return parse_cluster_add(cmd, c);
     case OP_QUIT:
         return ok(cmd);
     default: /* peeks of a state, reserve, stats, list-*: nothing after */

@@ -47,8 +47,14 @@ typedef enum Op {
     OP_BACKUP,           /* rockstalk-backup: server/backup.h */
     OP_CLUSTER_STATUS,   /* rockstalk-cluster-status: cluster/nodeops.h */
     OP_CLUSTER_TRANSFER, /* rockstalk-cluster-transfer <id>: nodeops.h */
+    OP_CLUSTER_ADD,      /* rockstalk-cluster-add <id> <addr>: nodeops.h */
+    OP_CLUSTER_REMOVE,   /* rockstalk-cluster-remove <id>: nodeops.h */
     OP_COUNT
 } Op;
+
+/* Longest address rockstalk-cluster-add takes: a host name of up to 253
+ * bytes, ":PORT" and "/CLIENTPORT". */
+#define PROTO_ADDR_MAX 265
 
 /* Largest count of reserve-batch and list-jobs. */
 #define PROTO_BATCH_MAX 1000
@@ -76,7 +82,7 @@ typedef struct Cmd {
     uint32_t body_size; /* put: bytes, without CRLF */
     uint64_t id;        /* peek, reserve-job, delete, release, bury,
                            kick-job, touch, stats-job; the node id of
-                           rockstalk-cluster-transfer */
+                           rockstalk-cluster-transfer, -add, -remove */
     int32_t timeout;    /* reserve-with-timeout: seconds; < 0 waits forever */
     uint32_t count;     /* kick; reserve-batch, list-jobs: 1..1000 */
     int state;          /* list-jobs: LIST_* */
@@ -84,6 +90,9 @@ typedef struct Cmd {
                            list-jobs, clear-tube; put-unique's key: points
                            into the line */
     size_t name_len;
+    const char *addr; /* rockstalk-cluster-add's HOST:PORT[/CLIENTPORT]:
+                         points into the line (1..PROTO_ADDR_MAX bytes) */
+    size_t addr_len;
 } Cmd;
 
 /* Parses line (len bytes, CRLF excluded; need not be NUL-terminated).

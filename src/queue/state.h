@@ -72,6 +72,10 @@ typedef struct ServerConfig {
     const char *peer_key;     /* --cluster-key: its private key (PEM) */
     const char *peer_ca;      /* --cluster-ca: the cluster's CA (PEM) */
     int peer_insecure;        /* --cluster-insecure */
+    int cluster_join;         /* --join: a new node waits to be added to a
+                                 running cluster (cluster/node.h) */
+    int cluster_seed;         /* --seed: a backup (RESTORE) becomes the
+                                 single voter of a new cluster */
     const char *tls_cert;     /* --tls-cert: tls:// listeners' PEM chain */
     const char *tls_key;      /* --tls-key: its private key (PEM) */
     const char *tls_ca;       /* --tls-ca: CA of client certificates, or

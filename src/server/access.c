@@ -257,6 +257,8 @@ access_denied(Conn *c, const Cmd *cmd)
     case OP_SNAPSHOT:
     case OP_BACKUP:           /* the whole state: bare admin */
     case OP_CLUSTER_TRANSFER: /* the whole cluster: bare admin */
+    case OP_CLUSTER_ADD:
+    case OP_CLUSTER_REMOVE:
         return !c->user || !c->user->superuser;
     case OP_LIST_TUBE_USED:
     case OP_LIST_TUBES_WATCHED:

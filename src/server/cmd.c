@@ -490,6 +490,10 @@ cmd_run(Conn *c, const Cmd *cmd)
         return nodeops_status(c);
     case OP_CLUSTER_TRANSFER:
         return nodeops_transfer(c, cmd->id);
+    case OP_CLUSTER_ADD:
+        return nodeops_add(c, cmd->id, cmd->addr, cmd->addr_len);
+    case OP_CLUSTER_REMOVE:
+        return nodeops_remove(c, cmd->id);
     default: /* stats, stats-job, stats-tube, list-tubes(-watched) */
         return cmd_stats(c, cmd);
     }
@@ -557,6 +561,7 @@ on_closed(Conn *c)
     jobreply_cancel(c);
     ext_clear_cancel(c);
     if (c->srv->access) access_closed(c);
+    nodeops_closed(c);
     queue_session_close(c->srv, &c->se);
 }
 

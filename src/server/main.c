@@ -77,11 +77,20 @@ usage(FILE *f)
             "     --metrics HOST:PORT  the same as --http\n"
             "     --http-plain       plain HTTP even with --tls-cert "
             "(default: HTTPS then)\n"
-            "     --cluster ID@HOST:PORT[/CLIENTPORT],...  the 3 or 5 voters "
-            "of a Raft\n"
-            "                        cluster (Raft addresses; CLIENTPORT "
-            "defaults to -p)\n"
+            "     --cluster ID@HOST:PORT[/CLIENTPORT],...  the members of a "
+            "Raft cluster\n"
+            "                        (3 or 5 to start one; Raft addresses; "
+            "CLIENTPORT\n"
+            "                        defaults to -p)\n"
             "     --node-id ID       this node's id among --cluster's\n"
+            "     --join             a new node: --cluster names the current "
+            "members and\n"
+            "                        it; it waits, serving nothing, until "
+            "rockstalk cluster add\n"
+            "     --seed             the backup in -b DIR (RESTORE) becomes "
+            "the single voter\n"
+            "                        of a new cluster (--cluster names it "
+            "alone); grow it with --join\n"
             "     --cluster-cert FILE, --cluster-key FILE, --cluster-ca FILE\n"
             "                        this node's certificate, its key and the "
             "cluster's CA\n"
@@ -169,6 +178,8 @@ static const struct option longopts[] = {
     {"cluster-key", required_argument, NULL, 1002},
     {"cluster-ca", required_argument, NULL, 1003},
     {"cluster-insecure", no_argument, NULL, 1004},
+    {"join", no_argument, NULL, 1501},
+    {"seed", no_argument, NULL, 1502},
     {"tls-cert", required_argument, NULL, 1101},
     {"tls-key", required_argument, NULL, 1102},
     {"tls-ca", required_argument, NULL, 1103},
@@ -267,6 +278,12 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 1004:
         cfg->peer_insecure = 1;
+        break;
+    case 1501:
+        cfg->cluster_join = 1;
+        break;
+    case 1502:
+        cfg->cluster_seed = 1;
         break;
     case 1101:
         cfg->tls_cert = arg;
@@ -397,6 +414,11 @@ check_cluster(const ServerConfig *cfg, ClusterConfig *cc, char *err,
                             STORE_RAFT_ENTRY_MAX - (64u << 10));
     if (cluster_parse(cfg->cluster_arg, cfg->node_id_arg, cc, err, errcap) < 0)
         return -1;
+    if (cfg->cluster_join && cfg->cluster_seed)
+        return cluster_errf(err, errcap,
+                            "--join and --seed exclude each other");
+    if (cfg->cluster_join) cc->state = CLUSTER_JOINING;
+    if (cfg->cluster_seed) cc->state = CLUSTER_SEEDING;
     return peer_policy_check(cc, cfg->peer_cert, cfg->peer_key, cfg->peer_ca,
                              cfg->peer_insecure, err, errcap);
 }
@@ -436,9 +458,11 @@ main(int argc, char **argv)
         return 1;
     }
     if (!cfg.cluster_arg && !cfg.node_id_arg &&
-        (cfg.peer_cert || cfg.peer_key || cfg.peer_ca || cfg.peer_insecure)) {
+        (cfg.peer_cert || cfg.peer_key || cfg.peer_ca || cfg.peer_insecure ||
+         cfg.cluster_join || cfg.cluster_seed)) {
         fprintf(stderr, "rockstalkd: --cluster-cert, --cluster-key, "
-                        "--cluster-ca and --cluster-insecure need --cluster\n");
+                        "--cluster-ca, --cluster-insecure, --join and --seed "
+                        "need --cluster\n");
         return 1;
     }
     if (cfg.auth_file && cfg.cluster_arg && !cfg.peer_cert) {

@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "cluster/node.h"
+#include "cluster/nodeops.h"
 #include "conn/conn.h"
 #include "net/net.h"
 #include "queue/queue.h"
@@ -259,6 +260,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     jobreply_done(s);
     httpapi_step(s);
     ext_clear_step(s);
+    nodeops_step(s); /* a membership change's reply, if its outcome came */
     uint64_t handed;
     do {
         conn_run_all(s);
@@ -418,6 +420,16 @@ stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
+/* Whether dir holds a store (its FORMAT file). */
+static int
+formatted(const char *dir)
+{
+    char path[4096];
+
+    snprintf(path, sizeof path, "%s/FORMAT", dir);
+    return access(path, F_OK) == 0;
+}
+
 /* 1 if the data directory holds a backup to restore (store.h
  * STORE_RESTORE_FILE; sc then takes its shard count), 0 if not, -1 with a
  * message in err (cluster mode, another -S, an unreadable file). */
@@ -427,11 +439,18 @@ restore_pending(const Server *s, StoreConfig *sc, char *err, size_t errcap)
     int n = 0;
     int rc = store_restore_pending(s->cfg.dir, &n, err, errcap);
 
+    if (rc == 0 && node_seed_first(s) && !formatted(s->cfg.dir)) {
+        snprintf(err, errcap,
+                 "--seed: %s holds no backup (%s): write one there with "
+                 "rockstalk backup",
+                 s->cfg.dir, STORE_RESTORE_FILE);
+        return -1;
+    }
     if (rc <= 0) return rc;
-    if (s->cfg.cluster) {
+    if (s->cfg.cluster && !node_seed_first(s)) {
         snprintf(err, errcap,
                  "%s holds a backup (%s): restore it standalone, without "
-                 "--cluster",
+                 "--cluster, or seed a new cluster with it (--seed)",
                  s->cfg.dir, STORE_RESTORE_FILE);
         return -1;
     }
@@ -471,6 +490,15 @@ open_store(Server *s, char *err, size_t errcap)
     if (restore < 0) return -1;
     if (store_open(&sc, &s->store, err, errcap) < 0) return -1;
     if (restore && store_restore(s->store, err, errcap) < 0) return -1;
+    if (node_seed_first(s) && store_raft_applied(s->store) != 0) {
+        /* its entries' indexes are another log's: the new one's would be
+         * skipped as applied */
+        snprintf(err, errcap,
+                 "--seed: the backup in %s comes from a cluster node (it "
+                 "holds Raft entry %llu); seed from a standalone server's",
+                 s->cfg.dir, (unsigned long long)store_raft_applied(s->store));
+        return -1;
+    }
     if (restore)
         log_msg(0, "restored the backup in %s in %.3f s", s->cfg.dir,
                 (double)(mono_ns() - t0) / 1e9);

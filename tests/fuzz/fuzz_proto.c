@@ -95,7 +95,12 @@ canonical(const Cmd *c, char *buf, size_t cap)
     case OP_TOUCH:
     case OP_STATS_JOB:
     case OP_CLUSTER_TRANSFER:
+    case OP_CLUSTER_REMOVE:
         n = snprintf(buf, cap, "%s %llu", verb, id);
+        break;
+    case OP_CLUSTER_ADD:
+        n = snprintf(buf, cap, "%s %llu %.*s", verb, id, (int)c->addr_len,
+                     c->addr);
         break;
     default:
         n = snprintf(buf, cap, "%s", verb);
@@ -131,6 +136,14 @@ check_cmd(const char *line, size_t len, ParseStatus st, const Cmd *c)
         CHECK(c->name_len == 0);
     }
     if (st == PARSE_OK) CHECK(takes_name(c->op) == (c->name != NULL));
+    if (c->addr) {
+        CHECK(c->op == OP_CLUSTER_ADD && st == PARSE_OK);
+        CHECK(c->addr > line && c->addr + c->addr_len == line + len);
+        CHECK(c->addr_len >= 1 && c->addr_len <= PROTO_ADDR_MAX);
+    } else {
+        CHECK(c->addr_len == 0);
+    }
+    if (st == PARSE_OK && c->op == OP_CLUSTER_ADD) CHECK(c->addr != NULL);
     int put = c->op == OP_PUT || c->op == OP_PUT_UNIQUE;
     if (c->put_garbage) CHECK(put && st == PARSE_OK);
     if (!put) CHECK(!c->body_size && !c->ttr);

@@ -119,9 +119,6 @@ test_parse_refuses(void **state)
         const char *cluster, *node, *msg;
     } bad[] = {
         {"", "1", "empty"},
-        {"1@127.0.0.1:1,2@127.0.0.1:2", "1", "2 voters"},
-        {"1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3,4@127.0.0.1:4", "1",
-         "4 voters"},
         {"1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3,4@127.0.0.1:4,"
          "5@127.0.0.1:5,6@127.0.0.1:6",
          "1", "more than 5"},
@@ -181,18 +178,116 @@ test_format_roundtrip(void **state)
     /* Truncated, newer or damaged files are refused. */
     assert_int_equal(cluster_identity_parse(text, n - 1, &d, err, sizeof err),
                      -1);
-    assert_int_equal(cluster_identity_parse("rockstalk-cluster 2\n", 20, &d,
+    assert_int_equal(cluster_identity_parse("rockstalk-cluster 3\n", 20, &d,
                                             err, sizeof err),
                      -1);
-    assert_non_null(strstr(err, "version 2"));
+    assert_non_null(strstr(err, "version 3"));
     assert_int_equal(cluster_identity_parse("hello\n", 6, &d, err, sizeof err),
                      -1);
+    /* A configuration grown to four members (online) is a record too. */
     const char *four = "rockstalk-cluster 1\nnode 1\nvoter 1 127.0.0.1:1\n"
                        "voter 2 127.0.0.1:2\nvoter 3 127.0.0.1:3\n"
                        "voter 4 127.0.0.1:4\n";
     assert_int_equal(
-        cluster_identity_parse(four, strlen(four), &d, err, sizeof err), -1);
-    assert_non_null(strstr(err, "4 voters"));
+        cluster_identity_parse(four, strlen(four), &d, err, sizeof err), 0);
+    assert_int_equal(d.n, 4);
+    assert_int_equal(d.state, CLUSTER_MEMBER);
+    /* Version 2: a state line; an address with a client port. */
+    const char *v2 = "rockstalk-cluster 2\nnode 4\nstate joining\n"
+                     "voter 1 127.0.0.1:1\nvoter 4 127.0.0.1:4/11304\n";
+    assert_int_equal(
+        cluster_identity_parse(v2, strlen(v2), &d, err, sizeof err), 0);
+    assert_int_equal(d.state, CLUSTER_JOINING);
+    assert_int_equal(d.voters[1].client_port, 11304);
+    n = cluster_format(&d, text, sizeof text);
+    assert_string_equal(text, "rockstalk-cluster 2\nnode 4\nstate joining\n"
+                              "voter 1 127.0.0.1:1\nvoter 4 127.0.0.1:4\n");
+    const char *bad = "rockstalk-cluster 2\nnode 4\nstate gone\n"
+                      "voter 4 127.0.0.1:4\n";
+    assert_int_equal(
+        cluster_identity_parse(bad, strlen(bad), &d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "state"));
+    const char *v1port = "rockstalk-cluster 1\nnode 1\n"
+                         "voter 1 127.0.0.1:1/5\n";
+    assert_int_equal(
+        cluster_identity_parse(v1port, strlen(v1port), &d, err, sizeof err),
+        -1);
+}
+
+/* A new cluster starts with 3 or 5 voters; a joining node's list is the
+ * members and itself; a directory recorded as removed refuses to start;
+ * a record of a grown configuration matches the grown --cluster. */
+static void
+test_identity_membership(void **state)
+{
+    (void)state;
+    char tmpl[] = "/tmp/rockstalk-cluster-XXXXXX";
+    char dir[64], err[400];
+    ClusterConfig c;
+    const char *four = "1@127.0.0.1:7001,2@127.0.0.1:7002,3@127.0.0.1:7003,"
+                       "4@127.0.0.1:7004";
+
+    assert_non_null(mkdtemp(tmpl));
+    snprintf(dir, sizeof dir, "%s/data", tmpl);
+    assert_int_equal(cluster_parse(four, "4", &c, err, sizeof err), 0);
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "a new cluster has 3 or 5"));
+    assert_int_equal(
+        cluster_parse("1@127.0.0.1:1,2@127.0.0.1:2", "1", &c, err, sizeof err),
+        0);
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "2 voters"));
+
+    /* --join: four is fine, and recorded as joining */
+    assert_int_equal(cluster_parse(four, "4", &c, err, sizeof err), 0);
+    c.state = CLUSTER_JOINING;
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err),
+                     CLUSTER_ID_WRITTEN);
+    c.state = CLUSTER_MEMBER; /* a restart without --join stays joining */
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err),
+                     CLUSTER_ID_MATCH);
+    assert_int_equal(c.state, CLUSTER_JOINING);
+
+    /* the record follows the committed configuration */
+    c.state = CLUSTER_MEMBER;
+    assert_int_equal(cluster_identity_write(dir, &c, err, sizeof err), 0);
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err),
+                     CLUSTER_ID_MATCH);
+    assert_int_equal(c.state, CLUSTER_MEMBER);
+    assert_int_equal(
+        cluster_parse(THREE ",4@127.0.0.1:7005", "4", &c, err, sizeof err), 0);
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "committed configuration"));
+
+    /* removed: refused, naming the removal */
+    assert_int_equal(cluster_parse(four, "4", &c, err, sizeof err), 0);
+    c.state = CLUSTER_REMOVED;
+    assert_int_equal(cluster_identity_write(dir, &c, err, sizeof err), 0);
+    c.state = CLUSTER_MEMBER;
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "node 4 was removed from the cluster"));
+
+    char path[128];
+    snprintf(path, sizeof path, "%s/CLUSTER", dir);
+    unlink(path);
+
+    /* --seed: this node alone; recorded as seeding until its snapshot */
+    assert_int_equal(cluster_parse(THREE, "1", &c, err, sizeof err), 0);
+    c.state = CLUSTER_SEEDING;
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "names this node alone"));
+    assert_int_equal(
+        cluster_parse("1@127.0.0.1:7001", "1", &c, err, sizeof err), 0);
+    c.state = CLUSTER_SEEDING;
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err),
+                     CLUSTER_ID_WRITTEN);
+    c.state = CLUSTER_MEMBER;
+    assert_int_equal(cluster_identity_check(dir, &c, err, sizeof err),
+                     CLUSTER_ID_MATCH);
+    assert_int_equal(c.state, CLUSTER_SEEDING);
+    unlink(path);
+    rmdir(dir);
+    rmdir(tmpl);
 }
 
 /* A fresh directory gets a CLUSTER file; the same flags match it later; a
@@ -349,6 +444,7 @@ main(void)
         cmocka_unit_test(test_parse_host_names),
         cmocka_unit_test(test_format_roundtrip),
         cmocka_unit_test(test_identity_file),
+        cmocka_unit_test(test_identity_membership),
         cmocka_unit_test(test_relay_to_self_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

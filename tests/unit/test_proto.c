@@ -164,13 +164,52 @@ test_cluster_ops(void **state)
                         "rockstalk-cluster-transfer");
 }
 
+/* Membership changes (PROTOCOL.md 15.9, 15.10). */
+static void
+test_cluster_membership(void **state)
+{
+    (void)state;
+    Cmd c;
+    assert_int_equal(parse("rockstalk-cluster-add 4 127.0.0.1:7004/11304", &c),
+                     PARSE_OK);
+    assert_int_equal(c.op, OP_CLUSTER_ADD);
+    assert_int_equal(c.id, 4);
+    assert_int_equal(c.addr_len, 20);
+    assert_memory_equal(c.addr, "127.0.0.1:7004/11304", 20);
+    assert_null(c.name);
+    assert_int_equal(parse("rockstalk-cluster-add 4 node-4.example:7004", &c),
+                     PARSE_OK);
+    assert_int_equal(parse("rockstalk-cluster-add 4", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("rockstalk-cluster-add 4 ", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("rockstalk-cluster-add 4  127.0.0.1:7004", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("rockstalk-cluster-add 4 127.0.0.1:7004 x", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("rockstalk-cluster-add x 127.0.0.1:7004", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("rockstalk-cluster-remove 2", &c), PARSE_OK);
+    assert_int_equal(c.op, OP_CLUSTER_REMOVE);
+    assert_int_equal(c.id, 2);
+    assert_int_equal(parse("rockstalk-cluster-remove 2 3", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("rockstalk-cluster-remove", &c),
+                     PARSE_UNKNOWN_COMMAND);
+    assert_string_equal(proto_op_name(OP_CLUSTER_ADD), "rockstalk-cluster-add");
+    assert_string_equal(proto_op_name(OP_CLUSTER_REMOVE),
+                        "rockstalk-cluster-remove");
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_put),   cmocka_unit_test(test_matching),
-        cmocka_unit_test(test_ids),   cmocka_unit_test(test_loose_numbers),
-        cmocka_unit_test(test_names), cmocka_unit_test(test_cluster_ops),
+        cmocka_unit_test(test_put),
+        cmocka_unit_test(test_matching),
+        cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_loose_numbers),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_cluster_ops),
+        cmocka_unit_test(test_cluster_membership),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -161,8 +161,12 @@ static void
 start_node(int i)
 {
     TNode *t = &nodes[i];
-    RaftNodeCallbacks cb = {t,         t_apply,  t_lost, t_snapshot,
-                            t_restore, t_notify, NULL};
+    RaftNodeCallbacks cb = {.arg = t,
+                            .apply = t_apply,
+                            .lost = t_lost,
+                            .snapshot = t_snapshot,
+                            .restore = t_restore,
+                            .notify = t_notify};
     ClusterConfig c = cfg;
     char err[256];
 
@@ -501,7 +505,7 @@ static void
 test_start_errors(void **state)
 {
     (void)state;
-    RaftNodeCallbacks cb = {&nodes[0], t_apply, NULL, NULL, NULL, NULL, NULL};
+    RaftNodeCallbacks cb = {.arg = &nodes[0], .apply = t_apply};
     RaftNode *rn = NULL;
     char path[128], err[256] = "";
 
