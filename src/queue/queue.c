@@ -100,6 +100,9 @@ queue_session_close(Server *s, Session *se)
         queue_tube_unref(s, t);
     }
     ptrset_free(&se->watch);
+    free(se->wait_at);
+    se->wait_at = NULL;
+    se->wait_cap = 0;
     se->use->using_ct--;
     queue_tube_unref(s, se->use);
     se->use = NULL;
@@ -237,7 +240,7 @@ serve(Server *s, Tube *t)
     int64_t now = t->pause_ns ? mono_ns() : 0;
     while (t->ready.len && t->waiting.len && !queue_tube_paused(t, now)) {
         Job *j = heap_peek(&t->ready);
-        Session *se = ptrset_take(&t->waiting);
+        Session *se = waitset_take(&t->waiting);
         queue_unwait(s, se);
         queue_detach(s, j, NULL);
         queue_reserve(s, se, j);
@@ -480,23 +483,65 @@ best_ready(const Session *se, int64_t now)
     return best;
 }
 
+/* Reserves for se, not waiting yet, the best job of t, a tube with no
+ * blocked reserver: what 1.12 does when se joins the waiting sets of its
+ * watched tubes and is taken at once from t's (its round-robin cursor
+ * left as that take leaves it, the other sets unchanged), without
+ * joining and leaving W sets. */
+static void
+reserve_now(Server *s, Session *se, Tube *t)
+{
+    Job *j = heap_peek(&t->ready);
+    t->waiting.last = 1; /* a take from a set of one: index 0, then 1 */
+    queue_detach(s, j, NULL);
+    queue_reserve(s, se, j);
+}
+
+/* Makes se a blocked reserver in every watched tube's waiting set. */
+static void
+join_waiting(Server *s, Session *se)
+{
+    size_t n = se->watch.len;
+    if (n > se->wait_cap) {
+        size_t *a = realloc(se->wait_at, n * sizeof *a);
+        if (!a) abort(); /* out of memory, as heap growth */
+        se->wait_at = a;
+        se->wait_cap = n;
+    }
+    se->waiting = 1;
+    s->waiting_ct++;
+    for (size_t i = 0; i < n; i++)
+        must(waitset_add(&((Tube *)se->watch.items[i])->waiting, se,
+                         &se->wait_at[i]));
+}
+
 void
 queue_wait(Server *s, Session *se, int32_t timeout)
 {
     int64_t now = mono_ns();
-    Tube *best;
+    Tube *best = best_ready(se, now);
 
-    se->waiting = 1;
     se->timeout = timeout;
-    s->waiting_ct++;
-    for (size_t i = 0; i < se->watch.len; i++)
-        must(ptrset_append(&((Tube *)se->watch.items[i])->waiting, se));
+    if (best && best->waiting.len == 0) {
+        reserve_now(s, se, best);
+        return;
+    }
+    join_waiting(s, se);
     /* A tube whose pause has just ended (its tick not run yet) can have
      * older waiters, which serve() serves first; each round below either
      * serves se or empties that tube's ready jobs, so it ends. */
     while (se->waiting && (best = best_ready(se, now)))
         serve(s, best);
     if (se->waiting) wait_heap_set(s, se, now);
+}
+
+/* Takes se out of the waiting set of its i-th watched tube, if in it. */
+static void
+leave_waiting(Session *se, size_t i)
+{
+    size_t at = se->wait_at[i];
+    if (at != SIZE_MAX)
+        waitset_delete(&((Tube *)se->watch.items[i])->waiting, at);
 }
 
 void
@@ -506,13 +551,31 @@ queue_unwait(Server *s, Session *se)
     se->waiting = 0;
     s->waiting_ct--;
     for (size_t i = 0; i < se->watch.len; i++)
-        ptrset_remove(&((Tube *)se->watch.items[i])->waiting, se);
+        leave_waiting(se, i);
     if (se->wait_pos != SIZE_MAX) {
         heap_remove(&s->wait_heap, se->wait_pos);
         se->wait_pos = SIZE_MAX;
     }
     se->wake_at = 0;
     s->events->resume(s, se);
+}
+
+void
+queue_unwatch(Server *s, Session *se, size_t i)
+{
+    Tube *t = se->watch.items[i];
+    size_t last = se->watch.len - 1;
+    if (se->waiting) {
+        leave_waiting(se, i);
+        se->wait_at[i] = se->wait_at[last]; /* moves as the watch list does */
+        if (i != last && se->wait_at[i] != SIZE_MAX) {
+            Tube *m = se->watch.items[last];
+            m->waiting.items[se->wait_at[i]].at = &se->wait_at[i];
+        }
+    }
+    ptrset_delete(&se->watch, i);
+    t->watching_ct--;
+    queue_tube_unref(s, t);
 }
 
 static void

@@ -122,11 +122,20 @@ int queue_tube_paused(const Tube *t, int64_t now);
 void queue_pause(Server *s, Tube *t, uint32_t secs);
 
 /* Blocks se in reserve on its watched tubes (timeout seconds, < 0 forever)
- * and serves it at once if a job is ready. */
+ * and serves it at once if a job is ready. O(W) for W watched tubes: one
+ * look at each tube's best ready job, and, if it must wait, one O(1)
+ * entry in each tube's waiting set; a job is given to it at once, without
+ * joining those sets, when the best tube has no other blocked reserver. */
 void queue_wait(Server *s, Session *se, int32_t timeout);
 
-/* Ends se's blocked reserve without a reply. */
+/* Ends se's blocked reserve without a reply. O(W): one O(1) removal from
+ * each watched tube's waiting set. */
 void queue_unwait(Server *s, Session *se);
+
+/* Drops the i-th tube of se's watch list (the last one takes its place,
+ * as ptrset_delete), its watching count and reference; a blocked reserve
+ * goes on waiting on the other tubes. O(1). */
+void queue_unwatch(Server *s, Session *se, size_t i);
 
 /* Nonzero if se holds a job whose TTR ends within the DEADLINE_SOON margin. */
 int queue_deadline_soon(const Session *se, int64_t now);

@@ -25,6 +25,41 @@ typedef struct TubeRates {
     uint32_t since; /* the tick of its first sample; 0: none yet */
 } TubeRates;
 
+struct Session;
+
+/* One blocked reserver in a tube's waiting set: the session, and where
+ * the session keeps this entry's index in the set (*at, updated whenever
+ * the entry moves; SIZE_MAX once it has left the set). */
+typedef struct WaitRef {
+    struct Session *se;
+    size_t *at;
+} WaitRef;
+
+/* A tube's blocked reservers, with base/ptrset.h's ordering rules (append
+ * at the end, delete by moving the last entry into the hole, round-robin
+ * take), so that they are served in beanstalkd 1.12's order; but each
+ * entry knows its index, so a delete is O(1), and the array keeps its
+ * capacity when it empties (no allocation per blocked reserve). */
+typedef struct WaitSet {
+    WaitRef *items; /* owned */
+    size_t len, cap;
+    size_t last; /* round-robin cursor of waitset_take */
+} WaitSet;
+
+/* Appends se to w; *at gets its index. Returns 0, or -1 out of memory. */
+int waitset_add(WaitSet *w, struct Session *se, size_t *at);
+
+/* Removes the entry at index i (< len): the last entry takes its place
+ * (its *at updated); the removed entry's *at becomes SIZE_MAX. O(1). */
+void waitset_delete(WaitSet *w, size_t i);
+
+/* Removes and returns the next reserver in round-robin order (as
+ * ptrset_take), or NULL if w is empty. */
+struct Session *waitset_take(WaitSet *w);
+
+/* Frees w's array. */
+void waitset_free(WaitSet *w);
+
 typedef struct Tube {
     struct Tube *hnext; /* registry chain */
     uint32_t refs;
@@ -33,7 +68,7 @@ typedef struct Tube {
     Heap ready;         /* Job*, by (pri, id) */
     Heap delay;         /* Job*, by (deadline, id) */
     Heap buried;        /* Job*, by bury order: kick takes the oldest */
-    PtrSet waiting;     /* Conn* blocked in reserve watching this tube */
+    WaitSet waiting;    /* sessions blocked in reserve watching it */
     int64_t pause_ns;   /* pause-tube duration, 0 if not paused */
     int64_t unpause_at; /* monotonic ns */
     size_t pause_pos;   /* index in the server's pause heap, or SIZE_MAX */
