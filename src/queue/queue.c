@@ -140,6 +140,17 @@ lease_update(Server *s, Session *se)
 }
 
 static Tube *best_ready(const Session *se, int64_t now);
+
+/* Copies the key of t's best ready job into t (tube_top_less reads it);
+ * after every change of t's ready heap. */
+static void
+top_update(Tube *t)
+{
+    const Job *j = heap_peek(&t->ready);
+    if (!j) return;
+    t->top_id = j->id;
+    t->top_pri = j->pri;
+}
 static void to_store(const Server *s, const Job *j, StoreJob *o);
 static void key_to_store(const Server *s, const Job *j, StoreJob *o);
 
@@ -179,6 +190,7 @@ queue_detach(Server *s, Job *j, Session *holder)
     switch (j->state) {
     case JOB_READY:
         heap_remove(&t->ready, j->heap_index);
+        top_update(t);
         s->ready_ct--;
         if (j->pri < URGENT_THRESHOLD) {
             s->urgent_ct--;
@@ -253,6 +265,7 @@ queue_make_ready(Server *s, Job *j)
     Tube *t = j->tube;
     j->state = JOB_READY;
     must(heap_insert(&t->ready, j));
+    top_update(t);
     s->ready_ct++;
     if (j->pri < URGENT_THRESHOLD) {
         s->urgent_ct++;
@@ -476,8 +489,7 @@ best_ready(const Session *se, int64_t now)
     for (size_t i = 0; i < se->watch.len; i++) {
         Tube *t = se->watch.items[i];
         if (t->ready.len && !queue_tube_paused(t, now) &&
-            (!best ||
-             job_pri_less(heap_peek(&t->ready), heap_peek(&best->ready))))
+            (!best || tube_top_less(t, best)))
             best = t;
     }
     return best;

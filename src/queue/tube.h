@@ -60,20 +60,25 @@ struct Session *waitset_take(WaitSet *w);
 /* Frees w's array. */
 void waitset_free(WaitSet *w);
 
+/* A tube. Its first 64 bytes hold what a reserve reads of each watched
+ * tube (the ready count, the best ready job's key, the pause), so that
+ * choosing among W watched tubes touches one cache line of each. */
 typedef struct Tube {
-    struct Tube *hnext; /* registry chain */
+    uint64_t top_id;  /* the best ready job's id (ready.len > 0 only) */
+    uint32_t top_pri; /* ... and its priority; queue.c keeps both */
     uint32_t refs;
-    uint8_t name_len;
-    char name[TUBE_NAME_MAX + 1];
-    Heap ready;         /* Job*, by (pri, id) */
-    Heap delay;         /* Job*, by (deadline, id) */
-    Heap buried;        /* Job*, by bury order: kick takes the oldest */
-    WaitSet waiting;    /* sessions blocked in reserve watching it */
     int64_t pause_ns;   /* pause-tube duration, 0 if not paused */
     int64_t unpause_at; /* monotonic ns */
-    size_t pause_pos;   /* index in the server's pause heap, or SIZE_MAX */
-    size_t delay_pos;   /* index in the server's delayed-tube heap, or
-                           SIZE_MAX */
+    Heap ready;         /* Job*, by (pri, id) */
+    struct Tube *hnext; /* registry chain */
+    uint8_t name_len;
+    char name[TUBE_NAME_MAX + 1];
+    Heap delay;       /* Job*, by (deadline, id) */
+    Heap buried;      /* Job*, by bury order: kick takes the oldest */
+    WaitSet waiting;  /* sessions blocked in reserve watching it */
+    size_t pause_pos; /* index in the server's pause heap, or SIZE_MAX */
+    size_t delay_pos; /* index in the server's delayed-tube heap, or
+                         SIZE_MAX */
     uint64_t urgent_ct, reserved_ct, buried_ct, total_jobs, delete_ct, pause_ct;
     uint64_t reserve_ct; /* jobs of this tube reserved, since it was made */
     TubeRates rates;
@@ -96,6 +101,15 @@ Tube *tubes_find(const TubeRegistry *r, const char *name, size_t len);
 /* Finds or creates the tube and takes a reference on it. Returns NULL only
  * when memory ran out. */
 Tube *tubes_get(TubeRegistry *r, const char *name, size_t len);
+
+/* Nonzero if a's best ready job comes before b's: by priority, then id
+ * (job_pri_less on the two tubes' heap tops). Both must have ready jobs. */
+static inline int
+tube_top_less(const Tube *a, const Tube *b)
+{
+    return a->top_pri != b->top_pri ? a->top_pri < b->top_pri
+                                    : a->top_id < b->top_id;
+}
 
 /* Takes a reference on t. */
 static inline void
