@@ -76,6 +76,7 @@ tubes_get(TubeRegistry *r, const char *name, size_t len)
         free(t);
         return NULL;
     }
+    t->list_pos = r->list.len - 1;
     size_t b = name_hash(name, len) & (r->nbuckets - 1);
     t->hnext = r->buckets[b];
     r->buckets[b] = t;
@@ -103,7 +104,9 @@ tubes_unref(TubeRegistry *r, Tube *t)
     while (*p != t)
         p = &(*p)->hnext;
     *p = t->hnext;
-    ptrset_remove(&r->list, t);
+    ptrset_delete(&r->list, t->list_pos);
+    if (t->list_pos < r->list.len) /* the last one moved into its slot */
+        ((Tube *)r->list.items[t->list_pos])->list_pos = t->list_pos;
     tube_destroy(t);
 }
 

@@ -84,6 +84,7 @@ typedef struct Tube {
     TubeRates rates;
     uint32_t using_ct, watching_ct;
     uint32_t prefetch_iter; /* loop iteration of its latest read-ahead scan */
+    size_t list_pos;        /* its index in TubeRegistry.list */
 } Tube;
 
 typedef struct TubeRegistry {
@@ -118,8 +119,9 @@ tube_ref(Tube *t)
     t->refs++;
 }
 
-/* Drops a reference; at zero the tube is removed from the registry and
- * freed (it holds no jobs, conns or waiters by then). */
+/* Drops a reference; at zero the tube is removed from the registry (O(1):
+ * the last tube of the list takes its place, as beanstalkd's list-tubes
+ * order has it) and freed (it holds no jobs, conns or waiters by then). */
 void tubes_unref(TubeRegistry *r, Tube *t);
 
 /* Frees every tube and the registry itself. */

@@ -389,9 +389,19 @@ test_tube_registry(void **state)
     tube_ref(t7);
     tubes_unref(&r, t7);
     assert_ptr_equal(tubes_find(&r, "t7", 2), t7);
+    Tube *last = r.list.items[500];
     tubes_unref(&r, t7); /* last reference: gone */
     assert_null(tubes_find(&r, "t7", 2));
     assert_int_equal(r.list.len, 500);
+    assert_ptr_equal(r.list.items[8], last); /* list-tubes order as 1.12 */
+    for (size_t i = 0; i < r.list.len; i++)  /* every index kept right */
+        assert_int_equal(((Tube *)r.list.items[i])->list_pos, i);
+    Tube *t498 = r.list.items[499];
+    tubes_unref(&r, last); /* in slot 8 now: t498 moves there */
+    assert_int_equal(r.list.len, 499);
+    assert_ptr_equal(r.list.items[8], t498);
+    assert_int_equal(t498->list_pos, 8);
+    assert_ptr_equal(tubes_find(&r, "t498", 4), t498);
     tubes_free(&r);
 }
 
