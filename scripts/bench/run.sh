@@ -421,7 +421,7 @@ start_cluster() {
 }
 
 # rep row server status [ops_s p50 p99 p999 cpu_us_op hwm_kb preload_s cell_s
-# e2e_p99 e2e_max] (e2e: put sent to job reserved, us; cycle rows only)
+# e2e_p99 e2e_max e2e_p50] (e2e: put sent to job reserved, us; cycle rows)
 record() { echo "$*" >>"$RAW"; }
 
 # The value of key $1 in RESULT line $2, "-" if absent.
@@ -515,7 +515,8 @@ run_cell() {
         "$(kv srv_cpu_us_op "$res") $(kv srv_hwm_kb "$res")" \
         "${PRELOAD_S:-$(kv preload_s "$res")} $(awk -v a="$t0" \
             -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')" \
-        "$(kv e2e_p99_us "$res") $(kv e2e_max_us "$res")"
+        "$(kv e2e_p99_us "$res") $(kv e2e_max_us "$res")" \
+        "$(kv e2e_p50_us "$res")"
 }
 
 # Servers in a different order each repetition, so none always goes first.
