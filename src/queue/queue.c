@@ -8,6 +8,7 @@
 #include "base/common.h"
 #include "base/log.h"
 #include "queue/clock.h"
+#include "queue/watch.h"
 
 static int
 tube_delay_less(const void *a, const void *b)
@@ -72,6 +73,7 @@ int
 queue_session_open(Server *s, Session *se)
 {
     memset(se, 0, sizeof *se);
+    watch_init(se);
     if (ptrset_append(&se->watch, s->default_tube) < 0) return -1;
     se->wait_pos = se->lease_pos = SIZE_MAX;
     se->timeout = -1;
@@ -94,6 +96,7 @@ queue_session_close(Server *s, Session *se)
         queue_requeue(s, j, 0);
     }
     heap_free(&se->reserved);
+    watch_free(se);
     for (size_t i = 0; i < se->watch.len; i++) {
         Tube *t = se->watch.items[i];
         t->watching_ct--;
@@ -139,7 +142,7 @@ lease_update(Server *s, Session *se)
     }
 }
 
-static Tube *best_ready(const Session *se, int64_t now);
+static Tube *best_ready(const Server *s, Session *se, int64_t now);
 
 /* Copies the key of t's best ready job into t (tube_top_less reads it);
  * after every change of t's ready heap. */
@@ -266,6 +269,7 @@ queue_make_ready(Server *s, Job *j)
     j->state = JOB_READY;
     must(heap_insert(&t->ready, j));
     top_update(t);
+    if (t->nhrefs && heap_peek(&t->ready) == j) watch_tube_improved(t);
     s->ready_ct++;
     if (j->pri < URGENT_THRESHOLD) {
         s->urgent_ct++;
@@ -329,7 +333,7 @@ queue_reserve(Server *s, Session *se, Job *j)
 Job *
 queue_take_next(Server *s, Session *se)
 {
-    Tube *t = best_ready(se, mono_ns());
+    Tube *t = best_ready(s, se, mono_ns());
     if (!t) return NULL;
     Job *j = heap_peek(&t->ready);
     int cold = !j->body || (j->flags & JOB_F_STORED);
@@ -481,10 +485,12 @@ wait_heap_set(Server *s, Session *se, int64_t now)
 }
 
 /* The watched tube of se, not paused at now, whose best ready job comes
- * first, or NULL if none has one. */
+ * first, or NULL if none has one: from se's tube heap if it has one and
+ * no tube is paused (O(log W) amortised), else by looking at each. */
 static Tube *
-best_ready(const Session *se, int64_t now)
+best_ready(const Server *s, Session *se, int64_t now)
 {
+    if (watch_has_heap(se) && s->pause_heap.len == 0) return watch_best(se);
     Tube *best = NULL;
     for (size_t i = 0; i < se->watch.len; i++) {
         Tube *t = se->watch.items[i];
@@ -531,7 +537,7 @@ void
 queue_wait(Server *s, Session *se, int32_t timeout)
 {
     int64_t now = mono_ns();
-    Tube *best = best_ready(se, now);
+    Tube *best = best_ready(s, se, now);
 
     se->timeout = timeout;
     if (best && best->waiting.len == 0) {
@@ -542,7 +548,7 @@ queue_wait(Server *s, Session *se, int32_t timeout)
     /* A tube whose pause has just ended (its tick not run yet) can have
      * older waiters, which serve() serves first; each round below either
      * serves se or empties that tube's ready jobs, so it ends. */
-    while (se->waiting && (best = best_ready(se, now)))
+    while (se->waiting && (best = best_ready(s, se, now)))
         serve(s, best);
     if (se->waiting) wait_heap_set(s, se, now);
 }
@@ -585,9 +591,20 @@ queue_unwatch(Server *s, Session *se, size_t i)
             m->waiting.items[se->wait_at[i]].at = &se->wait_at[i];
         }
     }
+    watch_removing(se, i);
     ptrset_delete(&se->watch, i);
     t->watching_ct--;
     queue_tube_unref(s, t);
+}
+
+int
+queue_watch(Server *s, Session *se, Tube *t)
+{
+    (void)s;
+    if (ptrset_append(&se->watch, t) < 0) return -1;
+    t->watching_ct++;
+    watch_added(se);
+    return 0;
 }
 
 static void

@@ -27,6 +27,11 @@ typedef struct Session {
      * watch.items[i] (SIZE_MAX once out of it); owned, wait_cap entries */
     size_t *wait_at;
     size_t wait_cap;
+    /* watching many tubes (watch.h): its tube heap of WatchRef*, and
+     * wrefs[i] the entry of watch.items[i]; NULL: no heap. Owned. */
+    Heap tops;
+    struct WatchRef **wrefs;
+    size_t wrefs_cap;
     /* a reply showing jobs that waits for bodies from disk (jobreply.h) */
     uint64_t *fetch_ids; /* its jobs (fetch_n), NULL = none */
     uint64_t fetch_one;  /* fetch_ids' storage for one job */

@@ -93,6 +93,7 @@ tube_destroy(Tube *t)
     heap_free(&t->delay);
     heap_free(&t->buried);
     waitset_free(&t->waiting);
+    free(t->hrefs);
     free(t);
 }
 

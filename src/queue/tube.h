@@ -26,6 +26,7 @@ typedef struct TubeRates {
 } TubeRates;
 
 struct Session;
+struct WatchRef;
 
 /* One blocked reserver in a tube's waiting set: the session, and where
  * the session keeps this entry's index in the set (*at, updated whenever
@@ -85,6 +86,10 @@ typedef struct Tube {
     uint32_t using_ct, watching_ct;
     uint32_t prefetch_iter; /* loop iteration of its latest read-ahead scan */
     size_t list_pos;        /* its index in TubeRegistry.list */
+    /* the entries of the sessions with a tube heap watching it
+     * (watch.h); the array is owned, the entries are the sessions' */
+    struct WatchRef **hrefs;
+    size_t nhrefs, caphrefs;
 } Tube;
 
 typedef struct TubeRegistry {
