@@ -262,8 +262,9 @@ function tubes_table(    r, row, s, srv, any) {
     print ""
     print "many tubes: cycle c=100 over 1,000 tubes (rsbench -U 1000) and" \
         " one (-U 1); e2e = from a put sent to its job reserved (medians)"
-    printf "%-18s %-18s %9s %11s %11s %11s %9s\n", "row", "server", \
-        "ops/s", "e2e p50 ms", "e2e p99 ms", "e2e max ms", "CPU us/op"
+    printf "%-18s %-18s %9s %11s %11s %11s %8s %9s\n", "row", "server", \
+        "ops/s", "e2e p50 ms", "e2e p99 ms", "e2e max ms", "max/p50", \
+        "CPU us/op"
     for (r = 1; r <= nrows; r++) {
         row = rows[r]
         if (row !~ /^cycle100t/)
@@ -272,14 +273,24 @@ function tubes_table(    r, row, s, srv, any) {
             srv = srvs[s]
             if (!((row, srv) in seen))
                 continue
-            printf "%-18s %-18s %9s %11s %11s %11s %9s\n", rowname[row], \
-                srvname[srv], cell(median(row, srv, 5), "%.0f"), \
+            printf "%-18s %-18s %9s %11s %11s %11s %8s %9s\n", \
+                rowname[row], srvname[srv], \
+                cell(median(row, srv, 5), "%.0f"), \
                 cell(ms(median(row, srv, 15)), "%.1f"), \
                 cell(ms(median(row, srv, 13)), "%.1f"), \
                 cell(ms(median(row, srv, 14)), "%.1f"), \
+                cell(quot(median(row, srv, 14), median(row, srv, 15)), \
+                    "%.2f"), \
                 cell(median(row, srv, 9), "%.2f")
         }
     }
+}
+
+# a / b, or "" / "-" when either is missing or b is 0.
+function quot(a, b) {
+    if (a == "" || b == "")
+        return ""
+    return (a == "-" || b == "-" || b == 0) ? "-" : a / b
 }
 
 # Microseconds v in milliseconds ("" and "-" kept).
