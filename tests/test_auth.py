@@ -775,3 +775,30 @@ def test_cluster_follower_relays_the_handshake(tmp_path):
         assert st["rockstalk-auth-connections-prod"] == "1"
     finally:
         c.stop()
+
+
+def test_reload_prunes_first_of_two_tubes_of_a_waiter(authd, tmp_path):
+    """A reserve blocked on p.h and p.x1 when a reload takes p.h (the
+    first of its watch list, so p.x1 moves into its place) goes on waiting
+    on p.x1 alone: a put there reaches it, and it can wait again."""
+    s = authd()
+    root = Client(s, TOKENS["root"])
+    waiter = Client(s, TOKENS["cons"])
+    assert waiter.cmd("watch p.h") == ("WATCHING 1", None)
+    assert waiter.cmd("watch p.x1") == ("WATCHING 2", None)
+    waiter.send(b"reserve-with-timeout 5\r\n")
+    wait_for(lambda: stats(root)["current-waiting"] == "1",
+             what="the reserve blocked")
+    write_auth(tmp_path / "auth", auth_text(rules={"cons": "consume:p.x*"}))
+    s.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: stats(root)["rockstalk-auth-reloads"] == "1",
+             what="the reload")
+    put_job(root, "p.h")  # no longer watched: stays ready
+    jid = put_job(root, "p.x1")
+    assert waiter.reply() == ("RESERVED %d 3" % jid, b"job")
+    assert waiter.cmd("list-tubes-watched")[1] == b"---\n- p.x1\n"
+    waiter.send(b"reserve-with-timeout 5\r\n")
+    wait_for(lambda: stats(root)["current-waiting"] == "1",
+             what="the second reserve blocked")
+    jid = put_job(root, "p.x1")
+    assert waiter.reply() == ("RESERVED %d 3" % jid, b"job")

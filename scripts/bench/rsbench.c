@@ -20,6 +20,15 @@
  * With -T every connection speaks TLS (OpenSSL 3; the server's certificate
  * is checked only with -A CAFILE).
  *
+ * With -U N the load is spread over N tubes, TUBE-0 .. TUBE-(N-1): the
+ * connections form groups (cycle: connections 2g and 2g+1, a producer and
+ * a worker; other modes: each connection alone), G of them, and tube i
+ * belongs to group i mod G (if N < G, group g has the one tube g mod N). A
+ * producer puts into its group's tubes in turn, sending "use" before each
+ * put when it has more than one; a worker watches all of them (and ignores
+ * default). So every tube has a producer and a worker, and in cycle the
+ * backlog (-B) spreads evenly over all N tubes.
+ *
  * The last line printed is machine-readable: "RESULT key=value ...".
  */
 #include <errno.h>
@@ -79,12 +88,14 @@ struct conn {
     size_t rlen, rcap, wlen, woff, wcap;
     struct pend *ring;
     unsigned head, count, size;
+    int tfirst, tstep, tn, tcur; /* -U: tubes tfirst + k*tstep, k < tn */
 };
 
 struct cfg {
     const char *host, *tube, *cafile;
     SSL_CTX *tls; /* -T: the client context, else NULL */
     int port, mode, conns, depth, nocheck;
+    int ntubes; /* -U: tubes the load spreads over, 0: just -t */
     int tlsmax; /* -V: the highest TLS version offered, 0: OpenSSL's */
     int srvpid[MAX_SRV], nsrv; /* -S: summed CPU and peak RSS */
     size_t size, maxread;
@@ -448,10 +459,31 @@ send_cmd(struct run *r, struct conn *c, int kind, const char *fmt, ...)
     push(r, c, kind, now_ns());
 }
 
+/* -U: the name of tube i (TUBE-i) in buf. */
+static void
+tube_name(const struct cfg *cfg, int i, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s-%d", cfg->tube, i);
+}
+
+/* -U: a producer with several tubes moves on to the next one ("use"). */
+static void
+send_next_use(struct run *r, struct conn *c, uint64_t now)
+{
+    char name[256], line[300];
+    if (c->tn < 2) return;
+    tube_name(r->cfg, c->tfirst + c->tcur * c->tstep, name, sizeof name);
+    c->tcur = (c->tcur + 1) % c->tn;
+    int n = snprintf(line, sizeof line, "use %s\r\n", name);
+    wb_add(c, line, (size_t)n);
+    push(r, c, K_USE, now);
+}
+
 static void
 send_put(struct run *r, struct conn *c, uint64_t now)
 {
     size_t size = r->cfg->size;
+    send_next_use(r, c, now);
     char hdr[64], stamp[STAMP_LEN + 1];
     int n = snprintf(hdr, sizeof hdr, "put %d 0 %d %zu\r\n", PRI, TTR, size);
     wb_add(c, hdr, (size_t)n);
@@ -487,10 +519,32 @@ send_delete(struct run *r, struct conn *c, uint64_t id, uint64_t now)
     push(r, c, K_DELETE, now);
 }
 
+/* -U: a connection's setup: a producer with one tube uses it; a worker
+ * watches every tube of its group and ignores default. */
+static void
+send_setup_tubes(struct run *r, struct conn *c)
+{
+    char name[256];
+    if (c->role != R_CONS && c->tn == 1) {
+        tube_name(r->cfg, c->tfirst, name, sizeof name);
+        send_cmd(r, c, K_USE, "use %s\r\n", name);
+    }
+    if (c->role == R_PROD) return;
+    for (int k = 0; k < c->tn; k++) {
+        tube_name(r->cfg, c->tfirst + k * c->tstep, name, sizeof name);
+        send_cmd(r, c, K_WATCH, "watch %s\r\n", name);
+    }
+    send_cmd(r, c, K_IGNORE, "ignore default\r\n");
+}
+
 static void
 send_setup(struct run *r, struct conn *c)
 {
     const char *tube = r->cfg->tube;
+    if (r->cfg->ntubes) {
+        send_setup_tubes(r, c);
+        return;
+    }
     if (strcmp(tube, "default") == 0) return;
     if (c->role != R_CONS) send_cmd(r, c, K_USE, "use %s\r\n", tube);
     if (c->role != R_PROD) {
@@ -580,17 +634,23 @@ record(struct run *r, const struct pend *p, uint64_t now)
     if (r->record) hist_add(&r->lat[p->kind], now > p->t0 ? now - p->t0 : 0);
 }
 
+/* Checks the reply to use, watch or ignore; c is the connection (its
+ * tubes with -U), NULL for conn mode. */
 static void
-on_setup(struct run *r, int kind, const char *line, size_t n)
+on_setup(struct run *r, const struct conn *c, int kind, const char *line,
+         size_t n)
 {
     uint64_t v;
+    uint64_t watched = c && r->cfg->ntubes ? (uint64_t)c->tn : 1;
     if (kind == K_USE) {
         size_t tl = strlen(r->cfg->tube);
-        if (n != 6 + tl || memcmp(line, "USING ", 6) != 0 ||
-            memcmp(line + 6, r->cfg->tube, tl) != 0)
+        int dash = r->cfg->ntubes != 0; /* USING TUBE-i */
+        if (n < 6 + tl + (size_t)dash || memcmp(line, "USING ", 6) != 0 ||
+            memcmp(line + 6, r->cfg->tube, tl) != 0 ||
+            (dash ? line[6 + tl] != '-' : n != 6 + tl))
             bad_reply(kind, line, n);
     } else if (parse_word_num(line, n, "WATCHING ", &v) < 0 ||
-               (kind == K_IGNORE && v != 1)) {
+               (kind == K_IGNORE && v != watched)) {
         bad_reply(kind, line, n);
     }
 }
@@ -703,7 +763,7 @@ dispatch(struct run *r, struct conn *c, const char *b, size_t len, size_t eol,
     else if (p.kind == K_DELETE)
         on_delete(r, c, b, eol, now);
     else
-        on_setup(r, p.kind, b, eol);
+        on_setup(r, c, p.kind, b, eol);
     if (used == 0) return 0;
     pop(r, c);
     if (p.kind != K_RESERVE) record(r, &p, now);
@@ -796,6 +856,25 @@ role_of(int mode, int i)
     return mode == M_DRAIN ? R_CONS : R_PROD;
 }
 
+/* -U: gives connection i its tubes (see the top of this file). */
+static void
+assign_tubes(const struct run *r, struct conn *c, int i)
+{
+    int n = r->cfg->ntubes;
+    int ng = r->mode == M_CYCLE ? r->nconn / 2 : r->nconn;
+    int g = r->mode == M_CYCLE ? (i / 2) % ng : i; /* odd c: 2 producers */
+    c->tcur = 0;
+    if (n < ng) {
+        c->tfirst = g % n;
+        c->tstep = 1;
+        c->tn = 1;
+    } else {
+        c->tfirst = g;
+        c->tstep = ng;
+        c->tn = (n - g + ng - 1) / ng;
+    }
+}
+
 static void
 open_conns(struct run *r)
 {
@@ -809,7 +888,8 @@ open_conns(struct run *r)
         c->fd = dial(r->cfg, &c->ssl);
         fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
         c->role = role_of(r->mode, i);
-        c->size = (unsigned)r->depth + 8;
+        if (r->cfg->ntubes) assign_tubes(r, c, i);
+        c->size = (unsigned)r->depth + 8 + (unsigned)c->tn; /* + watches */
         c->ring = xrealloc(NULL, c->size * sizeof *c->ring);
         memset(&ev, 0, sizeof ev);
         ev.events = EPOLLIN;
@@ -890,7 +970,7 @@ conn_replies(struct run *r, struct conn *c)
         }
         size_t eol = (size_t)(e - buf);
         if (lines-- == 2)
-            on_setup(r, K_USE, buf, eol);
+            on_setup(r, NULL, K_USE, buf, eol);
         else
             on_put(r, c, buf, eol, now_ns());
         memmove(buf, buf + eol + 2, len - eol - 2);
@@ -996,32 +1076,47 @@ tube_reply(char *buf, size_t len, int64_t *total)
     return 1;
 }
 
-/* Jobs of any state in the tube, from stats-tube. */
+/* Jobs of any state in tube name, from stats-tube on c (blocking). */
 static int64_t
-tube_jobs(const struct cfg *cfg)
+tube_jobs1(struct conn *c, const char *name)
 {
     char buf[16384], cmd[256];
     size_t len = 0;
     int64_t total = -1;
+    int n = snprintf(cmd, sizeof cmd, "stats-tube %s\r\n", name);
+    for (size_t off = 0; off < (size_t)n;) {
+        size_t sent = send_some(c, cmd + off, (size_t)n - off);
+        if (sent == 0) die("stats-tube: send timed out");
+        off += sent;
+    }
+    do {
+        if (len == sizeof buf - 1) die("stats-tube: reply too long");
+        size_t got = recv_some(c, buf + len, sizeof buf - 1 - len);
+        if (got == 0) die("stats-tube: no complete reply");
+        len += got;
+        buf[len] = '\0';
+    } while (!tube_reply(buf, len, &total));
+    return total;
+}
+
+/* Jobs of any state in the tube (with -U: in all N tubes), from
+ * stats-tube. */
+static int64_t
+tube_jobs(const struct cfg *cfg)
+{
+    char name[256];
+    int64_t total = 0;
     struct timeval tv = {10, 0};
     struct conn c;
     memset(&c, 0, sizeof c);
     c.fd = dial(cfg, &c.ssl);
     setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    int n = snprintf(cmd, sizeof cmd, "stats-tube %s\r\n", cfg->tube);
-    for (size_t off = 0; off < (size_t)n;) {
-        size_t sent = send_some(&c, cmd + off, (size_t)n - off);
-        if (sent == 0) die("stats-tube: send timed out");
-        off += sent;
+    if (!cfg->ntubes) total = tube_jobs1(&c, cfg->tube);
+    for (int i = 0; i < cfg->ntubes; i++) {
+        tube_name(cfg, i, name, sizeof name);
+        total += tube_jobs1(&c, name);
     }
-    do {
-        if (len == sizeof buf - 1) die("stats-tube: reply too long");
-        size_t got = recv_some(&c, buf + len, sizeof buf - 1 - len);
-        if (got == 0) die("stats-tube: no complete reply");
-        len += got;
-        buf[len] = '\0';
-    } while (!tube_reply(buf, len, &total));
     SSL_free(c.ssl);
     close(c.fd);
     return total;
@@ -1110,18 +1205,18 @@ print_human(const struct cfg *cfg, const struct run *r,
             const struct result *res, const struct hist *all)
 {
     double ops_s = res->secs > 0 ? (double)r->ops_in / res->secs : 0;
-    printf("%s c=%d P=%d s=%zu tube=%s: %" PRIu64 " ops in %.3f s = %.0f "
+    printf("%s c=%d P=%d s=%zu tube=%s%s: %" PRIu64 " ops in %.3f s = %.0f "
            "ops/s\n",
            mode_names[cfg->mode], r->nconn, r->depth, cfg->size, cfg->tube,
-           r->ops_in, res->secs, ops_s);
+           cfg->ntubes ? "-0.." : "", r->ops_in, res->secs, ops_s);
     printf("latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (%" PRIu64
            " replies)\n",
            hist_us(all, 0.5), hist_us(all, 0.99), hist_us(all, 0.999),
            (double)all->max / 1000.0, all->n);
     if (r->e2e.n)
-        printf("put-to-reserve us: p50 %.1f  p99 %.1f  p99.9 %.1f\n",
+        printf("put-to-reserve us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
                hist_us(&r->e2e, 0.5), hist_us(&r->e2e, 0.99),
-               hist_us(&r->e2e, 0.999));
+               hist_us(&r->e2e, 0.999), (double)r->e2e.max / 1000.0);
     if (cfg->preload)
         printf("preloaded %" PRIu64 " jobs in %.3f s\n", cfg->preload,
                res->preload_secs);
@@ -1138,10 +1233,10 @@ print_result(const struct cfg *cfg, const struct run *r,
              const struct result *res, const struct hist *all)
 {
     double ops_s = res->secs > 0 ? (double)r->ops_in / res->secs : 0;
-    printf("RESULT status=ok mode=%s conns=%d depth=%d size=%zu secs=%.3f "
-           "ops=%" PRIu64 " ops_s=%.1f",
-           mode_names[cfg->mode], r->nconn, r->depth, cfg->size, res->secs,
-           r->ops_in, ops_s);
+    printf("RESULT status=ok mode=%s conns=%d depth=%d size=%zu tubes=%d "
+           "secs=%.3f ops=%" PRIu64 " ops_s=%.1f",
+           mode_names[cfg->mode], r->nconn, r->depth, cfg->size,
+           cfg->ntubes ? cfg->ntubes : 1, res->secs, r->ops_in, ops_s);
     print_quantiles("", all);
     printf(" late=%" PRIu64 " puts=%" PRIu64 " reserves=%" PRIu64
            " deletes=%" PRIu64 " timeouts=%" PRIu64,
@@ -1185,6 +1280,11 @@ usage(FILE *f)
         "(default 10000)\n"
         "  -t TUBE   tube to use (default rsbench); use a tube no one else "
         "uses\n"
+        "  -U N      spread the load over N tubes TUBE-0..TUBE-(N-1): tube i\n"
+        "            belongs to group i mod G (cycle: G = c/2 producer and\n"
+        "            worker pairs; else G = c); producers put into their\n"
+        "            group's tubes in turn (a use before each put), workers\n"
+        "            watch all of them\n"
         "  -S PID[,PID...]  report the server's CPU time per op and peak\n"
         "            RSS (several pids, e.g. a cluster's nodes: summed)\n"
         "  -r BYTES  cap each read() at BYTES (tests split replies)\n"
@@ -1270,6 +1370,9 @@ opt_numeric(struct cfg *cfg, int o, const char *a)
     case 'r':
         cfg->maxread = opt_num(a, o, 1, READ_CHUNK);
         return 1;
+    case 'U':
+        cfg->ntubes = (int)opt_num(a, o, 1, 100000);
+        return 1;
     }
     return 0;
 }
@@ -1320,13 +1423,16 @@ parse_args(struct cfg *cfg, int argc, char **argv)
     cfg->size = 64;
     cfg->secs = 5;
     cfg->backlog = 10000;
-    while ((o = getopt(argc, argv, "m:H:p:c:P:s:d:n:L:B:t:S:r:xTA:V:h")) != -1)
+    while ((o = getopt(argc, argv, "m:H:p:c:P:s:d:n:L:B:t:S:r:U:xTA:V:h")) !=
+           -1)
         opt_one(cfg, o, optarg);
     if (optind < argc) die("unexpected argument \"%s\" (see -h)", argv[optind]);
     if (!*cfg->tube || strlen(cfg->tube) > 200 || strpbrk(cfg->tube, " \r\n"))
         die("-t: bad tube name");
     if (cfg->mode == M_LATENCY || cfg->mode == M_CONN)
         cfg->conns = cfg->depth = 1;
+    if (cfg->ntubes && (cfg->mode == M_LATENCY || cfg->mode == M_CONN))
+        die("-U: for put, drain and cycle only");
     if (cfg->mode == M_CYCLE && cfg->conns < 2)
         die("cycle needs at least 2 connections");
     if (cfg->mode != M_DRAIN && cfg->secs == 0 && cfg->count == 0)
@@ -1347,7 +1453,8 @@ check_counts(const struct cfg *cfg, const struct run *r,
     if (res->after != want)
         die("server holds %" PRId64 " jobs in tube %s; %" PRId64
             " before + %" PRIu64 " put - %" PRIu64 " deleted = %" PRId64,
-            res->after, cfg->tube, res->before, r->inserted, r->deleted, want);
+            res->after, cfg->ntubes ? "(all -U)" : cfg->tube, res->before,
+            r->inserted, r->deleted, want);
     if (drained && res->after != 0)
         die("tube %s still holds %" PRId64 " jobs after the drain", cfg->tube,
             res->after);

@@ -48,6 +48,10 @@
 #                       conn1 (one client: connect, with TLS the handshake,
 #                       one put, close, in a loop; an op is a connection;
 #                       run by rs, rs-tls, bs-b and bs-stunnel only)
+#                       cycle100t1000 cycle100t1 (cycle c=100 over 1,000
+#                       tubes, rsbench -U 1000, and over one, -U 1; run by
+#                       rs, bs-b and bs-f0 only; the put-to-reserve p99 and
+#                       max are recorded too)
 #   BENCH_TLS_ROWS      the rows rs-tls and bs-stunnel run in (default
 #                       put50 cycle50 conn1)
 #   BENCH_CONSOLE_ROWS  the rows rs-console runs in (default put50)
@@ -81,7 +85,7 @@ SERVERS="$SERVERS rs-tls bs-stunnel rs-console"
 SERVERS=${BENCH_SERVERS:-$SERVERS}
 CLUSTER_ROWS=${BENCH_CLUSTER_ROWS:-put50 cycle50}
 BODY=${BENCH_BODY:-100}
-ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50 conn1}
+ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50 conn1 cycle100t1 cycle100t1000}
 TLS_ROWS=${BENCH_TLS_ROWS:-put50 cycle50 conn1}
 CONSOLE_ROWS=${BENCH_CONSOLE_ROWS:-put50}
 PIN=${BENCH_PIN:-none}
@@ -222,6 +226,8 @@ row_args() {
     put50p16) echo "-m put -c 50 -P 16 -s $BODY" ;;
     put50-4k) echo "-m put -c 50 -P 1 -s 4096" ;;
     cycle50) echo "-m cycle -c 50 -P 1 -s $BODY" ;;
+    cycle100t1) echo "-m cycle -c 100 -P 1 -s $BODY -U 1" ;;
+    cycle100t1000) echo "-m cycle -c 100 -P 1 -s $BODY -U 1000" ;;
     conn1) echo "-m conn -s $BODY" ;;
     drain50) echo "-m drain -c 50 -P 1 -s $BODY -L $DRAIN_JOBS" ;;
     esac
@@ -414,7 +420,8 @@ start_cluster() {
     return 1
 }
 
-# rep row server status [ops_s p50 p99 p999 cpu_us_op hwm_kb preload_s cell_s]
+# rep row server status [ops_s p50 p99 p999 cpu_us_op hwm_kb preload_s cell_s
+# e2e_p99 e2e_max e2e_p50] (e2e: put sent to job reserved, us; cycle rows)
 record() { echo "$*" >>"$RAW"; }
 
 # The value of key $1 in RESULT line $2, "-" if absent.
@@ -507,7 +514,9 @@ run_cell() {
         "$(kv p99_us "$res") $(kv p999_us "$res")" \
         "$(kv srv_cpu_us_op "$res") $(kv srv_hwm_kb "$res")" \
         "${PRELOAD_S:-$(kv preload_s "$res")} $(awk -v a="$t0" \
-            -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
+            -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')" \
+        "$(kv e2e_p99_us "$res") $(kv e2e_max_us "$res")" \
+        "$(kv e2e_p50_us "$res")"
 }
 
 # Servers in a different order each repetition, so none always goes first.
@@ -520,7 +529,7 @@ rotated() {
 
 # The ceiling probes answer puts only; the cluster runs in CLUSTER_ROWS,
 # rs-tls and bs-stunnel in TLS_ROWS; conn1 compares TLS with plaintext
-# beside beanstalkd only.
+# beside beanstalkd only; the many-tubes rows run rs, bs-b and bs-f0.
 skip_cell() {
     if is_cluster "$2"; then
         case " $CLUSTER_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
@@ -534,6 +543,9 @@ skip_cell() {
     if [ "$1" = conn1 ]; then
         case $2 in rs | rs-tls | bs-b | bs-stunnel) ;; *) return 0 ;; esac
     fi
+    case $1 in cycle100t*)
+        case $2 in rs | bs-b | bs-f0) ;; *) return 0 ;; esac ;;
+    esac
     [ "${2#ceiling}" != "$2" ] && [ "${1#put}" = "$1" ]
 }
 

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "queue/clock.h"
 #include "queue/readyage.h"
+#include "queue/watch.h"
 
 static int
 tube_delay_less(const void *a, const void *b)
@@ -73,6 +74,7 @@ int
 queue_session_open(Server *s, Session *se)
 {
     memset(se, 0, sizeof *se);
+    watch_init(se);
     if (ptrset_append(&se->watch, s->default_tube) < 0) return -1;
     se->wait_pos = se->lease_pos = SIZE_MAX;
     se->timeout = -1;
@@ -95,12 +97,16 @@ queue_session_close(Server *s, Session *se)
         queue_requeue(s, j, 0);
     }
     heap_free(&se->reserved);
+    watch_free(se);
     for (size_t i = 0; i < se->watch.len; i++) {
         Tube *t = se->watch.items[i];
         t->watching_ct--;
         queue_tube_unref(s, t);
     }
     ptrset_free(&se->watch);
+    free(se->wait_at);
+    se->wait_at = NULL;
+    se->wait_cap = 0;
     se->use->using_ct--;
     queue_tube_unref(s, se->use);
     se->use = NULL;
@@ -137,7 +143,18 @@ lease_update(Server *s, Session *se)
     }
 }
 
-static Tube *best_ready(const Session *se, int64_t now);
+static Tube *best_ready(const Server *s, Session *se, int64_t now);
+
+/* Copies the key of t's best ready job into t (tube_top_less reads it);
+ * after every change of t's ready heap. */
+static void
+top_update(Tube *t)
+{
+    const Job *j = heap_peek(&t->ready);
+    if (!j) return;
+    t->top_id = j->id;
+    t->top_pri = j->pri;
+}
 static void to_store(const Server *s, const Job *j, StoreJob *o);
 static void key_to_store(const Server *s, const Job *j, StoreJob *o);
 
@@ -177,6 +194,7 @@ queue_detach(Server *s, Job *j, Session *holder)
     switch (j->state) {
     case JOB_READY:
         heap_remove(&t->ready, j->heap_index);
+        top_update(t);
         s->ready_ct--;
         if (j->pri < URGENT_THRESHOLD) {
             s->urgent_ct--;
@@ -238,7 +256,7 @@ serve(Server *s, Tube *t)
     int64_t now = t->pause_ns ? mono_ns() : 0;
     while (t->ready.len && t->waiting.len && !queue_tube_paused(t, now)) {
         Job *j = heap_peek(&t->ready);
-        Session *se = ptrset_take(&t->waiting);
+        Session *se = waitset_take(&t->waiting);
         queue_unwait(s, se);
         queue_detach(s, j, NULL);
         queue_reserve(s, se, j);
@@ -252,6 +270,8 @@ queue_make_ready(Server *s, Job *j)
     j->state = JOB_READY;
     must(heap_insert(&t->ready, j));
     readyage_push(t, j);
+    top_update(t);
+    if (t->nhrefs && heap_peek(&t->ready) == j) watch_tube_improved(t);
     s->ready_ct++;
     if (j->pri < URGENT_THRESHOLD) {
         s->urgent_ct++;
@@ -316,7 +336,7 @@ queue_reserve(Server *s, Session *se, Job *j)
 Job *
 queue_take_next(Server *s, Session *se)
 {
-    Tube *t = best_ready(se, mono_ns());
+    Tube *t = best_ready(s, se, mono_ns());
     if (!t) return NULL;
     Job *j = heap_peek(&t->ready);
     int cold = !j->body || (j->flags & JOB_F_STORED);
@@ -489,38 +509,81 @@ wait_heap_set(Server *s, Session *se, int64_t now)
 }
 
 /* The watched tube of se, not paused at now, whose best ready job comes
- * first, or NULL if none has one. */
+ * first, or NULL if none has one: from se's tube heap if it has one and
+ * no tube is paused (O(log W) amortised), else by looking at each. */
 static Tube *
-best_ready(const Session *se, int64_t now)
+best_ready(const Server *s, Session *se, int64_t now)
 {
+    if (watch_has_heap(se) && s->pause_heap.len == 0) return watch_best(se);
     Tube *best = NULL;
     for (size_t i = 0; i < se->watch.len; i++) {
         Tube *t = se->watch.items[i];
         if (t->ready.len && !queue_tube_paused(t, now) &&
-            (!best ||
-             job_pri_less(heap_peek(&t->ready), heap_peek(&best->ready))))
+            (!best || tube_top_less(t, best)))
             best = t;
     }
     return best;
+}
+
+/* Reserves for se, not waiting yet, the best job of t, a tube with no
+ * blocked reserver: what 1.12 does when se joins the waiting sets of its
+ * watched tubes and is taken at once from t's (its round-robin cursor
+ * left as that take leaves it, the other sets unchanged), without
+ * joining and leaving W sets. */
+static void
+reserve_now(Server *s, Session *se, Tube *t)
+{
+    Job *j = heap_peek(&t->ready);
+    t->waiting.last = 1; /* a take from a set of one: index 0, then 1 */
+    queue_detach(s, j, NULL);
+    queue_reserve(s, se, j);
+}
+
+/* Makes se a blocked reserver in every watched tube's waiting set. */
+static void
+join_waiting(Server *s, Session *se)
+{
+    size_t n = se->watch.len;
+    if (n > se->wait_cap) {
+        size_t *a = realloc(se->wait_at, n * sizeof *a);
+        if (!a) abort(); /* out of memory, as heap growth */
+        se->wait_at = a;
+        se->wait_cap = n;
+    }
+    se->waiting = 1;
+    s->waiting_ct++;
+    for (size_t i = 0; i < n; i++)
+        must(waitset_add(&((Tube *)se->watch.items[i])->waiting, se,
+                         &se->wait_at[i]));
 }
 
 void
 queue_wait(Server *s, Session *se, int32_t timeout)
 {
     int64_t now = mono_ns();
-    Tube *best;
+    Tube *best = best_ready(s, se, now);
 
-    se->waiting = 1;
     se->timeout = timeout;
-    s->waiting_ct++;
-    for (size_t i = 0; i < se->watch.len; i++)
-        must(ptrset_append(&((Tube *)se->watch.items[i])->waiting, se));
+    if (best && best->waiting.len == 0) {
+        reserve_now(s, se, best);
+        return;
+    }
+    join_waiting(s, se);
     /* A tube whose pause has just ended (its tick not run yet) can have
      * older waiters, which serve() serves first; each round below either
      * serves se or empties that tube's ready jobs, so it ends. */
-    while (se->waiting && (best = best_ready(se, now)))
+    while (se->waiting && (best = best_ready(s, se, now)))
         serve(s, best);
     if (se->waiting) wait_heap_set(s, se, now);
+}
+
+/* Takes se out of the waiting set of its i-th watched tube, if in it. */
+static void
+leave_waiting(Session *se, size_t i)
+{
+    size_t at = se->wait_at[i];
+    if (at != SIZE_MAX)
+        waitset_delete(&((Tube *)se->watch.items[i])->waiting, at);
 }
 
 void
@@ -530,13 +593,42 @@ queue_unwait(Server *s, Session *se)
     se->waiting = 0;
     s->waiting_ct--;
     for (size_t i = 0; i < se->watch.len; i++)
-        ptrset_remove(&((Tube *)se->watch.items[i])->waiting, se);
+        leave_waiting(se, i);
     if (se->wait_pos != SIZE_MAX) {
         heap_remove(&s->wait_heap, se->wait_pos);
         se->wait_pos = SIZE_MAX;
     }
     se->wake_at = 0;
     s->events->resume(s, se);
+}
+
+void
+queue_unwatch(Server *s, Session *se, size_t i)
+{
+    Tube *t = se->watch.items[i];
+    size_t last = se->watch.len - 1;
+    if (se->waiting) {
+        leave_waiting(se, i);
+        se->wait_at[i] = se->wait_at[last]; /* moves as the watch list does */
+        if (i != last && se->wait_at[i] != SIZE_MAX) {
+            Tube *m = se->watch.items[last];
+            m->waiting.items[se->wait_at[i]].at = &se->wait_at[i];
+        }
+    }
+    watch_removing(se, i);
+    ptrset_delete(&se->watch, i);
+    t->watching_ct--;
+    queue_tube_unref(s, t);
+}
+
+int
+queue_watch(Server *s, Session *se, Tube *t)
+{
+    (void)s;
+    if (ptrset_append(&se->watch, t) < 0) return -1;
+    t->watching_ct++;
+    watch_added(se);
+    return 0;
 }
 
 static void

@@ -130,11 +130,28 @@ int queue_tube_paused(const Tube *t, int64_t now);
 void queue_pause(Server *s, Tube *t, uint32_t secs);
 
 /* Blocks se in reserve on its watched tubes (timeout seconds, < 0 forever)
- * and serves it at once if a job is ready. */
+ * and serves it at once if a job is ready. Finding the best ready job is
+ * O(log W) amortised for a session watching W >= WATCH_HEAP_MIN tubes
+ * while no tube is paused (its tube heap, watch.h), else one look at each
+ * tube; if it must wait, one O(1) entry in each tube's waiting set. A job
+ * is given to it at once, without joining those sets, when the best tube
+ * has no other blocked reserver. */
 void queue_wait(Server *s, Session *se, int32_t timeout);
 
-/* Ends se's blocked reserve without a reply. */
+/* Ends se's blocked reserve without a reply. O(W): one O(1) removal from
+ * each watched tube's waiting set. */
 void queue_unwait(Server *s, Session *se);
+
+/* Appends t, not watched by se yet, to se's watch list, taking over the
+ * caller's reference on t and counting se among its watchers (a session
+ * watching WATCH_HEAP_MIN tubes or more gets a tube heap, watch.h).
+ * Returns 0, or -1 out of memory (nothing changed). Not while se waits. */
+int queue_watch(Server *s, Session *se, Tube *t);
+
+/* Drops the i-th tube of se's watch list (the last one takes its place,
+ * as ptrset_delete), its watching count and reference; a blocked reserve
+ * goes on waiting on the other tubes. O(1). */
+void queue_unwatch(Server *s, Session *se, size_t i);
 
 /* Nonzero if se holds a job whose TTR ends within the DEADLINE_SOON margin. */
 int queue_deadline_soon(const Session *se, int64_t now);

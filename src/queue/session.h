@@ -23,6 +23,15 @@ typedef struct Session {
     int32_t timeout;  /* of the blocked reserve, seconds; < 0: none */
     int64_t wake_at;  /* monotonic ns: timeout or DEADLINE_SOON, 0 = none */
     size_t wait_pos;  /* in Server.wait_heap, or SIZE_MAX */
+    /* while waiting: wait_at[i] is se's index in the waiting set of
+     * watch.items[i] (SIZE_MAX once out of it); owned, wait_cap entries */
+    size_t *wait_at;
+    size_t wait_cap;
+    /* watching many tubes (watch.h): its tube heap of WatchRef*, and
+     * wrefs[i] the entry of watch.items[i]; NULL: no heap. Owned. */
+    Heap tops;
+    struct WatchRef **wrefs;
+    size_t wrefs_cap;
     /* a reply showing jobs that waits for bodies from disk (jobreply.h) */
     uint64_t *fetch_ids; /* its jobs (fetch_n), NULL = none */
     uint64_t fetch_one;  /* fetch_ids' storage for one job */

@@ -76,6 +76,7 @@ tubes_get(TubeRegistry *r, const char *name, size_t len)
         free(t);
         return NULL;
     }
+    t->list_pos = r->list.len - 1;
     size_t b = name_hash(name, len) & (r->nbuckets - 1);
     t->hnext = r->buckets[b];
     r->buckets[b] = t;
@@ -91,8 +92,9 @@ tube_destroy(Tube *t)
     heap_free(&t->ready);
     heap_free(&t->delay);
     heap_free(&t->buried);
-    ptrset_free(&t->waiting);
+    waitset_free(&t->waiting);
     free(t->age);
+    free(t->hrefs);
     free(t);
 }
 
@@ -104,7 +106,9 @@ tubes_unref(TubeRegistry *r, Tube *t)
     while (*p != t)
         p = &(*p)->hnext;
     *p = t->hnext;
-    ptrset_remove(&r->list, t);
+    ptrset_delete(&r->list, t->list_pos);
+    if (t->list_pos < r->list.len) /* the last one moved into its slot */
+        ((Tube *)r->list.items[t->list_pos])->list_pos = t->list_pos;
     tube_destroy(t);
 }
 
@@ -116,4 +120,47 @@ tubes_free(TubeRegistry *r)
     ptrset_free(&r->list);
     free(r->buckets);
     r->buckets = NULL;
+}
+
+int
+waitset_add(WaitSet *w, struct Session *se, size_t *at)
+{
+    if (w->len == w->cap) {
+        size_t ncap = w->cap ? w->cap * 2 : 4;
+        WaitRef *n = realloc(w->items, ncap * sizeof *n);
+        if (!n) return -1;
+        w->items = n;
+        w->cap = ncap;
+    }
+    w->items[w->len].se = se;
+    w->items[w->len].at = at;
+    *at = w->len++;
+    return 0;
+}
+
+void
+waitset_delete(WaitSet *w, size_t i)
+{
+    *w->items[i].at = SIZE_MAX;
+    w->items[i] = w->items[--w->len];
+    if (i < w->len) *w->items[i].at = i;
+}
+
+struct Session *
+waitset_take(WaitSet *w)
+{
+    if (w->len == 0) return NULL;
+    size_t i = w->last % w->len;
+    w->last = i + 1;
+    struct Session *se = w->items[i].se;
+    waitset_delete(w, i);
+    return se;
+}
+
+void
+waitset_free(WaitSet *w)
+{
+    free(w->items);
+    w->items = NULL;
+    w->len = w->cap = w->last = 0;
 }

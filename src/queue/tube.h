@@ -25,20 +25,61 @@ typedef struct TubeRates {
     uint32_t since; /* the tick of its first sample; 0: none yet */
 } TubeRates;
 
+struct Session;
+struct WatchRef;
+
+/* One blocked reserver in a tube's waiting set: the session, and where
+ * the session keeps this entry's index in the set (*at, updated whenever
+ * the entry moves; SIZE_MAX once it has left the set). */
+typedef struct WaitRef {
+    struct Session *se;
+    size_t *at;
+} WaitRef;
+
+/* A tube's blocked reservers, with base/ptrset.h's ordering rules (append
+ * at the end, delete by moving the last entry into the hole, round-robin
+ * take), so that they are served in beanstalkd 1.12's order; but each
+ * entry knows its index, so a delete is O(1), and the array keeps its
+ * capacity when it empties (no allocation per blocked reserve). */
+typedef struct WaitSet {
+    WaitRef *items; /* owned */
+    size_t len, cap;
+    size_t last; /* round-robin cursor of waitset_take */
+} WaitSet;
+
+/* Appends se to w; *at gets its index. Returns 0, or -1 out of memory. */
+int waitset_add(WaitSet *w, struct Session *se, size_t *at);
+
+/* Removes the entry at index i (< len): the last entry takes its place
+ * (its *at updated); the removed entry's *at becomes SIZE_MAX. O(1). */
+void waitset_delete(WaitSet *w, size_t i);
+
+/* Removes and returns the next reserver in round-robin order (as
+ * ptrset_take), or NULL if w is empty. */
+struct Session *waitset_take(WaitSet *w);
+
+/* Frees w's array. */
+void waitset_free(WaitSet *w);
+
+/* A tube. Its first 64 bytes hold what a reserve reads of each watched
+ * tube (the ready count, the best ready job's key, the pause), so that
+ * choosing among W watched tubes touches one cache line of each. */
 typedef struct Tube {
-    struct Tube *hnext; /* registry chain */
+    uint64_t top_id;  /* the best ready job's id (ready.len > 0 only) */
+    uint32_t top_pri; /* ... and its priority; queue.c keeps both */
     uint32_t refs;
-    uint8_t name_len;
-    char name[TUBE_NAME_MAX + 1];
-    Heap ready;         /* Job*, by (pri, id) */
-    Heap delay;         /* Job*, by (deadline, id) */
-    Heap buried;        /* Job*, by bury order: kick takes the oldest */
-    PtrSet waiting;     /* Conn* blocked in reserve watching this tube */
     int64_t pause_ns;   /* pause-tube duration, 0 if not paused */
     int64_t unpause_at; /* monotonic ns */
-    size_t pause_pos;   /* index in the server's pause heap, or SIZE_MAX */
-    size_t delay_pos;   /* index in the server's delayed-tube heap, or
-                           SIZE_MAX */
+    Heap ready;         /* Job*, by (pri, id) */
+    struct Tube *hnext; /* registry chain */
+    uint8_t name_len;
+    char name[TUBE_NAME_MAX + 1];
+    Heap delay;       /* Job*, by (deadline, id) */
+    Heap buried;      /* Job*, by bury order: kick takes the oldest */
+    WaitSet waiting;  /* sessions blocked in reserve watching it */
+    size_t pause_pos; /* index in the server's pause heap, or SIZE_MAX */
+    size_t delay_pos; /* index in the server's delayed-tube heap, or
+                         SIZE_MAX */
     uint64_t urgent_ct, reserved_ct, buried_ct, total_jobs, delete_ct, pause_ct;
     uint64_t reserve_ct; /* jobs of this tube reserved, since it was made */
     TubeRates rates;
@@ -47,6 +88,11 @@ typedef struct Tube {
     uint64_t *age;          /* ids that entered ready: a min-heap, stale
                                entries dropped lazily (queue/readyage.h) */
     size_t age_len, age_cap;
+    size_t list_pos; /* its index in TubeRegistry.list */
+    /* the entries of the sessions with a tube heap watching it
+     * (watch.h); the array is owned, the entries are the sessions' */
+    struct WatchRef **hrefs;
+    size_t nhrefs, caphrefs;
 } Tube;
 
 typedef struct TubeRegistry {
@@ -65,6 +111,15 @@ Tube *tubes_find(const TubeRegistry *r, const char *name, size_t len);
  * when memory ran out. */
 Tube *tubes_get(TubeRegistry *r, const char *name, size_t len);
 
+/* Nonzero if a's best ready job comes before b's: by priority, then id
+ * (job_pri_less on the two tubes' heap tops). Both must have ready jobs. */
+static inline int
+tube_top_less(const Tube *a, const Tube *b)
+{
+    return a->top_pri != b->top_pri ? a->top_pri < b->top_pri
+                                    : a->top_id < b->top_id;
+}
+
 /* Takes a reference on t. */
 static inline void
 tube_ref(Tube *t)
@@ -72,8 +127,9 @@ tube_ref(Tube *t)
     t->refs++;
 }
 
-/* Drops a reference; at zero the tube is removed from the registry and
- * freed (it holds no jobs, conns or waiters by then). */
+/* Drops a reference; at zero the tube is removed from the registry (O(1):
+ * the last tube of the list takes its place, as beanstalkd's list-tubes
+ * order has it) and freed (it holds no jobs, conns or waiters by then). */
 void tubes_unref(TubeRegistry *r, Tube *t);
 
 /* Frees every tube and the registry itself. */

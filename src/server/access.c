@@ -71,10 +71,7 @@ prune_watch(Conn *c)
             i++;
             continue;
         }
-        if (se->waiting) ptrset_remove(&t->waiting, se);
-        ptrset_delete(&se->watch, i);
-        t->watching_ct--;
-        queue_tube_unref(c->srv, t);
+        queue_unwatch(c->srv, se, i);
     }
 }
 

@@ -349,12 +349,10 @@ cmd_watch(Conn *c, const Cmd *cmd)
     }
     if (ptrset_find(&c->se.watch, t) >= 0) {
         queue_tube_unref(s, t);
-    } else if (ptrset_append(&c->se.watch, t) < 0) {
+    } else if (queue_watch(s, &c->se, t) < 0) {
         queue_tube_unref(s, t);
         conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
-    } else {
-        t->watching_ct++;
     }
     conn_replyf(c, "WATCHING %zu\r\n", c->se.watch.len);
 }
@@ -368,11 +366,7 @@ cmd_ignore(Conn *c, const Cmd *cmd)
         conn_reply_lit(c, "NOT_IGNORED\r\n");
         return;
     }
-    if (i >= 0) {
-        ptrset_delete(&c->se.watch, (size_t)i);
-        t->watching_ct--;
-        queue_tube_unref(c->srv, t);
-    }
+    if (i >= 0) queue_unwatch(c->srv, &c->se, (size_t)i);
     conn_replyf(c, "WATCHING %zu\r\n", c->se.watch.len);
 }
 

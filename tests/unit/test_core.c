@@ -93,6 +93,41 @@ test_heap_fix(void **state)
     heap_free(&h);
 }
 
+/* A tube's waiting set serves in ptrset's (beanstalkd's) order, keeps
+ * every entry's index in its *at as entries move, marks a removed entry
+ * SIZE_MAX, and keeps its array when it empties. */
+static void
+test_waitset_order_and_positions(void **state)
+{
+    (void)state;
+    WaitSet w = {0};
+    struct Session *se[4];
+    size_t at[4];
+    for (int i = 0; i < 4; i++) {
+        se[i] = (struct Session *)&at[i]; /* any distinct pointers */
+        assert_int_equal(waitset_add(&w, se[i], &at[i]), 0);
+        assert_int_equal(at[i], (size_t)i);
+    }
+    assert_ptr_equal(waitset_take(&w), se[0]); /* [3 1 2], cursor 1 */
+    assert_int_equal(at[0], SIZE_MAX);
+    assert_int_equal(at[3], 0);
+    waitset_delete(&w, at[1]); /* [3 2]: 2 moves into 1's slot */
+    assert_int_equal(at[1], SIZE_MAX);
+    assert_int_equal(at[2], 1);
+    assert_ptr_equal(w.items[at[2]].se, se[2]);
+    assert_ptr_equal(waitset_take(&w), se[2]); /* cursor 1 % 2 = 1 */
+    waitset_delete(&w, at[3]);                 /* the last one: nothing moves */
+    assert_int_equal(w.len, 0);
+    assert_non_null(w.items);
+    assert_null(waitset_take(&w));
+    for (int i = 0; i < 4; i++) /* the cursor (2) survives, as in 1.12 */
+        waitset_add(&w, se[i], &at[i]);
+    assert_ptr_equal(waitset_take(&w), se[2]);
+    assert_ptr_equal(waitset_take(&w), se[0]); /* [0 1 3], cursor 3 % 3 */
+    waitset_free(&w);
+    assert_null(w.items);
+}
+
 /* beanstalkd serves four reservers waiting on one tube 1st, 2nd, 4th, 3rd
  * and reorders a watch list on removal: both follow from ptrset. */
 static void
@@ -354,9 +389,19 @@ test_tube_registry(void **state)
     tube_ref(t7);
     tubes_unref(&r, t7);
     assert_ptr_equal(tubes_find(&r, "t7", 2), t7);
+    Tube *last = r.list.items[500];
     tubes_unref(&r, t7); /* last reference: gone */
     assert_null(tubes_find(&r, "t7", 2));
     assert_int_equal(r.list.len, 500);
+    assert_ptr_equal(r.list.items[8], last); /* list-tubes order as 1.12 */
+    for (size_t i = 0; i < r.list.len; i++)  /* every index kept right */
+        assert_int_equal(((Tube *)r.list.items[i])->list_pos, i);
+    Tube *t498 = r.list.items[499];
+    tubes_unref(&r, last); /* in slot 8 now: t498 moves there */
+    assert_int_equal(r.list.len, 499);
+    assert_ptr_equal(r.list.items[8], t498);
+    assert_int_equal(t498->list_pos, 8);
+    assert_ptr_equal(tubes_find(&r, "t498", 4), t498);
     tubes_free(&r);
 }
 
@@ -386,6 +431,7 @@ main(void)
         cmocka_unit_test(test_heap_first),
         cmocka_unit_test(test_heap_fix),
         cmocka_unit_test(test_ptrset_beanstalkd_order),
+        cmocka_unit_test(test_waitset_order_and_positions),
         cmocka_unit_test(test_jobtable),
         cmocka_unit_test(test_jobtable_reference),
         cmocka_unit_test(test_jobtable_remove_old_mid_migration),
