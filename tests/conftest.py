@@ -364,3 +364,13 @@ def beanstalkd(request, tmp_path_factory):
     # In memory unless the test passes -b itself (beanstalkd's default).
     yield from _factory(request, tmp_path_factory, lambda port, d, flags: [
         BEANSTALKD, "-l", "127.0.0.1", "-p", str(port)] + flags)
+
+
+@pytest.fixture
+def api(rockstalkd):
+    """start(*flags) -> (server, HTTP port): rockstalkd with --http on a
+    free port (the HTTP API tests)."""
+    def start(*flags):
+        hp = free_port()
+        return rockstalkd("--http", "127.0.0.1:%d" % hp, *flags), hp
+    return start

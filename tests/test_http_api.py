@@ -7,7 +7,6 @@ protocol, every error (400, 404, 405, 409, 410), bearer tokens with an
 --auth-file (401, 403, per tube) and the bound of 64 requests in flight
 (503 at once, never a hang; the loop serves clients meanwhile)."""
 import base64
-import json
 import threading
 import time
 import urllib.error
@@ -16,43 +15,10 @@ import urllib.request
 import pytest
 
 from conftest import free_port, wait_for
+from httpclient import call, ok, yaml_map
 from test_auth import TOKENS, Client, auth_text, write_auth
 
 pytestmark = pytest.mark.not_via_follower("the HTTP server of one process")
-
-
-def call(port, path, method="GET", token=None, timeout=5):
-    """(status, headers, JSON body or None) of one request."""
-    req = urllib.request.Request("http://127.0.0.1:%d/api/v1/%s" % (port, path),
-                                 method=method)
-    if token is not None:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            st, hd, body = r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        st, hd, body = e.code, e.headers, e.read()
-    assert hd["Content-Type"] == "application/json", (path, hd)
-    return st, hd, json.loads(body) if body else None
-
-
-def ok(port, path, method="GET", token=None):
-    st, _, body = call(port, path, method, token)
-    assert st == 200, (path, st, body)
-    return body
-
-
-def yaml_map(body):
-    return dict(ln.split(": ", 1) for ln in body.decode().splitlines()
-                if ": " in ln)
-
-
-@pytest.fixture
-def api(rockstalkd):
-    def start(*flags):
-        hp = free_port()
-        return rockstalkd("--http", "127.0.0.1:%d" % hp, *flags), hp
-    return start
 
 
 def fill(s):

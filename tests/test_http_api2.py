@@ -4,7 +4,6 @@ keeps the new job only), GET connections, GET history, a tube's
 oldest-ready-age, per-identity filtering of GET tubes, console sessions
 (cookie, CSRF token, Origin check), the security headers, and HTTPS with
 --tls-cert (--http-plain to opt out)."""
-import base64
 import json
 import os
 import pathlib
@@ -19,6 +18,7 @@ import urllib.request
 import pytest
 
 from conftest import free_port, wait_for
+from httpclient import call, ok, yaml_map
 from test_auth import TOKENS, Client, auth_text, digest, write_auth
 
 pytestmark = pytest.mark.not_via_follower("the HTTP server of one process")
@@ -26,42 +26,6 @@ pytestmark = pytest.mark.not_via_follower("the HTTP server of one process")
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; "
        "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
        "base-uri 'none'; form-action 'self'")
-
-
-def call(port, path, method="GET", token=None, headers=None, data=None,
-         scheme="http", ctx=None, timeout=5):
-    """(status, headers, JSON body or None) of one request."""
-    req = urllib.request.Request("%s://127.0.0.1:%d/api/v1/%s"
-                                 % (scheme, port, path), method=method,
-                                 data=data, headers=headers or {})
-    if token is not None:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
-            st, hd, body = r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        st, hd, body = e.code, e.headers, e.read()
-    assert hd["Content-Type"] == "application/json", (path, hd)
-    return st, hd, json.loads(body) if body else None
-
-
-def ok(port, path, method="GET", token=None, **kw):
-    st, _, body = call(port, path, method, token, **kw)
-    assert st == 200, (path, st, body)
-    return body
-
-
-def yaml_map(body):
-    return dict(ln.split(": ", 1) for ln in body.decode().splitlines()
-                if ": " in ln)
-
-
-@pytest.fixture
-def api(rockstalkd):
-    def start(*flags):
-        hp = free_port()
-        return rockstalkd("--http", "127.0.0.1:%d" % hp, *flags), hp
-    return start
 
 
 def put(c, tube, n, pri=5, delay=0, body=b"x"):
