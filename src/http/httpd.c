@@ -487,8 +487,10 @@ enqueue(Httpd *h, Box *b)
     else
         h->qhead = b;
     h->qtail = b;
-    pthread_mutex_unlock(&h->mu);
+    /* under mu: once httpd_close_queue set closed, no notify runs (its
+     * target may be gone); ev_async_send is cheap and never blocks */
     h->notify(h->notify_arg);
+    pthread_mutex_unlock(&h->mu);
     return 0;
 }
 
@@ -832,12 +834,18 @@ httpd_start(const HttpdConfig *cfg, Httpd **out, char *err, size_t errcap)
 }
 
 void
-httpd_stop(Httpd *h)
+httpd_close_queue(Httpd *h)
 {
-    HttpdReq *r;
     pthread_mutex_lock(&h->mu);
     h->closed = 1;
     pthread_mutex_unlock(&h->mu);
+}
+
+void
+httpd_stop(Httpd *h)
+{
+    HttpdReq *r;
+    httpd_close_queue(h);
     while (httpd_take(h, &r, 1))
         httpd_answer(h, r, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, 0);
     MHD_stop_daemon(h->daemon); /* answers in flight hold their sets */

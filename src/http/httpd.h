@@ -182,6 +182,12 @@ size_t httpd_take(Httpd *h, HttpdReq **out, size_t max);
 void httpd_answer(Httpd *h, HttpdReq *r, unsigned status, char *body,
                   size_t len);
 
+/* Loop thread: queues nothing more for the loop from now on (a request
+ * that would be is answered 503 by the HTTP thread), and no notify call
+ * is running or will run once this returns: the notify's target may then
+ * be freed. httpd_stop does this first too. */
+void httpd_close_queue(Httpd *h);
+
 /* Stops the HTTP thread and frees h; requests still queued are answered
  * 503 first (the loop must have answered those it took). */
 void httpd_stop(Httpd *h);

@@ -151,6 +151,7 @@ void
 httpdocs_close(Server *s)
 {
     if (!s->http) return;
+    httpd_close_queue(s->http); /* no notify reaches the API once closed */
     httpapi_close(s); /* answers what it holds, before the thread stops */
     httpd_stop(s->http);
     s->http = NULL;
