@@ -18,7 +18,25 @@ export class ApiError extends Error {
 
 // Calls /api/v1/PATH; resolves to the JSON body, rejects with ApiError
 // (status 0: the server did not answer). query: an object of arguments.
-export async function api(path, {method = 'GET', query, form} = {}) {
+// An action refused for its CSRF token (the server restarted since the
+// token was fetched: a cluster node after a leadership change has a new
+// one) fetches the session again and is sent once more.
+export async function api(path, opts = {}) {
+  try {
+    return await request(path, opts);
+  } catch (e) {
+    const method = opts.method || 'GET';
+    if (method === 'GET' || e.status !== 403 || !e.body || e.body.error !== 'csrf' ||
+        path === 'session')
+      throw e;
+    const old = session.csrf;
+    await loadSession();
+    if (!session.csrf || session.csrf === old) throw e;
+    return request(path, opts);
+  }
+}
+
+async function request(path, {method = 'GET', query, form} = {}) {
   let url = `api/v1/${path}`;
   if (query) {
     const q = new URLSearchParams();

@@ -24,6 +24,7 @@ const main = document.getElementById('main');
 let page = null; // {refresh, destroy}
 let needLogin = false;
 let busy = false;
+let pollFailed = false; // the status line shows a failed update
 
 const ctx = {
   go(hash) { // after an action: its message stays
@@ -87,6 +88,8 @@ async function poll() {
   try {
     await p.refresh();
     document.getElementById('live').textContent = `Updated ${new Date().toLocaleTimeString()}`;
+    if (pollFailed) status('Updated again: the server answers.', 'info');
+    pollFailed = false;
   } catch (e) {
     if (e.status === 401 && !needLogin) {
       needLogin = true;
@@ -94,6 +97,7 @@ async function poll() {
       route();
     } else if (p === page) {
       status(`Could not update: ${e.message}${e.status ? ` (HTTP ${e.status})` : ''}`, 'error');
+      pollFailed = true;
     }
   } finally {
     busy = false;

@@ -429,13 +429,18 @@ def test_auth_action_seen_through_the_protocol(authed):
 
 
 def test_browser_cluster(tmp_path_factory):
-    """The cluster page of a 3-node cluster's leader: its role, term and
-    the three voters (no transfer action: the HTTP API has none)."""
+    """The cluster page of a 3-node cluster's leader: its role, term, the
+    three members with their progress and a "Make leader" button on each
+    follower; a transfer cancelled, then one confirmed, after which the
+    page shows this node as a follower and says transfers go through the
+    leader; the leadership moved, seen through the protocol (stats on the
+    new leader, rockstalk-cluster-status)."""
     need_browser()
     c = Cluster(tmp_path_factory.mktemp("cluster"), tls=False)
     try:
         lead = c.wait_leader()
         hp = c.node(lead).metrics_port
+        to = next(nd.id for nd in c.nodes if nd.id != lead)
 
         def ready():  # the leader serves, and its view says so
             st, _, body = get(hp, "/api/v1/cluster")
@@ -445,9 +450,22 @@ def test_browser_cluster(tmp_path_factory):
                     get(hp, "/api/v1/session")[0] == 200)
         wait_for(ready, timeout=15, what="the leader serving its API")
         steps = run_browser(tmp_path_factory, {
-            "base": "http://127.0.0.1:%d/" % hp, "mode": "cluster"})
+            "base": "http://127.0.0.1:%d/" % hp, "mode": "cluster",
+            "to": to})
+        for step in ("cluster-page", "cluster-transfer-cancel",
+                     "cluster-transfer", "cluster-follower",
+                     "no-page-errors"):
+            assert step in steps, "run.mjs did not report " + step
+            assert steps[step][0], (step, steps[step][1])
+        # through the protocol: the new leader's own stats and status
+        wait_for(lambda: c.leader() == to, timeout=15,
+                 what="node %d leading" % to)
+        cl = Client(c.node(to))
+        assert yaml_of(cl, "stats")["rockstalk-cluster-role"] == "leader"
+        st = yaml_of(cl, "rockstalk-cluster-status")
+        assert (st["node-id"], st["leader"]) == (str(to), str(to))
+        cl.s.close()
+        with open(c.node(lead).dir + ".log", "rb") as f:
+            assert b"http: (open API) asked node %d to lead" % to in f.read()
     finally:
         c.stop()
-    for step in ("cluster-page", "no-page-errors"):
-        assert step in steps, "run.mjs did not report " + step
-        assert steps[step][0], (step, steps[step][1])

@@ -899,6 +899,12 @@ node_step(Server *s)
     if (n->nparked) unpark(n, &st);
 }
 
+RaftNode *
+node_raft(const Server *s)
+{
+    return s->node ? s->node->raft : NULL;
+}
+
 int
 node_serves(const Server *s)
 {

@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "cluster/cluster.h"
+#include "cluster/raftnode.h"
 #include "conn/conn.h"
 #include "queue/state.h"
 
@@ -158,6 +159,14 @@ typedef struct NodeStats {
     const char *security;
     uint64_t peer_refused; /* peer connections refused (mtls) */
 } NodeStats;
+
+/* Loop thread: s's Raft node, NULL standalone or before node_start. A
+ * read accessor for the HTTP API (server/httpcluster.h): it reads what
+ * the raft thread publishes (raftnode_status, raftnode_view, copies that
+ * cost the raft thread nothing) and asks for a leadership transfer with
+ * raftnode_transfer, as rockstalk-cluster-transfer does through node_step.
+ * Valid until node_close. */
+RaftNode *node_raft(const Server *s);
 
 /* Loop thread, on SIGHUP: re-reads the nodes' certificate files; new
  * peer connections use them, a failure (logged) keeps the old ones. */

@@ -77,6 +77,7 @@ struct Httpd {
     void (*notify)(void *);
     void *notify_arg;
     Box *qhead, *qtail; /* queued for the loop, oldest first */
+    uint64_t sent_tag;  /* the latest answer's tag sent (httpd_take_sent) */
     size_t inflight;    /* queued or taken, not answered */
     int closed;         /* stopping: no more requests queue */
 };
@@ -331,7 +332,8 @@ route(const char *url, HttpdDocKind *kind, const char **name)
         (strncmp(url, API "jobs/", strlen(API "jobs/")) == 0 &&
          url[strlen(API "jobs/")]) ||
         strcmp(url, API "connections") == 0 ||
-        strcmp(url, API "history") == 0 || strcmp(url, API "session") == 0)
+        strcmp(url, API "history") == 0 || strcmp(url, API "session") == 0 ||
+        strcmp(url, API "cluster/transfer") == 0)
         return R_LOOP;
     return R_NONE;
 }
@@ -356,13 +358,25 @@ serve_doc(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
 
 /* ---- requests for the loop ---- */
 
+/* MHD is done with a request: its answer was sent, or the connection
+ * ended. An answer with a sent_tag hands it to the loop (not once
+ * httpd_stop began). */
 static void
 completed(void *cls, struct MHD_Connection *conn, void **req_cls,
           enum MHD_RequestTerminationCode toe)
 {
+    Httpd *h = cls;
     Box *b = *req_cls;
-    (void)cls, (void)conn, (void)toe;
+    (void)conn, (void)toe;
     if (!b) return;
+    if (b->priv.answered && b->pub.sent_tag) {
+        pthread_mutex_lock(&h->mu); /* as enqueue: notify under mu */
+        if (!h->closed) {           /* stopping: the loop is gone */
+            h->sent_tag = b->pub.sent_tag;
+            h->notify(h->notify_arg);
+        }
+        pthread_mutex_unlock(&h->mu);
+    }
     free(b->priv.body);
     free(b->priv.form);
     free(b);
@@ -439,7 +453,7 @@ box_new(struct MHD_Connection *conn, const char *url, const char *method,
         Route r, HttpdDocKind kind, const char **msg)
 {
     static const char *const keys[HTTPD_ARG_COUNT] = {
-        "state", "after", "limit", "n", "seconds", "pri", "tube"};
+        "state", "after", "limit", "n", "seconds", "pri", "tube", "to"};
     const char *rest = url + strlen(API);
     if (strlen(rest) > HTTPD_PATH_MAX) {
         *msg = "{\"error\":\"path too long\"}";
@@ -508,6 +522,16 @@ httpd_take(Httpd *h, HttpdReq **out, size_t max)
     }
     pthread_mutex_unlock(&h->mu);
     return n;
+}
+
+uint64_t
+httpd_take_sent(Httpd *h)
+{
+    pthread_mutex_lock(&h->mu);
+    uint64_t tag = h->sent_tag;
+    h->sent_tag = 0;
+    pthread_mutex_unlock(&h->mu);
+    return tag;
 }
 
 void
@@ -791,7 +815,7 @@ start_daemon(Httpd *h, const struct sockaddr_storage *ss, uint16_t port)
     h->daemon = MHD_start_daemon(
         flags, port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
         (const struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT, 128U,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, h,
         MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_ARRAY, tls,
         MHD_OPTION_END);
     return h->daemon ? 0 : -1;

@@ -8,7 +8,8 @@
  *   GET /api/v1/stats, /api/v1/tubes, /api/v1/tubes/NAME, /api/v1/cluster
  *                        JSON documents
  *   /api/v1/tubes/NAME/{jobs,kick,pause,clear}, /api/v1/jobs/...,
- *   /api/v1/connections, /api/v1/history, /api/v1/session
+ *   /api/v1/connections, /api/v1/history, /api/v1/session,
+ *   /api/v1/cluster/transfer
  *                        (GET, HEAD, POST, DELETE) a request for the
  *                        loop (HttpdReq)
  *
@@ -76,6 +77,7 @@ typedef enum HttpdArg {
     HTTPD_ARG_SECONDS,
     HTTPD_ARG_PRI,
     HTTPD_ARG_TUBE,
+    HTTPD_ARG_TO,
     HTTPD_ARG_COUNT
 } HttpdArg;
 
@@ -107,6 +109,11 @@ typedef struct HttpdReq {
     /* the loop's side, set before httpd_answer: a Set-Cookie header for
      * the answer ("" for none) */
     char set_cookie[HTTPD_COOKIE_MAX + 1];
+    /* ...and a nonzero tag that httpd_take_sent gives back once the answer
+     * has been sent (or its connection ended first): an action that must
+     * wait for its answer to leave (a leadership transfer, whose leader
+     * then restarts). 0: none. */
+    uint64_t sent_tag;
     struct HttpdReqPriv *priv; /* the HTTP thread's */
 } HttpdReq;
 
@@ -187,6 +194,11 @@ void httpd_answer(Httpd *h, HttpdReq *r, unsigned status, char *body,
  * is running or will run once this returns: the notify's target may then
  * be freed. httpd_stop does this first too. */
 void httpd_close_queue(Httpd *h);
+
+/* Loop thread: the sent_tag of the latest answer sent since the last
+ * call (only the latest is kept), or 0. The HTTP thread calls the
+ * config's notify once such an answer has left. */
+uint64_t httpd_take_sent(Httpd *h);
 
 /* Stops the HTTP thread and frees h; requests still queued are answered
  * 503 first (the loop must have answered those it took). */

@@ -39,12 +39,15 @@ typedef struct HttpClear {
 
 /* What one request came to: status and JSON body; fetch: a job whose body
  * must be read first (then move_to says a move waits for it, else GET
- * jobs/ID); clear: a clear to run step by step (owned). */
+ * jobs/ID); clear: a clear to run step by step (owned); sent_tag: the
+ * voter a leadership transfer hands over to once the answer has been
+ * sent (HttpdReq.sent_tag, server/httpcluster.h), 0 for none. */
 typedef struct HttpAns {
     unsigned status;
     Json j;
     uint64_t fetch;
     HttpClear *clear;
+    uint64_t sent_tag;
     char move_to[TUBE_NAME_MAX + 1];
     char who[AUTH_WHO_MAX];
 } HttpAns;

@@ -14,6 +14,7 @@
 #include "proto/proto.h"
 #include "server/access.h"
 #include "server/httpact.h"
+#include "server/httpcluster.h"
 #include "server/httpsess.h"
 #include "server/httptubes.h"
 #include "server/jobreply.h"
@@ -21,13 +22,14 @@
 /* A request whose answer waits (for the store, a body, the delay). */
 typedef struct Held {
     HttpdReq *r;
-    unsigned status;  /* 0 with a doc: serve it */
-    Json body;        /* the answer; empty while fetch is set */
-    uint64_t need;    /* acked_seq it waits for */
-    int64_t at;       /* monotonic ns it may leave, at the earliest */
-    uint64_t fetch;   /* a job whose body is being read (GET jobs/ID, or
-                         a move when move_to is set) */
-    HttpClear *clear; /* a clear under way (owned) */
+    unsigned status;   /* 0 with a doc: serve it */
+    Json body;         /* the answer; empty while fetch is set */
+    uint64_t need;     /* acked_seq it waits for */
+    int64_t at;        /* monotonic ns it may leave, at the earliest */
+    uint64_t fetch;    /* a job whose body is being read (GET jobs/ID, or
+                          a move when move_to is set) */
+    HttpClear *clear;  /* a clear under way (owned) */
+    uint64_t sent_tag; /* given to the HTTP thread with the answer */
     char move_to[TUBE_NAME_MAX + 1];
     char who[AUTH_WHO_MAX];
 } Held;
@@ -487,6 +489,8 @@ run(Server *s, HttpdReq *r, Ans *a)
         return httpsess_route(s, &s->httpapi->sess, r, a);
     if (identify(s, r, &u, a) < 0) return;
     if (r->doc) return doc_check(s, r, u, a);
+    if (strcmp(r->path, "cluster/transfer") == 0) /* 409 on a follower */
+        return httpcluster_transfer(s, r, u, a);
     if (!node_serves(s)) {
         node_stats(s, &ns);
         a->status = 503;
@@ -577,6 +581,7 @@ answer(Server *s, Held *h)
         h->body = (Json){0};
         st = 500;
     }
+    if (st == 200) h->r->sent_tag = h->sent_tag;
     httpd_answer(s->http, h->r, st, h->body.buf, h->body.len);
 }
 
@@ -625,6 +630,8 @@ take_cb(struct ev_loop *loop, ev_async *w, int revents)
     HttpApi *api = s->httpapi;
     HttpdReq *rs[HTTPD_QUEUE_MAX];
     (void)loop, (void)revents;
+    uint64_t sent = httpd_take_sent(s->http);
+    if (sent) httpcluster_sent(s, sent); /* a transfer's answer left */
     size_t n = httpd_take(s->http, rs, HTTPD_QUEUE_MAX - api->n);
     for (size_t i = 0; i < n; i++) {
         Ans a = {0};
@@ -636,7 +643,8 @@ take_cb(struct ev_loop *loop, ev_async *w, int revents)
                     .need = state_reply_seq(s),
                     .at = mono_ns() + api->delay_ns,
                     .fetch = a.fetch,
-                    .clear = a.clear};
+                    .clear = a.clear,
+                    .sent_tag = a.sent_tag};
         memcpy(h->move_to, a.move_to, sizeof h->move_to);
         memcpy(h->who, a.who, sizeof h->who);
     }

@@ -2,8 +2,9 @@
  * HttpdReq): routing, auth (the auth file's bearer tokens, a console
  * session's cookie and CSRF token: server/httpsess.h; per-tube rules), a
  * tube's jobs, a job with its body, and the answers held; the actions,
- * clear, move, connections and history are server/httpact.h's
- * (protocol/PROTOCOL.md section 18). The HTTP thread queues requests and wakes
+ * clear, move, connections and history are server/httpact.h's, the
+ * cluster's transfer server/httpcluster.h's (protocol/PROTOCOL.md
+ * section 18). The HTTP thread queues requests and wakes
  * the loop (ev_async); the loop takes at most HTTPD_QUEUE_MAX of them per wake,
  * runs each with bounded work (one page of at most HTTPAPI_LIMIT_MAX jobs, a
  * kick of at most HTTPACT_KICK_MAX) and holds its answer until the store has

@@ -10,6 +10,7 @@
 #include "http/httpd.h"
 #include "http/json.h"
 #include "server/httpapi.h"
+#include "server/httpcluster.h"
 #include "server/httptubes.h"
 #include "server/stats.h"
 
@@ -24,40 +25,6 @@ tubes_doc(const Server *s, HttpdDocs *d)
         json_free(&j);
     else
         httpd_docs_set(d, HTTPD_DOC_TUBES, j.buf, j.len);
-}
-
-static void
-cluster_json(const Server *s, Json *j)
-{
-    const ClusterConfig *cc = s->cfg.cluster;
-    NodeStats ns;
-    json_obj(j);
-    json_key(j, "mode");
-    if (!cc) {
-        json_cstr(j, "standalone");
-        json_obj_end(j);
-        return;
-    }
-    node_stats(s, &ns);
-    json_cstr(j, "cluster");
-    json_key(j, "node-id"), json_u64(j, cc->self_id);
-    json_key(j, "role"), json_cstr(j, ns.role);
-    json_key(j, "serving"), json_bool(j, node_serves(s));
-    json_key(j, "leader"), json_u64(j, ns.leader);
-    json_key(j, "term"), json_u64(j, ns.term);
-    json_key(j, "commit-index"), json_u64(j, ns.commit_index);
-    json_key(j, "security"), json_cstr(j, ns.security ? ns.security : "none");
-    json_key(j, "peer-refused"), json_u64(j, ns.peer_refused);
-    json_key(j, "voters");
-    json_arr(j);
-    for (int i = 0; i < cc->n; i++) {
-        json_obj(j);
-        json_key(j, "id"), json_u64(j, cc->voters[i].id);
-        json_key(j, "raft"), json_cstr(j, cc->voters[i].addr);
-        json_obj_end(j);
-    }
-    json_arr_end(j);
-    json_obj_end(j);
 }
 
 /* Hands j's text to d as document k (or drops it if it failed). */
@@ -82,7 +49,7 @@ publish(Server *s)
     httpd_docs_set(d, HTTPD_DOC_METRICS, b.buf, b.len); /* d frees it */
     stats_server_json(s, &st);
     set_json(d, HTTPD_DOC_STATS, &st);
-    cluster_json(s, &cl);
+    httpcluster_json(s, &cl);
     set_json(d, HTTPD_DOC_CLUSTER, &cl);
     tubes_doc(s, d);
     httpd_publish(s->http, d);
