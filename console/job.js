@@ -19,6 +19,8 @@ export function mount(main, [idText], ctx) {
   let job = null;
   let view = 'text';
   let bodyKey = null; // the body shown (redrawn only when it changes)
+  let gone = false; // deleted or moved from this page: a poll in flight
+                    // then finds it missing, which is no news
   const crumbs = h('p', {class: 'crumbs'}, h('a', {href: '#/tubes'}, 'Tubes'), ' / ');
   const dds = FIELDS.map(() => h('dd'));
   const pre = h('pre', {class: 'body', tabindex: 0, 'aria-label': 'Job body'});
@@ -43,8 +45,9 @@ export function mount(main, [idText], ctx) {
     del.focus();
     if (!ok) return;
     const tube = job && job.tube;
+    const state = job && job.state;
     act(del, () => api(`jobs/${id}`, {method: 'DELETE'}), () => `Deleted job ${id}`,
-        () => ctx.go(tube ? `#/tube/${seg(tube)}/${job.state}` : '#/tubes'));
+        () => { gone = true; ctx.go(tube ? `#/tube/${seg(tube)}/${state}` : '#/tubes'); });
   });
   const moveForm = h('form', {class: 'toolbar', onsubmit: (e) => {
     e.preventDefault();
@@ -52,7 +55,7 @@ export function mount(main, [idText], ctx) {
     if (!t) return;
     act(moveBtn, () => api(`jobs/${id}/move`, {method: 'POST', query: {tube: t}}),
         (r) => `Moved job ${r.moved} to ${r.tube}: it is job ${r.id} now`,
-        (r) => ctx.go(`#/job/${r.id}`));
+        (r) => { gone = true; ctx.go(`#/job/${r.id}`); });
   }}, h('span', {class: 'pair'}, ml, moveTo), moveBtn);
   const priForm = h('form', {class: 'toolbar', onsubmit: (e) => {
     e.preventDefault();
@@ -102,6 +105,7 @@ export function mount(main, [idText], ctx) {
       job = await api(`jobs/${id}`);
     } catch (e) {
       if (e.status === 404) {
+        if (gone) return;
         setText(title, `Job ${id}: gone`);
         status(`Job ${id} does not exist (deleted, or never made).`, 'info');
         job = null;
