@@ -451,6 +451,9 @@ def test_session_login_and_use(authapi):
               headers=dict(ck, **{"X-CSRF-Token": csrf}))["pri"] == 3
     # a bearer token needs none (and wins over a cookie)
     assert ok(hp, "jobs/2/priority?pri=4", "POST", TOKENS["root"])["pri"] == 4
+    # the form decoded: another field first, a percent-escape
+    st, _, b3 = call(hp, "session", "POST", data=b"x=1&token=root%2dtoken")
+    assert st == 200 and b3["identity"] == "root"
     # JSON login too
     st, hd2, b2 = login(hp, TOKENS["insp"], form=False)
     assert st == 200 and b2["identity"] == "insp"
@@ -476,6 +479,8 @@ def test_session_login_and_use(authapi):
 def test_session_refusals(authapi):
     s, hp = authapi
     for data, hd in ((b"token=wrong", None), (b"", None), (b"tok=x", None),
+                     (b"token=root%2-token", None), (b"token=", None),
+                     (b"token=root%00-token", None),
                      (b'{"token":"wrong"}', None), (b'{"token":1}', None),
                      (b"token=" + TOKENS["root"].encode() + b"x", None)):
         st, _, e = call(hp, "session", "POST", data=data, headers=hd)
