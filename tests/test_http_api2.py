@@ -256,11 +256,17 @@ def test_history(api, monkeypatch):
         assert len(h[k]) == n, k
     assert h["t"] == sorted(h["t"])
     assert abs(h["t"][-1] - time.time()) < 3
-    # the rates add up to the counts (each per second over 0.2 s)
-    for k, want in (("puts", 20), ("reserves", 5), ("deletes", 5),
-                    ("timeouts", 0)):
-        got = sum(v * 0.2 for v in h[k])
-        assert abs(got - want) <= 0.5 * want + 0.01, (k, got, h[k])
+    # the activity shows, then quiet intervals are 0 (the rates use each
+    # interval's measured length, which a loaded machine stretches)
+    for k in ("puts", "reserves", "deletes"):
+        assert sum(h[k]) > 0, (k, h[k])
+    assert sum(h["timeouts"]) == 0
+    assert all(round(v, 2) == v for k in ("puts", "reserves", "deletes")
+               for v in h[k])
+    n0 = len(h["t"])
+    wait_for(lambda: len(ok(hp, "history")["t"]) >= n0 + 2)
+    h = ok(hp, "history")
+    assert [h[k][-1] for k in ("puts", "reserves", "deletes")] == [0, 0, 0]
     assert call(hp, "history", "DELETE")[0] == 405
     c.close()
 
@@ -409,6 +415,9 @@ def test_session_login_and_use(authapi):
               headers=dict(ck, **{"X-CSRF-Token": csrf}))["pri"] == 3
     # a bearer token needs none (and wins over a cookie)
     assert ok(hp, "jobs/2/priority?pri=4", "POST", TOKENS["root"])["pri"] == 4
+    # the form decoded: another field first, a percent-escape
+    st, _, b3 = call(hp, "session", "POST", data=b"x=1&token=root%2dtoken")
+    assert st == 200 and b3["identity"] == "root"
     # JSON login too
     st, hd2, b2 = login(hp, TOKENS["insp"], form=False)
     assert st == 200 and b2["identity"] == "insp"
@@ -434,6 +443,8 @@ def test_session_login_and_use(authapi):
 def test_session_refusals(authapi):
     s, hp = authapi
     for data, hd in ((b"token=wrong", None), (b"", None), (b"tok=x", None),
+                     (b"token=root%2-token", None), (b"token=", None),
+                     (b"token=root%00-token", None),
                      (b'{"token":"wrong"}', None), (b'{"token":1}', None),
                      (b"token=" + TOKENS["root"].encode() + b"x", None)):
         st, _, e = call(hp, "session", "POST", data=data, headers=hd)

@@ -596,6 +596,16 @@ to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
     return MHD_YES;
 }
 
+/* The value of hex digit c, or -1. */
+static int
+hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 /* The value of a form's field token (percent-decoded, '+' a space) or of
  * a JSON object's string "token" (no escapes) in p, into out (cap bytes):
  * 0, or -1 when there is none or it does not fit. */
@@ -620,10 +630,10 @@ form_token(const char *p, char *out, size_t cap)
     for (const char *f = p; f; f = strchr(f, '&'), f = f ? f + 1 : NULL) {
         if (strncmp(f, "token=", 6) != 0) continue;
         for (f += 6; *f && *f != '&'; f++) {
-            unsigned c = (unsigned char)*f, hi, lo;
+            int c = (unsigned char)*f;
             if (c == '+') c = ' ';
-            if (c == '%' && sscanf(f + 1, "%1x%1x", &hi, &lo) == 2)
-                c = hi * 16 + lo, f += 2;
+            if (c == '%' && hexval(f[1]) >= 0 && hexval(f[2]) >= 0)
+                c = hexval(f[1]) * 16 + hexval(f[2]), f += 2;
             if (n + 1 >= cap || c == 0) return -1;
             out[n++] = (char)c;
         }
