@@ -215,7 +215,8 @@ clean:
 
 # --- fuzzing ---
 # libFuzzer targets in tests/fuzz/ (the command-line parser, the on-disk
-# job record codec and the TLS server's handshake), built with clang under ASan+UBSan. `make fuzz` builds
+# job record codec, the TLS server's handshake and the HTTP API's own
+# parsing), built with clang under ASan+UBSan. `make fuzz` builds
 # them and runs each for FUZZ_SECONDS (default 30) from its seed corpus in
 # tests/fuzz/corpus/<target>/ (read only; new inputs go to
 # $(BUILD)/fuzz/corpus-<target>/); any crash or failed check fails the run
@@ -228,7 +229,7 @@ FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra \
                -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined -Isrc
-FUZZ_TARGETS := proto meta tls
+FUZZ_TARGETS := proto meta tls http
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
@@ -251,6 +252,13 @@ $(FUZZ_DIR)/fuzz_tls: tests/fuzz/fuzz_tls.c src/net/tls.c src/net/tlscreds.c \
                       $(wildcard src/*/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(TLS_LIBS)
+
+# The HTTP API's parsing alone: http/httpparse.c needs nothing but libc
+# (libmicrohttpd parses the HTTP; these are the bytes of ours after it).
+$(FUZZ_DIR)/fuzz_http: tests/fuzz/fuzz_http.c src/http/httpparse.c \
+                       $(wildcard src/*/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^)
 
 # Inputs up to 512 bytes; 2048 for tls (OpenSSL's ClientHello is 517).
 fuzz: fuzz-build

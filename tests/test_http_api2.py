@@ -451,6 +451,14 @@ def test_session_refusals(authapi):
         assert (st, e) == (401, {"error": "unauthorized"}), data
     st, _, _ = call(hp, "session", "POST", data=b"token=" + b"x" * 2000)
     assert st == 413
+    # the form is percent-decoded strictly: %HH (either case) only
+    for data in (b"token=root%2Dtoken", b"a=1&token=%72oot%2dtoken&b"):
+        assert call(hp, "session", "POST", data=data)[0] == 200, data
+    for data in (b"token=root%2 Dtoken", b"token=root-token%",
+                 b"token=root-token%2", b"token=root%zz-token",
+                 b"token=root-token%00", b'{"token""root-token"}'):
+        st, _, e = call(hp, "session", "POST", data=data)
+        assert (st, e) == (401, {"error": "unauthorized"}), data
     # no cookie, a malformed one, an unknown one
     for ck in (None, "rs_session=abc", "rs_session=" + "a" * 64):
         st, _, e = call(hp, "session", headers={"Cookie": ck} if ck else {})

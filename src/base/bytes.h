@@ -1,11 +1,22 @@
 /* bytes.h - little-endian integers in byte buffers, for the on-disk and
  * on-wire formats (store/enc.h's records, the Raft snapshot manifest, the
- * peer preamble). Inline, no state, any thread. p must hold 4 (32) or 8
+ * peer preamble), and hex digits (auth file digests, the HTTP login form's
+ * percent escapes). Inline, no state, any thread. p must hold 4 (32) or 8
  * (64) bytes. */
 #ifndef ROCKSTALK_BYTES_H
 #define ROCKSTALK_BYTES_H
 
 #include <stdint.h>
+
+/* The value (0-15) of the hex digit c, either case; -1 if c is not one. */
+static inline int
+hex_value(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
 
 static inline void
 le_put32(unsigned char *p, uint32_t v)

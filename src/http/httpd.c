@@ -1,6 +1,7 @@
 /* httpd.c - see httpd.h. */
 #include "http/httpd.h"
 #include "http/assets.h"
+#include "http/httpparse.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -404,11 +405,7 @@ copy_token(struct MHD_Connection *conn, Box *b)
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     if (!v) return;
     b->pub.auth = 1;
-    if (strncasecmp(v, "Bearer ", 7) != 0) return;
-    v += 7;
-    while (*v == ' ')
-        v++;
-    if (strlen(v) <= HTTPD_TOKEN_MAX) strcpy(b->pub.token, v);
+    httpparse_bearer(v, b->pub.token, sizeof b->pub.token);
 }
 
 /* Copies header key into out (cap bytes) when it fits: 1 if it came. */
@@ -421,16 +418,7 @@ copy_header(struct MHD_Connection *conn, const char *key, char *out, size_t cap)
     return 1;
 }
 
-/* Whether v is exactly HTTPD_SID_HEX lowercase hex digits. */
-static int
-is_sid(const char *v)
-{
-    size_t n = 0;
-    for (; v[n]; n++)
-        if (!((v[n] >= '0' && v[n] <= '9') || (v[n] >= 'a' && v[n] <= 'f')))
-            return 0;
-    return n == HTTPD_SID_HEX;
-}
+_Static_assert(HTTPD_SID_HEX == HTTPPARSE_SID_HEX, "session id length");
 
 /* What a browser sends: the session cookie, X-CSRF-Token, Origin, Host;
  * and whether the connection is TLS. */
@@ -440,9 +428,9 @@ copy_browser(struct MHD_Connection *conn, Box *b)
     HttpdReq *q = &b->pub;
     const char *v =
         MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, "rs_session");
-    if (v && is_sid(v)) strcpy(q->sid, v);
+    if (v && httpparse_is_sid(v)) strcpy(q->sid, v);
     q->has_csrf = copy_header(conn, "X-CSRF-Token", q->csrf, sizeof q->csrf);
-    if (q->has_csrf && !is_sid(q->csrf)) q->csrf[0] = '\0';
+    if (q->has_csrf && !httpparse_is_sid(q->csrf)) q->csrf[0] = '\0';
     q->has_origin = copy_header(conn, "Origin", q->origin, sizeof q->origin);
     copy_header(conn, "Host", q->host, sizeof q->host);
 }
@@ -596,53 +584,6 @@ to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
     return MHD_YES;
 }
 
-/* The value of hex digit c, or -1. */
-static int
-hexval(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* The value of a form's field token (percent-decoded, '+' a space) or of
- * a JSON object's string "token" (no escapes) in p, into out (cap bytes):
- * 0, or -1 when there is none or it does not fit. */
-static int
-form_token(const char *p, char *out, size_t cap)
-{
-    size_t n = 0;
-    if (*p == '{') {
-        const char *k = strstr(p, "\"token\"");
-        if (!k) return -1;
-        for (k += 7; *k == ' ' || *k == ':'; k++)
-            ;
-        if (*k++ != '"') return -1;
-        for (; *k && *k != '"'; k++) {
-            if (*k == '\\' || (unsigned char)*k < 0x20 || n + 1 >= cap)
-                return -1;
-            out[n++] = *k;
-        }
-        out[n] = '\0';
-        return *k == '"' && n ? 0 : -1;
-    }
-    for (const char *f = p; f; f = strchr(f, '&'), f = f ? f + 1 : NULL) {
-        if (strncmp(f, "token=", 6) != 0) continue;
-        for (f += 6; *f && *f != '&'; f++) {
-            int c = (unsigned char)*f;
-            if (c == '+') c = ' ';
-            if (c == '%' && hexval(f[1]) >= 0 && hexval(f[2]) >= 0)
-                c = hexval(f[1]) * 16 + hexval(f[2]), f += 2;
-            if (n + 1 >= cap || c == 0) return -1;
-            out[n++] = (char)c;
-        }
-        out[n] = '\0';
-        return n ? 0 : -1;
-    }
-    return -1;
-}
-
 /* POST session: gathers the body (at most HTTPD_FORM_MAX bytes), then
  * takes its token and hands the request to the loop. */
 static enum MHD_Result
@@ -660,9 +601,8 @@ read_form(Httpd *h, struct MHD_Connection *conn, Box *b, const char *data,
     }
     if (p->fover) return send_json(conn, 413, "{\"error\":\"body too large\"}");
     if (p->form) {
-        p->form[p->flen] = '\0';
-        b->pub.has_login =
-            form_token(p->form, b->pub.login, sizeof b->pub.login) == 0;
+        b->pub.has_login = httpparse_login(p->form, p->flen, b->pub.login,
+                                           sizeof b->pub.login) == 0;
     }
     if (enqueue(h, b) < 0) return send_busy(conn);
     p->queued = 1;

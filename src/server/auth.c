@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/bytes.h"
 #include "conn/conn.h"
 #include "proto/proto.h"
 #include "queue/tube.h"
@@ -73,15 +74,6 @@ name_ok(const char *s, size_t n)
     return 1;
 }
 
-static int
-hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
-
 /* The credential field into u; 0, or -1 with the reason in err. */
 static int
 credential(const char *s, size_t n, AuthUser *u, char *err, size_t errcap)
@@ -94,7 +86,7 @@ credential(const char *s, size_t n, AuthUser *u, char *err, size_t errcap)
         return fail(err, errcap,
                     "the credential is sha256:<64 hex digits> or cert");
     for (size_t i = 0; i < AUTH_DIGEST_LEN; i++) {
-        int hi = hexval(s[7 + 2 * i]), lo = hexval(s[8 + 2 * i]);
+        int hi = hex_value(s[7 + 2 * i]), lo = hex_value(s[8 + 2 * i]);
         if (hi < 0 || lo < 0)
             return fail(err, errcap, "sha256: takes 64 hex digits");
         u->digest[i] = (unsigned char)(hi << 4 | lo);

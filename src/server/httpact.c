@@ -11,6 +11,7 @@
 #include "base/common.h"
 #include "base/log.h"
 #include "conn/conn.h"
+#include "http/httpparse.h"
 #include "proto/proto.h"
 #include "server/ext.h"
 
@@ -37,19 +38,6 @@ httpans_done(HttpAns *a, const char *key, uint64_t v)
 
 /* ---- numbers and names ---- */
 
-/* Parses a decimal in [0, max] into *out: 0, or -1. */
-int
-httpans_parse_u64(const char *p, uint64_t max, uint64_t *out)
-{
-    char *end;
-    if (*p < '0' || *p > '9') return -1;
-    errno = 0;
-    unsigned long long v = strtoull(p, &end, 10);
-    if (errno || *end || v > max) return -1;
-    *out = v;
-    return 0;
-}
-
 /* The optional argument a of r as a number (def when absent): 0, or -1
  * (answered 400). */
 int
@@ -58,7 +46,7 @@ httpans_arg_u64(const HttpdReq *r, HttpdArg a, uint64_t def, uint64_t max,
 {
     *out = def;
     if (!r->has_arg[a]) return 0;
-    if (httpans_parse_u64(r->arg[a], max, out) == 0) return 0;
+    if (httpparse_u64(r->arg[a], max, out) == 0) return 0;
     httpans_error(ans, 400, msg);
     return -1;
 }
@@ -169,25 +157,16 @@ httpact_job(Server *s, const HttpdReq *r, Job *j, const char *act,
 static unsigned
 clear_mask(const HttpdReq *r)
 {
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } st[] = {{"ready", 1u << JOB_READY},
-              {"delayed", 1u << JOB_DELAYED},
-              {"buried", 1u << JOB_BURIED}};
-    unsigned mask = 0;
-    if (!r->has_arg[HTTPD_ARG_STATE])
-        return 1u << JOB_READY | 1u << JOB_DELAYED | 1u << JOB_BURIED;
-    const char *p = r->arg[HTTPD_ARG_STATE];
-    for (;;) {
-        size_t n = strcspn(p, ","), i = 0;
-        while (i < 3 && (strlen(st[i].name) != n || strncmp(p, st[i].name, n)))
-            i++;
-        if (i == 3) return 0;
-        mask |= st[i].bit;
-        if (!p[n]) return mask;
-        p += n + 1;
-    }
+    static const char *const names[] = {"ready", "delayed", "buried"};
+    static const unsigned bits[] = {1u << JOB_READY, 1u << JOB_DELAYED,
+                                    1u << JOB_BURIED};
+    unsigned list, mask = 0;
+    if (!r->has_arg[HTTPD_ARG_STATE]) return bits[0] | bits[1] | bits[2];
+    if (httpparse_name_list(r->arg[HTTPD_ARG_STATE], names, 3, &list) < 0)
+        return 0;
+    for (size_t i = 0; i < 3; i++)
+        if (list & 1u << i) mask |= bits[i];
+    return mask;
 }
 
 void

@@ -58,11 +58,9 @@ void httpans_error(HttpAns *a, unsigned status, const char *msg);
 /* Sets a's answer to 200 {"ok": true, key: v} (no key when NULL). */
 void httpans_done(HttpAns *a, const char *key, uint64_t v);
 
-/* Parses a decimal in [0, max] into *out: 0, or -1. */
-int httpans_parse_u64(const char *p, uint64_t max, uint64_t *out);
-
-/* The optional query argument a of r as a number (def when absent): 0,
- * or -1 (answered 400 with msg). */
+/* The optional query argument a of r as a number (def when absent; a
+ * decimal in [0, max], http/httpparse.h's httpparse_u64): 0, or -1
+ * (answered 400 with msg). */
 int httpans_arg_u64(const HttpdReq *r, HttpdArg a, uint64_t def, uint64_t max,
                     uint64_t *out, HttpAns *ans, const char *msg);
 

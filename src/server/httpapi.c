@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "cluster/node.h"
 #include "http/httpd.h"
+#include "http/httpparse.h"
 #include "http/json.h"
 #include "queue/queue.h"
 #include "proto/proto.h"
@@ -304,13 +305,11 @@ reserved_after(const Server *s, const Tube *t, const Job *cur, Job **out,
     return (long)got;
 }
 
-static const struct {
-    const char *name;
-    uint8_t state;
-} states[] = {{"ready", JOB_READY},
-              {"delayed", JOB_DELAYED},
-              {"buried", JOB_BURIED},
-              {"reserved", JOB_RESERVED}};
+/* state= of GET tubes/NAME/jobs, and the job state each names. */
+static const char *const state_names[] = {"ready", "delayed", "buried",
+                                          "reserved"};
+static const uint8_t state_of[] = {JOB_READY, JOB_DELAYED, JOB_BURIED,
+                                   JOB_RESERVED};
 
 static const Heap *
 heap_of(const Tube *t, uint8_t st)
@@ -325,13 +324,12 @@ static void
 list_jobs(Server *s, const HttpdReq *r, Tube *t, Ans *a)
 {
     uint64_t after, limit;
-    int st = -1;
     const char *sn =
         r->has_arg[HTTPD_ARG_STATE] ? r->arg[HTTPD_ARG_STATE] : "ready";
-    for (int i = 0; i < 4; i++)
-        if (strcmp(sn, states[i].name) == 0) st = states[i].state;
-    if (st < 0)
+    int si = httpparse_name_index(sn, state_names, 4);
+    if (si < 0)
         return error(a, 400, "state: ready, delayed, buried or reserved");
+    int st = state_of[si];
     if (httpans_arg_u64(r, HTTPD_ARG_AFTER, 0, UINT64_MAX, &after, a,
                         "after: a job id") < 0 ||
         httpans_arg_u64(r, HTTPD_ARG_LIMIT, HTTPAPI_LIMIT_DEFAULT,
@@ -386,11 +384,10 @@ method_is(const HttpdReq *r, HttpdMethod m, Ans *a)
 static void
 tube_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
 {
-    const char *name = r->path + strlen("tubes/");
-    const char *slash = strrchr(name, '/');
-    if (!slash) return error(a, 404, "not found");
-    const char *sub = slash + 1;
-    size_t len = (size_t)(slash - name);
+    const char *name = r->path + strlen("tubes/"), *sub;
+    size_t len;
+    if (httpparse_tube_path(name, &len, &sub) < 0)
+        return error(a, 404, "not found");
     int list = strcmp(sub, "jobs") == 0, kick = strcmp(sub, "kick") == 0;
     int clear = strcmp(sub, "clear") == 0;
     if (!list && !kick && !clear && strcmp(sub, "pause") != 0)
@@ -431,22 +428,16 @@ move_route(Server *s, const HttpdReq *r, Job *j, const AuthUser *u, Ans *a)
 static void
 job_route(Server *s, const HttpdReq *r, const AuthUser *u, Ans *a)
 {
-    char idtext[32];
-    const char *p = r->path + strlen("jobs/"), *slash = strchr(p, '/');
-    size_t n = slash ? (size_t)(slash - p) : strlen(p);
-    const char *act = slash ? slash + 1 : NULL;
+    const char *act;
     uint64_t id;
+    int bad_id = httpparse_job_path(r->path + strlen("jobs/"), &id, &act) < 0;
     if (act && strcmp(act, "kick") != 0 && strcmp(act, "priority") != 0 &&
         strcmp(act, "move") != 0)
         return error(a, 404, "not found");
     if (!act && r->method == HTTPD_POST)
         return error(a, 405, "method not allowed");
     if (act && !method_is(r, HTTPD_POST, a)) return;
-    if (n == 0 || n >= sizeof idtext) return error(a, 400, "bad job id");
-    memcpy(idtext, p, n);
-    idtext[n] = '\0';
-    if (httpans_parse_u64(idtext, UINT64_MAX, &id) < 0 || id == 0)
-        return error(a, 400, "bad job id");
+    if (bad_id) return error(a, 400, "bad job id");
     Job *j = jobtable_find(&s->jobs, id);
     int write = act || r->method == HTTPD_DELETE;
     if (!j) {

@@ -8,6 +8,7 @@
 
 #include "base/common.h"
 #include "base/log.h"
+#include "http/httpparse.h"
 #include "server/access.h"
 
 #define COOKIE "rs_session="
@@ -86,10 +87,8 @@ httpsess_csrf_ok(const HttpdReq *r, const char *csrf)
 static int
 origin_ok(const HttpdReq *r, HttpAns *a)
 {
-    char want[HTTPD_HOST_MAX + 16];
     if (!r->has_origin) return 1;
-    snprintf(want, sizeof want, "%s://%s", r->tls ? "https" : "http", r->host);
-    if (r->host[0] && strcmp(r->origin, want) == 0) return 1;
+    if (httpparse_same_origin(r->origin, r->host, r->tls)) return 1;
     httpans_error(a, 403, "cross-origin request refused");
     return 0;
 }

@@ -12,6 +12,11 @@
           Python's ssl module (OpenSSL) for TLS 1.3 and for TLS 1.2 at most,
           cut short, and a few non-TLS inputs. ClientHellos hold fresh
           random bytes and key shares: each run makes new seeds.
+  http/   the HTTP API's parsing (fuzz_http.c): a byte picking the parser,
+          then what the console, curl or a hostile client sends: login
+          bodies (form and JSON, good and bad escapes), Authorization
+          values, session ids, Origin and Host pairs, query numbers,
+          state lists, tubes/ and jobs/ paths.
 
     /usr/bin/python3 tests/fuzz/make_corpus.py
 """
@@ -123,6 +128,34 @@ def tls_seeds():
     ]
 
 
+def http_seeds():
+    sid = b"0123456789abcdef" * 4
+    by_parser = [
+        [b"token=s3cret%21+x%2Fy", b"a=1&token=root-token&b=2",
+         b'{"token":"root-token"}', b'{"token" :\n "x", "other": 1}',
+         b"token=%zz", b"token=%4 1", b"token=%00", b"token=" + b"x" * 300,
+         b'{"token""x"}', b'{"token":"a\\"}', b"tok=x&token="],
+        [b"Bearer root-token", b"bearer    t0k", b"Basic dXNlcjpwYXNz",
+         b"Bearer " + b"t" * 257],
+        [sid, sid.upper(), sid[:63], sid + b"0"],
+        [b"http://127.0.0.1:8080\n127.0.0.1:8080",
+         b"http://evil.example\n127.0.0.1:8080", b"null\n127.0.0.1",
+         b"http://\n"],
+        [b"0", b"10000", b"18446744073709551615", b"18446744073709551616",
+         b"0004294967295", b"-1", b"1 ", b""],
+        [b"ready,delayed,buried", b"reserved", b"ready,", b",ready",
+         b"buried,buried", b"READY"],
+        [b"a/b$(x)/jobs", b"p.x/kick", b"12", b"12/move",
+         b"18446744073709551615/kick", b"0/kick", b"0" * 32 + b"1",
+         b"/priority"],
+    ]
+    seeds = []
+    for k, group in enumerate(by_parser):
+        seeds += [bytes([k]) + s for s in group]
+    seeds.append(bytes([128 + 3 - 128 % 7]) + b"https://h:1\nh:1")  # tls
+    return seeds
+
+
 def write(dirname, seeds):
     d = os.path.join(HERE, "corpus", dirname)
     os.makedirs(d, exist_ok=True)
@@ -139,3 +172,4 @@ if __name__ == "__main__":
     write("proto", proto_seeds())
     write("meta", meta_seeds())
     write("tls", tls_seeds())
+    write("http", http_seeds())
