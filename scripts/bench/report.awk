@@ -443,7 +443,8 @@ function target(row, a, b, goal, pct,    x, shown, res) {
 }
 
 function targets_table() {
-    print "targets (ops/s of the first server over the second):"
+    print "targets (ops/s of the first server over the second, or a" \
+        " latency where the line names one):"
     printf "%-14s %-20s %-18s %8s %7s  %s\n", "row", "server", "vs", \
         "ratio", "goal", "result"
     target("put50", "rs", "bs-f0", 10)
