@@ -16,6 +16,11 @@
  *   conn     one client, one connection at a time: connect  op = connection
  *            (and with -T the TLS handshake), one put, its
  *            INSERTED, close
+ *   bigsmall c small producers (-s bodies) beside g large    op = a small
+ *            ones (-g, -G bodies), all putting; the large     INSERTED
+ *            puts are counted apart (large_* keys), and -n
+ *            bounds them: the phase ends at the N-th one's
+ *            INSERTED. -c 0 or -g 0 measures one side alone.
  *
  * With -T every connection speaks TLS (OpenSSL 3; the server's certificate
  * is checked only with -A CAFILE).
@@ -51,12 +56,12 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-enum mode { M_PUT, M_DRAIN, M_CYCLE, M_LATENCY, M_CONN, NMODE };
+enum mode { M_PUT, M_DRAIN, M_CYCLE, M_LATENCY, M_CONN, M_BIGSMALL, NMODE };
 enum kind { K_USE, K_WATCH, K_IGNORE, K_PUT, K_RESERVE, K_DELETE, NKIND };
 enum role { R_PROD, R_CONS, R_LAT };
 
-static const char *const mode_names[] = {"put", "drain", "cycle", "latency",
-                                         "conn"};
+static const char *const mode_names[] = {"put",     "drain", "cycle",
+                                         "latency", "conn",  "bigsmall"};
 static const char *const kind_names[] = {"use", "watch",   "ignore",
                                          "put", "reserve", "delete"};
 
@@ -69,7 +74,9 @@ static const char *const kind_names[] = {"use", "watch",   "ignore",
 #define STALL_NS 10000000000ULL /* no reply for this long is an error */
 #define HSUB 64                 /* histogram sub-buckets per power of two */
 #define HSLOTS (59 * HSUB)
-#define MAX_SRV 8 /* server pids -S takes (a cluster's nodes) */
+#define MAX_SRV 8            /* server pids -S takes (a cluster's nodes) */
+#define BIG_CONNS 8          /* bigsmall: default large producers (-g) */
+#define BIG_SIZE (256 << 10) /* bigsmall: default large body bytes (-G) */
 
 struct hist {
     uint64_t n, max;
@@ -83,6 +90,7 @@ struct pend {
 
 struct conn {
     int fd, role, empty, epout, next;
+    int big;  /* bigsmall: a large producer */
     SSL *ssl; /* with -T, else NULL */
     char *rb, *wb;
     size_t rlen, rcap, wlen, woff, wcap;
@@ -98,7 +106,9 @@ struct cfg {
     int ntubes; /* -U: tubes the load spreads over, 0: just -t */
     int tlsmax; /* -V: the highest TLS version offered, 0: OpenSSL's */
     int srvpid[MAX_SRV], nsrv; /* -S: summed CPU and peak RSS */
+    int bigconns; /* bigsmall: large producers (-g); -1: not given */
     size_t size, maxread;
+    size_t bigsize; /* bigsmall: large body bytes (-G); 0: not given */
     double secs;
     uint64_t count, preload, backlog;
 };
@@ -113,7 +123,9 @@ struct run {
     uint64_t start, deadline, last_op;
     uint64_t puts, inserted, got, res_out, deleted, timeouts, inflight;
     uint64_t ops_in, ops_late;
+    uint64_t big_puts, big_in, big_late; /* bigsmall: the large puts */
     struct hist lat[NKIND], e2e;
+    struct hist big; /* bigsmall: the large puts' latency */
 };
 
 /* ---- errors and small helpers ------------------------------------------ */
@@ -482,7 +494,7 @@ send_next_use(struct run *r, struct conn *c, uint64_t now)
 static void
 send_put(struct run *r, struct conn *c, uint64_t now)
 {
-    size_t size = r->cfg->size;
+    size_t size = c->big ? r->cfg->bigsize : r->cfg->size;
     send_next_use(r, c, now);
     char hdr[64], stamp[STAMP_LEN + 1];
     int n = snprintf(hdr, sizeof hdr, "put %d 0 %d %zu\r\n", PRI, TTR, size);
@@ -497,6 +509,7 @@ send_put(struct run *r, struct conn *c, uint64_t now)
     c->wlen += size + 2;
     push(r, c, K_PUT, now);
     r->puts++;
+    if (c->big) r->big_puts++;
 }
 
 static void
@@ -556,9 +569,12 @@ send_setup(struct run *r, struct conn *c)
 /* ---- deciding what to send next ---------------------------------------- */
 
 static int
-may_put(struct run *r)
+may_put(struct run *r, const struct conn *c)
 {
-    if (r->stopping || (r->count && r->puts >= r->count)) return 0;
+    if (r->stopping) return 0;
+    if (r->mode == M_BIGSMALL) /* -n bounds the large puts only */
+        return !c->big || !r->count || r->big_puts < r->count;
+    if (r->count && r->puts >= r->count) return 0;
     if (r->mode == M_CYCLE && r->puts - r->got >= r->cfg->backlog) {
         r->prod_blocked = 1;
         return 0;
@@ -579,7 +595,7 @@ fill_latency(struct run *r, struct conn *c, uint64_t now)
     if (c->count > 0) return;
     if (c->next == K_RESERVE)
         send_reserve(r, c, now);
-    else if (may_put(r))
+    else if (may_put(r, c))
         send_put(r, c, now);
 }
 
@@ -591,7 +607,7 @@ fill(struct run *r, struct conn *c, uint64_t now)
         return;
     }
     while (c->count < (unsigned)r->depth) {
-        if (c->role == R_PROD && may_put(r))
+        if (c->role == R_PROD && may_put(r, c))
             send_put(r, c, now);
         else if (c->role == R_CONS && may_reserve(r, c))
             send_reserve(r, c, now);
@@ -628,10 +644,30 @@ op_done(struct run *r, uint64_t now)
     r->last_op = now;
 }
 
+/* bigsmall: a large put's INSERTED; the N-th one (-n) ends the phase. */
 static void
-record(struct run *r, const struct pend *p, uint64_t now)
+big_done(struct run *r, uint64_t now)
 {
-    if (r->record) hist_add(&r->lat[p->kind], now > p->t0 ? now - p->t0 : 0);
+    if (r->deadline && now > r->deadline) {
+        r->big_late++;
+        return;
+    }
+    r->big_in++;
+    if (r->count && r->big_in >= r->count) {
+        r->deadline = now; /* what arrives later is late */
+        r->stopping = 1;
+    }
+}
+
+static void
+record(struct run *r, const struct conn *c, const struct pend *p, uint64_t now)
+{
+    uint64_t v = now > p->t0 ? now - p->t0 : 0;
+    if (!r->record) return;
+    if (c->big && p->kind == K_PUT)
+        hist_add(&r->big, v);
+    else
+        hist_add(&r->lat[p->kind], v);
 }
 
 /* Checks the reply to use, watch or ignore; c is the connection (its
@@ -662,7 +698,9 @@ on_put(struct run *r, struct conn *c, const char *line, size_t n, uint64_t now)
     if (parse_word_num(line, n, "INSERTED ", &id) < 0)
         bad_reply(K_PUT, line, n);
     r->inserted++;
-    if (r->mode == M_PUT || r->mode == M_LATENCY || r->mode == M_CONN)
+    if (c->big)
+        big_done(r, now);
+    else if (r->mode != M_DRAIN && r->mode != M_CYCLE)
         op_done(r, now);
     c->next = K_RESERVE;
 }
@@ -743,7 +781,7 @@ on_reserve(struct run *r, struct conn *c, const struct pend *p, const char *b,
     check_body(r, b + eol + 2, bytes, now);
     r->res_out--;
     r->got++;
-    record(r, p, now);
+    record(r, c, p, now);
     if (r->mode == M_LATENCY) op_done(r, now);
     send_delete(r, c, id, now);
     if (r->mode == M_CYCLE) wake_producers(r, now);
@@ -766,7 +804,7 @@ dispatch(struct run *r, struct conn *c, const char *b, size_t len, size_t eol,
         on_setup(r, c, p.kind, b, eol);
     if (used == 0) return 0;
     pop(r, c);
-    if (p.kind != K_RESERVE) record(r, &p, now);
+    if (p.kind != K_RESERVE) record(r, c, &p, now);
     return used;
 }
 
@@ -888,6 +926,7 @@ open_conns(struct run *r)
         c->fd = dial(r->cfg, &c->ssl);
         fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
         c->role = role_of(r->mode, i);
+        c->big = r->mode == M_BIGSMALL && i >= r->cfg->conns;
         if (r->cfg->ntubes) assign_tubes(r, c, i);
         c->size = (unsigned)r->depth + 8 + (unsigned)c->tn; /* + watches */
         c->ring = xrealloc(NULL, c->size * sizeof *c->ring);
@@ -1024,7 +1063,7 @@ new_run(const struct cfg *cfg, char *body, int mode)
     r->cfg = cfg;
     r->body = body;
     r->mode = mode;
-    r->nconn = cfg->conns;
+    r->nconn = cfg->conns + (mode == M_BIGSMALL ? cfg->bigconns : 0);
     r->depth = cfg->depth;
     r->count = cfg->count;
     return r;
@@ -1192,12 +1231,63 @@ struct result {
     long hwm_kb;
 };
 
+/* Replies counted for CPU per op: every op and, in bigsmall, every large
+ * put, in the phase or late. */
+/* The connections the summary names: in bigsmall the small producers. */
+static int
+conns_shown(const struct cfg *cfg, const struct run *r)
+{
+    return cfg->mode == M_BIGSMALL ? cfg->conns : r->nconn;
+}
+
+static uint64_t
+all_ops(const struct run *r)
+{
+    return r->ops_in + r->ops_late + r->big_in + r->big_late;
+}
+
 static void
 print_quantiles(const char *prefix, const struct hist *h)
 {
     printf(" %sp50_us=%.1f %sp99_us=%.1f %sp999_us=%.1f %smax_us=%.1f", prefix,
            hist_us(h, 0.5), prefix, hist_us(h, 0.99), prefix, hist_us(h, 0.999),
            prefix, (double)h->max / 1000.0);
+}
+
+/* bigsmall: the large producers' lines of the summary. */
+static void
+print_human_big(const struct cfg *cfg, const struct run *r,
+                const struct result *res)
+{
+    double ops_s = res->secs > 0 ? (double)r->big_in / res->secs : 0;
+    printf("large: c=%d s=%zu: %" PRIu64 " puts = %.0f puts/s = %.1f MiB/s\n",
+           cfg->bigconns, cfg->bigsize, r->big_in, ops_s,
+           ops_s * (double)cfg->bigsize / 1048576.0);
+    printf("large put latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
+           hist_us(&r->big, 0.5), hist_us(&r->big, 0.99),
+           hist_us(&r->big, 0.999), (double)r->big.max / 1000.0);
+}
+
+/* bigsmall: the RESULT keys of each side that ran (small_*: the small
+ * producers, as ops_s and the quantiles; large_*: the large ones). */
+static void
+print_result_big(const struct cfg *cfg, const struct run *r,
+                 const struct result *res)
+{
+    double secs = res->secs > 0 ? res->secs : 1;
+    if (cfg->conns > 0) {
+        printf(" small_ops=%" PRIu64 " small_ops_s=%.1f", r->ops_in,
+               (double)r->ops_in / secs);
+        print_quantiles("small_", &r->lat[K_PUT]);
+    }
+    if (cfg->bigconns > 0) {
+        printf(" large_conns=%d large_size=%zu large_ops=%" PRIu64
+               " large_ops_s=%.1f large_mib_s=%.1f large_late=%" PRIu64,
+               cfg->bigconns, cfg->bigsize, r->big_in, (double)r->big_in / secs,
+               (double)r->big_in / secs * (double)cfg->bigsize / 1048576.0,
+               r->big_late);
+        print_quantiles("large_", &r->big);
+    }
 }
 
 static void
@@ -1207,8 +1297,8 @@ print_human(const struct cfg *cfg, const struct run *r,
     double ops_s = res->secs > 0 ? (double)r->ops_in / res->secs : 0;
     printf("%s c=%d P=%d s=%zu tube=%s%s: %" PRIu64 " ops in %.3f s = %.0f "
            "ops/s\n",
-           mode_names[cfg->mode], r->nconn, r->depth, cfg->size, cfg->tube,
-           cfg->ntubes ? "-0.." : "", r->ops_in, res->secs, ops_s);
+           mode_names[cfg->mode], conns_shown(cfg, r), r->depth, cfg->size,
+           cfg->tube, cfg->ntubes ? "-0.." : "", r->ops_in, res->secs, ops_s);
     printf("latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (%" PRIu64
            " replies)\n",
            hist_us(all, 0.5), hist_us(all, 0.99), hist_us(all, 0.999),
@@ -1220,11 +1310,13 @@ print_human(const struct cfg *cfg, const struct run *r,
     if (cfg->preload)
         printf("preloaded %" PRIu64 " jobs in %.3f s\n", cfg->preload,
                res->preload_secs);
-    if (res->cpu_secs >= 0 && r->ops_in + r->ops_late > 0)
+    if (cfg->mode == M_BIGSMALL && cfg->bigconns > 0)
+        print_human_big(cfg, r, res);
+    if (res->cpu_secs >= 0 && all_ops(r) > 0)
         printf("server pid%s %d%s: %.2f us CPU/op, peak RSS %.1f MiB\n",
                cfg->nsrv > 1 ? "s" : "", cfg->srvpid[0],
                cfg->nsrv > 1 ? ",... (summed)" : "",
-               res->cpu_secs * 1e6 / (double)(r->ops_in + r->ops_late),
+               res->cpu_secs * 1e6 / (double)all_ops(r),
                (double)res->hwm_kb / 1024.0);
 }
 
@@ -1235,7 +1327,7 @@ print_result(const struct cfg *cfg, const struct run *r,
     double ops_s = res->secs > 0 ? (double)r->ops_in / res->secs : 0;
     printf("RESULT status=ok mode=%s conns=%d depth=%d size=%zu tubes=%d "
            "secs=%.3f ops=%" PRIu64 " ops_s=%.1f",
-           mode_names[cfg->mode], r->nconn, r->depth, cfg->size,
+           mode_names[cfg->mode], conns_shown(cfg, r), r->depth, cfg->size,
            cfg->ntubes ? cfg->ntubes : 1, res->secs, r->ops_in, ops_s);
     print_quantiles("", all);
     printf(" late=%" PRIu64 " puts=%" PRIu64 " reserves=%" PRIu64
@@ -1250,10 +1342,10 @@ print_result(const struct cfg *cfg, const struct run *r,
         snprintf(prefix, sizeof prefix, "%s_", kind_names[k]);
         print_quantiles(prefix, &r->lat[k]);
     }
-    if (res->cpu_secs >= 0 && r->ops_in + r->ops_late > 0)
+    if (cfg->mode == M_BIGSMALL) print_result_big(cfg, r, res);
+    if (res->cpu_secs >= 0 && all_ops(r) > 0)
         printf(" srv_cpu_s=%.3f srv_cpu_us_op=%.3f srv_hwm_kb=%ld",
-               res->cpu_secs,
-               res->cpu_secs * 1e6 / (double)(r->ops_in + r->ops_late),
+               res->cpu_secs, res->cpu_secs * 1e6 / (double)all_ops(r),
                res->hwm_kb);
     printf("\n");
 }
@@ -1265,16 +1357,20 @@ usage(FILE *f)
 {
     fputs(
         "usage: rsbench [options]\n"
-        "  -m MODE   put | drain | cycle | latency | conn (default put)\n"
+        "  -m MODE   put | drain | cycle | latency | conn | bigsmall (default\n"
+        "            put)\n"
         "  -H HOST   server address (default 127.0.0.1)\n"
         "  -p PORT   server port (default 11300)\n"
         "  -c N      connections (default 1; cycle: even ones put, odd ones\n"
-        "            reserve; latency, conn: always 1)\n"
+        "            reserve; latency, conn: always 1; bigsmall: the small\n"
+        "            producers, 0 allowed)\n"
         "  -P N      commands in flight per connection (default 1)\n"
         "  -s BYTES  job body size (default 64)\n"
         "  -d SECS   time bound of the measured phase (default 5; 0: none)\n"
         "  -n N      count bound: jobs put (put, conn), jobs deleted (drain,\n"
-        "            cycle), put rounds (latency); default 0: none\n"
+        "            cycle), put rounds (latency), large jobs put (bigsmall:\n"
+        "            the phase ends at the N-th one's INSERTED); default 0:\n"
+        "            none\n"
         "  -L N      preload N jobs before the measured phase (for drain)\n"
         "  -B N      cycle: most jobs put but not yet reserved "
         "(default 10000)\n"
@@ -1285,6 +1381,10 @@ usage(FILE *f)
         "            worker pairs; else G = c); producers put into their\n"
         "            group's tubes in turn (a use before each put), workers\n"
         "            watch all of them\n"
+        "  -g N      bigsmall: large producers beside the -c small ones\n"
+        "            (default 8; 0: the small ones alone)\n"
+        "  -G BYTES  bigsmall: the large producers' body size (default\n"
+        "            262144; the server's max job size must allow it)\n"
         "  -S PID[,PID...]  report the server's CPU time per op and peak\n"
         "            RSS (several pids, e.g. a cluster's nodes: summed)\n"
         "  -r BYTES  cap each read() at BYTES (tests split replies)\n"
@@ -1347,7 +1447,13 @@ opt_numeric(struct cfg *cfg, int o, const char *a)
         cfg->port = (int)opt_num(a, o, 1, 65535);
         return 1;
     case 'c':
-        cfg->conns = (int)opt_num(a, o, 1, 10000);
+        cfg->conns = (int)opt_num(a, o, 0, 10000); /* 0: bigsmall only */
+        return 1;
+    case 'g':
+        cfg->bigconns = (int)opt_num(a, o, 0, 10000);
+        return 1;
+    case 'G':
+        cfg->bigsize = opt_num(a, o, 1, 1 << 30);
         return 1;
     case 'P':
         cfg->depth = (int)opt_num(a, o, 1, 4096);
@@ -1411,6 +1517,26 @@ opt_one(struct cfg *cfg, int o, const char *a)
     }
 }
 
+/* The options bigsmall takes, and those only it takes; fills in the
+ * defaults of -g and -G. */
+static void
+check_bigsmall(struct cfg *cfg)
+{
+    if (cfg->mode != M_BIGSMALL) {
+        if (cfg->bigconns >= 0 || cfg->bigsize)
+            die("-g and -G: for bigsmall only");
+        if (cfg->conns < 1) die("-c: at least 1 connection");
+        return;
+    }
+    if (cfg->bigconns < 0) cfg->bigconns = BIG_CONNS;
+    if (!cfg->bigsize) cfg->bigsize = BIG_SIZE;
+    if (cfg->conns + cfg->bigconns < 1)
+        die("bigsmall needs a producer (-c or -g)");
+    if (cfg->ntubes || cfg->preload) die("bigsmall takes neither -U nor -L");
+    if (cfg->secs == 0 && (cfg->count == 0 || cfg->bigconns == 0))
+        die("bigsmall: give a time bound (-d) or large producers and -n");
+}
+
 static void
 parse_args(struct cfg *cfg, int argc, char **argv)
 {
@@ -1423,8 +1549,9 @@ parse_args(struct cfg *cfg, int argc, char **argv)
     cfg->size = 64;
     cfg->secs = 5;
     cfg->backlog = 10000;
-    while ((o = getopt(argc, argv, "m:H:p:c:P:s:d:n:L:B:t:S:r:U:xTA:V:h")) !=
-           -1)
+    cfg->bigconns = -1;
+    while ((o = getopt(argc, argv,
+                       "m:H:p:c:P:s:d:n:L:B:t:S:r:U:g:G:xTA:V:h")) != -1)
         opt_one(cfg, o, optarg);
     if (optind < argc) die("unexpected argument \"%s\" (see -h)", argv[optind]);
     if (!*cfg->tube || strlen(cfg->tube) > 200 || strpbrk(cfg->tube, " \r\n"))
@@ -1435,6 +1562,7 @@ parse_args(struct cfg *cfg, int argc, char **argv)
         die("-U: for put, drain and cycle only");
     if (cfg->mode == M_CYCLE && cfg->conns < 2)
         die("cycle needs at least 2 connections");
+    check_bigsmall(cfg);
     if (cfg->mode != M_DRAIN && cfg->secs == 0 && cfg->count == 0)
         die("give a time bound (-d) or a count bound (-n)");
     if (cfg->cafile && !cfg->tls) die("-A needs -T");
@@ -1477,7 +1605,7 @@ main(int argc, char **argv)
     struct hist all;
 
     parse_args(&cfg, argc, argv);
-    char *body = make_body(cfg.size);
+    char *body = make_body(cfg.size > cfg.bigsize ? cfg.size : cfg.bigsize);
     if (cfg.preload) res.preload_secs = preload(&cfg, body);
     if (!cfg.nocheck) res.before = tube_jobs(&cfg);
     struct run *r = new_run(&cfg, body, cfg.mode);

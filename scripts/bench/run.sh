@@ -52,6 +52,17 @@
 #                       tubes, rsbench -U 1000, and over one, -U 1; run by
 #                       rs, bs-b and bs-f0 only; the put-to-reserve p99 and
 #                       max are recorded too)
+#                       bigsmall (one small producer, c=1, beside
+#                       BENCH_BIG_CONNS producers of BENCH_BIG_BODY-byte
+#                       bodies, all putting, one in flight each; three
+#                       cells per server: both, the small one alone, the
+#                       large ones alone; run by rs, rs-f50, bs-b and
+#                       bs-f0 only, each with -z BENCH_BIG_BODY)
+#   BENCH_BIG_BODY      the bigsmall row's large body bytes (default 262144)
+#   BENCH_BIG_CONNS     its large producers (default 8)
+#   BENCH_BIG_MIB       its disk budget: a cell ends once the large
+#                       producers have put this many MiB (default 1024),
+#                       or at its time bound
 #   BENCH_TLS_ROWS      the rows rs-tls and bs-stunnel run in (default
 #                       put50 cycle50 conn1)
 #   BENCH_CONSOLE_ROWS  the rows rs-console runs in (default put50)
@@ -85,7 +96,12 @@ SERVERS="$SERVERS rs-tls bs-stunnel rs-console"
 SERVERS=${BENCH_SERVERS:-$SERVERS}
 CLUSTER_ROWS=${BENCH_CLUSTER_ROWS:-put50 cycle50}
 BODY=${BENCH_BODY:-100}
-ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50 conn1 cycle100t1 cycle100t1000}
+ROWS=${BENCH_ROWS:-put1 put50 put50p16 put50-4k cycle50 drain50 conn1 cycle100t1 cycle100t1000 bigsmall}
+BIG_BODY=${BENCH_BIG_BODY:-262144}
+BIG_CONNS=${BENCH_BIG_CONNS:-8}
+BIG_MIB=${BENCH_BIG_MIB:-1024}
+BIG_JOBS=$((BIG_MIB * 1048576 / BIG_BODY)) # rsbench -n: the budget in jobs
+[ "$BIG_JOBS" -ge 1 ] || BIG_JOBS=1
 TLS_ROWS=${BENCH_TLS_ROWS:-put50 cycle50 conn1}
 CONSOLE_ROWS=${BENCH_CONSOLE_ROWS:-put50}
 PIN=${BENCH_PIN:-none}
@@ -152,6 +168,8 @@ server_cmd() {
         CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -n "${1#ceiling-sync}")
         ;;
     esac
+    # the bigsmall cells' large bodies exceed both servers' default
+    case $ROW in bigsmall*) CMD+=(-z "$BIG_BODY") ;; esac
     pin_cmd
 }
 
@@ -229,6 +247,12 @@ row_args() {
     cycle100t1) echo "-m cycle -c 100 -P 1 -s $BODY -U 1" ;;
     cycle100t1000) echo "-m cycle -c 100 -P 1 -s $BODY -U 1000" ;;
     conn1) echo "-m conn -s $BODY" ;;
+    bigsmall | bigsmall-s | bigsmall-l)
+        local c=1 g=$BIG_CONNS
+        [ "$1" = bigsmall-s ] && g=0
+        [ "$1" = bigsmall-l ] && c=0
+        echo "-m bigsmall -c $c -P 1 -s $BODY -g $g -G $BIG_BODY -n $BIG_JOBS"
+        ;;
     drain50) echo "-m drain -c 50 -P 1 -s $BODY -L $DRAIN_JOBS" ;;
     esac
 }
@@ -510,6 +534,10 @@ run_cell() {
         return
     fi
     rm -f "$log" "${log%.log}".node*.log
+    if [ "${ROW#bigsmall}" != "$ROW" ]; then
+        record_bigsmall "$rep" "$srv" "$res" "$t0"
+        return
+    fi
     record "$rep $ROW $srv ok $(kv ops_s "$res") $(kv p50_us "$res")" \
         "$(kv p99_us "$res") $(kv p999_us "$res")" \
         "$(kv srv_cpu_us_op "$res") $(kv srv_hwm_kb "$res")" \
@@ -517,6 +545,34 @@ run_cell() {
             -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')" \
         "$(kv e2e_p99_us "$res") $(kv e2e_max_us "$res")" \
         "$(kv e2e_p50_us "$res")"
+}
+
+# Records a bigsmall cell (rep $1, server $2, RESULT line $3, start time
+# $4): the small producer's ops/s and p50/p99/p99.9 as columns 5-8 ("-"
+# in the large-only cell), CPU us per put (both sizes) and RSS, cell
+# seconds; then 16 the large producers' ops/s ("-" in the small-only
+# cell), 17 the small put's max latency, 18 the large puts' p99, 19 the
+# measured seconds (below BENCH_SECS when the disk budget ended it).
+record_bigsmall() {
+    local res=$3
+    record "$1 $ROW $2 ok $(kv small_ops_s "$res") $(kv small_p50_us "$res")" \
+        "$(kv small_p99_us "$res") $(kv small_p999_us "$res")" \
+        "$(kv srv_cpu_us_op "$res") $(kv srv_hwm_kb "$res") -" \
+        "$(awk -v a="$4" -v b="$(date +%s.%N)" \
+            'BEGIN { printf "%.1f", b - a }') - - -" \
+        "$(kv large_ops_s "$res") $(kv small_max_us "$res")" \
+        "$(kv large_p99_us "$res") $(kv secs "$res")"
+}
+
+# The cells of row $1 for one server: bigsmall is three, the small
+# producer alone (bigsmall-s), both (bigsmall) and the large ones alone
+# (bigsmall-l), run back to back so that what each side keeps is measured
+# over the least drift of a shared machine.
+cell_rows() {
+    case $1 in
+    bigsmall) echo "bigsmall-s bigsmall bigsmall-l" ;;
+    *) echo "$1" ;;
+    esac
 }
 
 # Servers in a different order each repetition, so none always goes first.
@@ -529,7 +585,8 @@ rotated() {
 
 # The ceiling probes answer puts only; the cluster runs in CLUSTER_ROWS,
 # rs-tls and bs-stunnel in TLS_ROWS; conn1 compares TLS with plaintext
-# beside beanstalkd only; the many-tubes rows run rs, bs-b and bs-f0.
+# beside beanstalkd only; the many-tubes rows run rs, bs-b and bs-f0, the
+# bigsmall cells rs, rs-f50, bs-b and bs-f0.
 skip_cell() {
     if is_cluster "$2"; then
         case " $CLUSTER_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
@@ -546,33 +603,46 @@ skip_cell() {
     case $1 in cycle100t*)
         case $2 in rs | bs-b | bs-f0) ;; *) return 0 ;; esac ;;
     esac
+    case $1 in bigsmall*)
+        case $2 in rs | rs-f50 | bs-b | bs-f0) return 1 ;; *) return 0 ;; esac
+        ;;
+    esac
     [ "${2#ceiling}" != "$2" ] && [ "${1#put}" = "$1" ]
 }
 
 run_matrix() {
-    local rep row srv total=0 done=0 line
+    local rep row srv cr total=0 done=0 line
     for row in $ROWS; do
         for srv in $SERVERS; do
-            skip_cell "$row" "$srv" && continue
-            total=$((total + 1))
+            for cr in $(cell_rows "$row"); do
+                skip_cell "$cr" "$srv" || total=$((total + 1))
+            done
         done
     done
     total=$((total * REPS))
     for rep in $(seq "$REPS"); do
         for row in $ROWS; do
             for srv in $(rotated "$rep"); do
-                skip_cell "$row" "$srv" && continue
-                done=$((done + 1))
-                run_cell "$rep" "$row" "$srv"
-                line=$(tail -n 1 "$RAW")
-                printf '[%d/%d] rep %d %-9s %-8s %s\n' "$done" "$total" \
-                    "$rep" "$row" "$srv" \
-                    "$(awk '$4 != "ok" { print "ERR"; next }
-                        { printf "%.0f ops/s, preload %s s, cell %s s\n",
-                            $5, $11, $12 }' <<<"$line")" >&2
+                for cr in $(cell_rows "$row"); do
+                    skip_cell "$cr" "$srv" && continue
+                    done=$((done + 1))
+                    run_cell "$rep" "$cr" "$srv"
+                    line=$(tail -n 1 "$RAW")
+                    printf '[%d/%d] rep %d %-10s %-8s %s\n' "$done" "$total" \
+                        "$rep" "$cr" "$srv" "$(progress <<<"$line")" >&2
+                done
             done
         done
     done
+}
+
+# What a cell's line in results.txt (stdin) says, for the progress lines.
+progress() {
+    awk '$4 != "ok" { print "ERR"; next }
+        $2 ~ /^bigsmall/ {
+            printf "small %s/s, large %s/s, in %s s, cell %s s\n",
+                $5, $16, $19, $12; next }
+        { printf "%.0f ops/s, preload %s s, cell %s s\n", $5, $11, $12 }'
 }
 
 # Percent of all CPUs busy over one second (other sessions, builds, ...).
@@ -609,6 +679,12 @@ header() {
     echo "cells: $REPS x ${SECS}s, medians; bodies $BODY B;" \
         "drain preload $DRAIN_JOBS jobs;" \
         "pinning: $PIN; data dirs in $TMPBASE"
+    case " $ROWS " in *" bigsmall "*)
+        echo "bigsmall: 1 producer of $BODY B beside $BIG_CONNS of" \
+            "$BIG_BODY B, one put in flight each; servers -z $BIG_BODY;" \
+            "a cell ends after $BIG_JOBS large puts ($BIG_MIB MiB) or" \
+            "${SECS}s" ;;
+    esac
     case " $SERVERS " in *" rs-cl"*)
         echo "cluster: 3 rockstalkd nodes on this machine (Raft, default" \
             "durable mode), fresh per cell; rows: $CLUSTER_ROWS" ;;
@@ -635,6 +711,7 @@ main() {
         cat "$BUILD/header.txt"
         echo
         REPS=$REPS ROWS="$ROWS" SERVERS="$SERVERS" DRAIN_JOBS=$DRAIN_JOBS \
+            BIG_BODY=$BIG_BODY BIG_CONNS=$BIG_CONNS \
             STRICT=${BENCH_STRICT:-0} awk -f "$HERE/report.awk" "$RAW"
     } | tee "$BUILD/report.txt"
     rc=${PIPESTATUS[0]}
