@@ -17,7 +17,7 @@
 #include "cluster/node_impl.h"
 #include "cluster/peer.h"
 #include "net/net.h"
-#include "queue/queue.h"
+#include "queue/recover.h"
 #include "store/store.h"
 
 _Static_assert(STORE_RAFT_ENTRY_MAX <= RAFTNODE_ENTRY_MAX,

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "conn/conn.h"
 #include "proto/proto.h"
+#include "queue/persist.h"
 #include "server/ext.h"
 
 void

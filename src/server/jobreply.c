@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "cluster/node.h"
+#include "queue/persist.h"
 #include "queue/queue.h"
 
 void
