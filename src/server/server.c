@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "cluster/node.h"
+#include "cluster/nodestep.h"
 #include "cluster/nodeops.h"
 #include "conn/conn.h"
 #include "net/net.h"
