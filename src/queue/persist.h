@@ -2,8 +2,9 @@
  * store (store.h's store_add_put, _update, _delete): each persistent
  * change of a job becomes one record, stamped with the next applied
  * sequence (Server.applied_seq, which a reply waits for: src/README, "How
- * a reply is gated"); the job keeps its low 32 bits (Job.seq) and whether
- * its stored state is other than ready (JOB_F_AT_REST_WAITING). A record
+ * a reply is gated"); after a put or an update the job keeps its low 32
+ * bits (Job.seq, for queue_job_reply_seq) and whether its stored state is
+ * other than ready (JOB_F_AT_REST_WAITING, for queue_requeue). A record
  * carries the job's fields, its tube's name, a delayed job's due time in
  * wall-clock ns (state_wall_ns) and its put-unique key; a put hands the
  * store the job's body, which stays the job's (the store copies it).
