@@ -33,10 +33,11 @@
  *              store/ship.h), bounded in memory.
  *
  * Threads: node_open and node_close on the main thread; node_accept,
- * node_step, node_stats and node_snapshot_serve on the loop thread; the
- * raft callbacks on the raft thread; a snapshot is sent on a thread of its
- * own. Errors: node_open returns -1 with a message in err; failures later
- * (the Raft node or the store) stop the process (fail-stop, exit 2).
+ * node_step, node_stats (nodestep.h) and node_snapshot_serve on the loop
+ * thread; the raft callbacks on the raft thread; a snapshot is sent on a
+ * thread of its own. Errors: node_open returns -1 with a message in err;
+ * failures later (the Raft node or the store) stop the process (fail-stop, exit
+ * 2).
  */
 #ifndef ROCKSTALK_NODE_H
 #define ROCKSTALK_NODE_H
@@ -105,20 +106,6 @@ int node_standalone_dir(const char *dir, char *err, size_t errcap);
  * Returns 0, or -1 with a message in err. */
 int node_start(Server *s, char *err, size_t errcap);
 
-/* Loop thread: an accepted client socket (fd, non-blocking) from a
- * listener of kind via (CONN_VIA_*, kept for a connection that waits and
- * is served here later), with tls its TLS session (a tls:// listener's;
- * NULL: plaintext). Returns 0 if this node serves (the caller makes it a
- * Conn with tls), 1 if the node took fd and tls (relayed to the leader,
- * this node running the client's TLS, or waiting for one). */
-int node_accept(Server *s, int fd, int via, TlsSock *tls);
-
-/* Loop thread, each iteration (prepare): stops the process on a Raft or
- * store failure, starts serving once leading and ready, steps down once
- * no longer leading, relays or closes waiting connections, closes the
- * relayed ones when the leader changes. */
-void node_step(Server *s);
-
 /* Loop thread: bytes proposed to the Raft node that its thread has not
  * taken yet, counted twice (0 standalone); the loop throttles its input on
  * them with the store's backlog (server.c, at 64 MiB), as it did on the
@@ -129,51 +116,9 @@ void node_step(Server *s);
  * (a stalled raft thread, say a snapshot's syncs). */
 size_t node_backlog_bytes(const Server *s);
 
-/* Loop thread: whether this process runs commands: standalone, or the
- * leader serving. A node that does not serve keeps its queue current from
- * the committed records, but its timers must not make changes of their
- * own (the leader makes them). */
-int node_serves(const Server *s);
-
-/* Loop thread: whether a read or a reservation answered from memory now
- * shows the cluster's committed state: standalone, or a serving leader
- * whose lease covers now (raftnode_lease_ok). 0: the reply must wait for a
- * change of its own to commit (jobreply_confirm), which a deposed leader
- * never sees. */
-int node_lease_ok(const Server *s);
-
-/* Loop thread: the client connections this node holds without serving
- * them, relayed to the leader or waiting for one (0 standalone or
- * serving); --max-connections counts them with the served ones. */
-size_t node_relayed(const Server *s);
-
-/* What stats shows of the cluster (PROTOCOL.md 15). role: "leader",
- * "follower", "candidate" or "standalone" (also before the Raft node
- * runs). */
-typedef struct NodeStats {
-    const char *role;
-    uint64_t leader; /* the leader's node id, 0 if none known */
-    uint64_t term, commit_index;
-    /* "mtls" or "insecure" (the nodes' traffic, cluster/peer.h); NULL
-     * standalone */
-    const char *security;
-    uint64_t peer_refused; /* peer connections refused (mtls) */
-} NodeStats;
-
-/* Loop thread: s's Raft node, NULL standalone or before node_start. A
- * read accessor for the HTTP API (server/httpcluster.h): it reads what
- * the raft thread publishes (raftnode_status, raftnode_view, copies that
- * cost the raft thread nothing) and asks for a leadership transfer with
- * raftnode_transfer, as rockstalk-cluster-transfer does through node_step.
- * Valid until node_close. */
-RaftNode *node_raft(const Server *s);
-
 /* Loop thread, on SIGHUP: re-reads the nodes' certificate files; new
  * peer connections use them, a failure (logged) keeps the old ones. */
 void node_reload_tls(Server *s);
-
-/* Loop thread: s's cluster status (standalone when s has no node). */
-void node_stats(const Server *s, NodeStats *out);
 
 /* Loop thread, the rockstalk-snapshot command on a serving node: takes c's
  * socket out of the loop (c is closed; the sender's copy of the descriptor

@@ -1,8 +1,9 @@
 /* node_impl.h - cluster mode's loop-side node insides, shared by node.c
- * (serving, relaying, stepping down, the raft callbacks) and nodepeer.c
+ * (start and stop, the raft callbacks, the replay buffer), nodestep.c
+ * (each loop iteration: serving, relaying, stepping down), nodepeer.c
  * (what a node does with its peers out of band: the state stream served
- * and fetched, and the links peers open to it). Private to those two
- * files; the rest of the process sees node.h. */
+ * and fetched, and the links peers open to it) and nodeops.c. Private to
+ * those files; the rest of the process sees node.h and nodestep.h. */
 #ifndef ROCKSTALK_NODE_IMPL_H
 #define ROCKSTALK_NODE_IMPL_H
 
@@ -17,6 +18,11 @@
 
 /* Links from peers waiting for the loop (cb_serve); more are closed. */
 #define NODE_SERVED_MAX 64
+
+/* Set in the environment of a restart of its own (nodestep.c's restart()):
+ * node_prepare then takes the members the CLUSTER file records, not
+ * --cluster's, which may predate membership changes. */
+#define NODE_RESTART_ENV "ROCKSTALKD_CLUSTER_RESTART"
 
 struct Node {
     /* The members as the loop uses them (relays, status): --cluster's at
@@ -108,6 +114,24 @@ struct Node {
 /* Any thread: a copy of the members the raft thread last saw (n->members,
  * under cfg_mu). */
 void node_members(Node *n, ClusterConfig *out);
+
+/* Raft thread, or the loop once this node is found removed: records a
+ * committed configuration in the CLUSTER file (cluster_identity_write)
+ * when it changes what the file says: the members, once this node is a
+ * voter among them (a node that joins passes through configurations
+ * without itself, then as a spare and a standby), or its removal, once it
+ * was a member and is a voter no longer (role: this node's role in m, -1
+ * if it lacks it; a voter being removed is demoted to standby first,
+ * raftnode_change). A failed write is logged: the file then names the
+ * members before, which a restart with them still accepts. Takes rec_mu;
+ * sets removed to 1 with a removal. */
+void node_record(Node *n, const ClusterConfig *m, int role);
+
+/* Loop thread: applies the records the raft thread queued to the
+ * in-memory queue (queue_replay) and keeps next_id above every id put;
+ * wakes a cb_replay waiting for room. Out of memory it stops the process
+ * (exit 2). */
+void node_drain_replay(Server *s);
 
 /* ---- nodepeer.c ---- */
 

@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "cluster/node_impl.h"
+#include "cluster/nodestep.h"
 #include "cluster/peerauth.h"
 #include "cluster/peerdial.h"
 #include "net/net.h"

@@ -7,68 +7,10 @@
 
 #include "base/common.h"
 #include "base/log.h"
-#include "queue/clock.h"
+#include "queue/persist.h"
 #include "queue/readyage.h"
+#include "queue/timers.h"
 #include "queue/watch.h"
-
-static int
-tube_delay_less(const void *a, const void *b)
-{
-    const Tube *x = a, *y = b;
-    return job_deadline_less(heap_peek(&x->delay), heap_peek(&y->delay));
-}
-
-static void
-tube_delay_setpos(void *x, size_t i)
-{
-    ((Tube *)x)->delay_pos = i;
-}
-
-static int
-tube_pause_less(const void *a, const void *b)
-{
-    return ((const Tube *)a)->unpause_at < ((const Tube *)b)->unpause_at;
-}
-
-static void
-tube_pause_setpos(void *x, size_t i)
-{
-    ((Tube *)x)->pause_pos = i;
-}
-
-static int
-session_lease_less(const void *a, const void *b)
-{
-    const Session *x = a, *y = b;
-    return job_deadline_less(heap_peek(&x->reserved), heap_peek(&y->reserved));
-}
-
-static void
-session_lease_setpos(void *x, size_t i)
-{
-    ((Session *)x)->lease_pos = i;
-}
-
-static int
-session_wake_less(const void *a, const void *b)
-{
-    return ((const Session *)a)->wake_at < ((const Session *)b)->wake_at;
-}
-
-static void
-session_wake_setpos(void *x, size_t i)
-{
-    ((Session *)x)->wait_pos = i;
-}
-
-void
-queue_init(Server *s)
-{
-    heap_init(&s->lease_heap, session_lease_less, session_lease_setpos);
-    heap_init(&s->delay_tubes, tube_delay_less, tube_delay_setpos);
-    heap_init(&s->pause_heap, tube_pause_less, tube_pause_setpos);
-    heap_init(&s->wait_heap, session_wake_less, session_wake_setpos);
-}
 
 int
 queue_session_open(Server *s, Session *se)
@@ -112,37 +54,6 @@ queue_session_close(Server *s, Session *se)
     se->use = NULL;
 }
 
-/* Keeps t's place in the delayed-tube heap in step with its delay heap. */
-static void
-delay_tube_update(Server *s, Tube *t)
-{
-    if (t->delay.len == 0) {
-        if (t->delay_pos != SIZE_MAX)
-            heap_remove(&s->delay_tubes, t->delay_pos);
-        t->delay_pos = SIZE_MAX;
-    } else if (t->delay_pos == SIZE_MAX) {
-        if (heap_insert(&s->delay_tubes, t) < 0)
-            abort(); /* out of memory: never lose a delayed job silently */
-    } else {
-        heap_fix(&s->delay_tubes, t->delay_pos);
-    }
-}
-
-/* Keeps se's place in the lease heap in step with its reserved jobs. */
-static void
-lease_update(Server *s, Session *se)
-{
-    if (se->reserved.len == 0) {
-        if (se->lease_pos != SIZE_MAX)
-            heap_remove(&s->lease_heap, se->lease_pos);
-        se->lease_pos = SIZE_MAX;
-    } else if (se->lease_pos == SIZE_MAX) {
-        if (heap_insert(&s->lease_heap, se) < 0) abort();
-    } else {
-        heap_fix(&s->lease_heap, se->lease_pos);
-    }
-}
-
 static Tube *best_ready(const Server *s, Session *se, int64_t now);
 
 /* Copies the key of t's best ready job into t (tube_top_less reads it);
@@ -155,8 +66,6 @@ top_update(Tube *t)
     t->top_id = j->id;
     t->top_pri = j->pri;
 }
-static void to_store(const Server *s, const Job *j, StoreJob *o);
-static void key_to_store(const Server *s, const Job *j, StoreJob *o);
 
 static void
 must(int r)
@@ -204,7 +113,7 @@ queue_detach(Server *s, Job *j, Session *holder)
     case JOB_DELAYED:
         heap_remove(&t->delay, j->heap_index);
         s->delayed_ct--;
-        delay_tube_update(s, t);
+        timers_delay_update(s, t);
         break;
     case JOB_BURIED:
         heap_remove(&t->buried, j->heap_index);
@@ -213,7 +122,7 @@ queue_detach(Server *s, Job *j, Session *holder)
         break;
     case JOB_RESERVED:
         heap_remove(&holder->reserved, j->heap_index);
-        lease_update(s, holder);
+        timers_lease_update(s, holder);
         s->reserved_ct--;
         t->reserved_ct--;
         break;
@@ -245,7 +154,7 @@ queue_touch(Server *s, Session *se, Job *j)
 {
     j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
     heap_fix(&se->reserved, j->heap_index);
-    lease_update(s, se);
+    timers_lease_update(s, se);
 }
 
 /* Gives t's ready jobs to t's blocked reservers, best job first, reservers
@@ -295,7 +204,7 @@ queue_make_delayed(Server *s, Job *j, int64_t due)
     j->deadline = due;
     must(heap_insert(&j->tube->delay, j));
     s->delayed_ct++;
-    delay_tube_update(s, j->tube);
+    timers_delay_update(s, j->tube);
 }
 
 void
@@ -316,7 +225,7 @@ take(Server *s, Session *se, Job *j)
     j->reserves++;
     j->deadline = mono_ns() + (int64_t)j->ttr * NS_PER_SEC;
     must(heap_insert(&se->reserved, j));
-    lease_update(s, se);
+    timers_lease_update(s, se);
     s->reserved_ct++;
     j->tube->reserved_ct++;
     j->tube->reserve_ct++;
@@ -383,14 +292,7 @@ queue_delete(Server *s, Job *j)
         (j->flags & JOB_F_UNIQUE) ? dedup_of_job(&s->dedup, j->id) : NULL;
     if (k && k->heap_pos != SIZE_MAX) {
         k->job_gone = 1; /* remembered until its window ends */
-        if (s->store) {  /* the job's record stays for its key */
-            StoreJob o;
-            to_store(s, j, &o);
-            key_to_store(s, j, &o);
-            o.state = STORE_GONE;
-            o.ready_at_ns = k->expire_ns;
-            store_add_update(s->store, ++s->applied_seq, &o);
-        }
+        queue_persist_gone(s, j, k->expire_ns); /* a record for its key */
     } else {
         if (k) dedup_remove(&s->dedup, k);
         queue_persist_delete(s, j);
@@ -483,31 +385,6 @@ queue_deadline_soon(const Session *se, int64_t now)
     const Job *j = heap_peek(&se->reserved);
     return j && now >= j->deadline - DEADLINE_SOON_NS;
 }
-
-/* When se's blocked reserve must end by itself: its timeout, or the
- * DEADLINE_SOON margin of its soonest reserved job (0 if neither). */
-static int64_t
-wake_time(const Session *se, int64_t now)
-{
-    int64_t at = INT64_MAX;
-    const Job *j = heap_peek(&se->reserved);
-    if (j) at = j->deadline - DEADLINE_SOON_NS;
-    if (se->timeout >= 0 && now + (int64_t)se->timeout * NS_PER_SEC < at)
-        at = now + (int64_t)se->timeout * NS_PER_SEC;
-    return at == INT64_MAX ? 0 : at;
-}
-
-static void
-wait_heap_set(Server *s, Session *se, int64_t now)
-{
-    if (se->wait_pos != SIZE_MAX) {
-        heap_remove(&s->wait_heap, se->wait_pos);
-        se->wait_pos = SIZE_MAX;
-    }
-    se->wake_at = wake_time(se, now);
-    if (se->wake_at) must(heap_insert(&s->wait_heap, se));
-}
-
 /* The watched tube of se, not paused at now, whose best ready job comes
  * first, or NULL if none has one: from se's tube heap if it has one and
  * no tube is paused (O(log W) amortised), else by looking at each. */
@@ -574,7 +451,7 @@ queue_wait(Server *s, Session *se, int32_t timeout)
      * serves se or empties that tube's ready jobs, so it ends. */
     while (se->waiting && (best = best_ready(s, se, now)))
         serve(s, best);
-    if (se->waiting) wait_heap_set(s, se, now);
+    if (se->waiting) timers_wait_set(s, se, now);
 }
 
 /* Takes se out of the waiting set of its i-th watched tube, if in it. */
@@ -673,7 +550,7 @@ tick_leases(Server *s, int64_t now)
         } else {
             queue_requeue(s, j, 0);
         }
-        if (se->waiting) wait_heap_set(s, se, now);
+        if (se->waiting) timers_wait_set(s, se, now);
     }
 }
 
@@ -697,109 +574,6 @@ queue_tick(Server *s, int64_t now)
     tick_waiters(s, now);
 }
 
-static int64_t
-min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
-
-int64_t
-queue_next_deadline(const Server *s)
-{
-    int64_t at = INT64_MAX;
-    const Tube *t = heap_peek(&s->delay_tubes);
-    if (t) at = ((const Job *)heap_peek(&t->delay))->deadline;
-    if ((t = heap_peek(&s->pause_heap))) at = min64(at, t->unpause_at);
-    const Session *h = heap_peek(&s->lease_heap);
-    if (h) at = min64(at, ((const Job *)heap_peek(&h->reserved))->deadline);
-    const Session *se = heap_peek(&s->wait_heap);
-    if (se) at = min64(at, se->wake_at);
-    return at;
-}
-
-/* Records in j whether the state just stored for it is ready. */
-static void
-note_stored(Job *j, const StoreJob *o)
-{
-    if (o->state == STORE_READY)
-        j->flags &= (uint8_t)~JOB_F_AT_REST_WAITING;
-    else
-        j->flags |= JOB_F_AT_REST_WAITING;
-}
-
-static void
-to_store(const Server *s, const Job *j, StoreJob *o)
-{
-    memset(o, 0, offsetof(StoreJob, tube));
-    o->id = j->id;
-    o->state = j->state == JOB_DELAYED  ? STORE_DELAYED
-               : j->state == JOB_BURIED ? STORE_BURIED
-                                        : STORE_READY;
-    o->flags =
-        (uint8_t)(((j->flags & JOB_F_REWRITTEN) ? STORE_F_REWRITTEN : 0) |
-                  ((j->flags & JOB_F_INLINE) ? STORE_F_INLINE : 0));
-    o->pri = j->pri;
-    o->ttr = j->ttr;
-    o->delay = j->delay;
-    o->body_size = j->body_size;
-    o->reserves = j->reserves;
-    o->timeouts = j->timeouts;
-    o->releases = j->releases;
-    o->buries = j->buries;
-    o->kicks = j->kicks;
-    o->created_at_ns = j->created_at;
-    if (j->state == JOB_DELAYED)
-        o->ready_at_ns = state_wall_ns(s) + (j->deadline - mono_ns());
-    o->tube_len = j->tube->name_len;
-    memcpy(o->tube, j->tube->name, j->tube->name_len);
-    o->tube[o->tube_len] = '\0';
-}
-
-/* Adds j's put-unique key, if it has one, to its stored record o. */
-static void
-key_to_store(const Server *s, const Job *j, StoreJob *o)
-{
-    const DedupKey *k =
-        (j->flags & JOB_F_UNIQUE) ? dedup_of_job(&s->dedup, j->id) : NULL;
-    o->key_len = k ? k->key_len : 0;
-    if (k) memcpy(o->key, k->name + k->tube_len, k->key_len);
-}
-
-void
-queue_persist_put(Server *s, Job *j)
-{
-    if (!s->store) return;
-    StoreJob o;
-    if (j->body_size <= STORE_INLINE_MAX) j->flags |= JOB_F_INLINE;
-    to_store(s, j, &o);
-    key_to_store(s, j, &o);
-    store_add_put(s->store, ++s->applied_seq, &o, j->body);
-    j->seq = (uint32_t)s->applied_seq;
-    note_stored(j, &o);
-}
-
-void
-queue_persist_update(Server *s, Job *j)
-{
-    if (!s->store) return;
-    StoreJob o;
-    j->flags |= JOB_F_REWRITTEN;
-    to_store(s, j, &o);
-    key_to_store(s, j, &o);
-    store_add_update(s->store, ++s->applied_seq, &o);
-    j->seq = (uint32_t)s->applied_seq;
-    note_stored(j, &o);
-}
-
-void
-queue_persist_delete(Server *s, Job *j)
-{
-    if (!s->store) return;
-    store_add_delete(s->store, ++s->applied_seq, j->id,
-                     ((j->flags & JOB_F_REWRITTEN) ? STORE_DEL_REWRITTEN : 0) |
-                         ((j->flags & JOB_F_INLINE) ? STORE_DEL_NO_BODY : 0));
-}
-
 void
 queue_kick_job(Server *s, Job *j)
 {
@@ -807,14 +581,6 @@ queue_kick_job(Server *s, Job *j)
     j->kicks++;
     queue_persist_update(s, j);
     queue_make_ready(s, j);
-}
-
-void
-queue_persist_barrier(Server *s)
-{
-    if (!s->store) return;
-    store_add_delete(s->store, ++s->applied_seq, QUEUE_BARRIER_ID,
-                     STORE_DEL_REWRITTEN | STORE_DEL_NO_BODY);
 }
 
 void
@@ -829,68 +595,4 @@ queue_body_unreadable(Server *s, Session *se, Job *j)
     j->buries++;
     queue_make_buried(s, j);
     queue_persist_update(s, j);
-}
-
-/* A recovered put-unique key: of a live job (remembered for the window
- * after its put, and while it exists) or of a STORE_GONE record. */
-static int
-recover_key(Server *s, const StoreJob *sj)
-{
-    int gone = sj->state == STORE_GONE;
-    int64_t until =
-        gone ? sj->ready_at_ns
-             : sj->created_at_ns + (int64_t)s->cfg.dedup_window * NS_PER_SEC;
-    DedupKey *k = dedup_add(&s->dedup, sj->tube, sj->tube_len, sj->key,
-                            sj->key_len, sj->id, until);
-    if (!k) return -1;
-    k->job_gone = (uint8_t)gone;
-    return 0;
-}
-
-int
-queue_recover_job(void *ctx, const StoreJob *sj)
-{
-    Server *s = ctx;
-    if (sj->key_len && recover_key(s, sj) < 0) return -1;
-    if (sj->state == STORE_GONE) return 0; /* a key, not a job */
-    Tube *t = tubes_get(&s->tubes, sj->tube, sj->tube_len);
-    if (!t) return -1;
-    Job *j = queue_job_new(s, t, sj->id, sj->pri, sj->delay, sj->ttr,
-                           sj->body_size, NULL);
-    queue_tube_unref(s, t); /* the job holds its own reference */
-    if (!j) return -1;
-    j->created_at = sj->created_at_ns;
-    j->reserves = sj->reserves;
-    j->timeouts = sj->timeouts;
-    j->releases = sj->releases;
-    j->buries = sj->buries;
-    j->kicks = sj->kicks;
-    if (sj->flags & STORE_F_REWRITTEN) j->flags |= JOB_F_REWRITTEN;
-    if (sj->flags & STORE_F_INLINE) j->flags |= JOB_F_INLINE;
-    if (sj->key_len) j->flags |= JOB_F_UNIQUE;
-    if (sj->state != STORE_READY) j->flags |= JOB_F_AT_REST_WAITING;
-    int64_t wait = sj->ready_at_ns - state_wall_ns(s);
-    if (sj->state == STORE_BURIED)
-        queue_make_buried(s, j);
-    else if (sj->state == STORE_DELAYED && wait > 0)
-        queue_make_delayed(s, j, mono_ns() + wait);
-    else
-        queue_make_ready(s, j);
-    return 0;
-}
-
-int
-queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj)
-{
-    if (op == STORE_REPLAY_PUT) queue_clock_sample(s, sj->created_at_ns);
-    Job *j = jobtable_find(&s->jobs, id);
-    DedupKey *k = dedup_of_job(&s->dedup, id);
-
-    if (j) { /* an update is the job made again from its new record */
-        queue_detach(s, j, NULL);
-        queue_job_free(s, j);
-    }
-    if (k) dedup_remove(&s->dedup, k);
-    if (op == STORE_REPLAY_DELETE) return 0;
-    return queue_recover_job(s, sj);
 }

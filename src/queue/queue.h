@@ -1,10 +1,11 @@
 /* queue.h - the job state machine: moving jobs between ready, delayed,
  * reserved and buried with every counter kept right, serving blocked
  * reservers, the timer-driven transitions (delay due, TTR lease expiry,
- * pause end, reserve timeout, DEADLINE_SOON), and the mutation records each
- * persistent change hands to the store. It acts on Sessions, never on
- * connections, formats no reply, and reports what a client must be told
- * through QueueEvents. Loop thread only. */
+ * pause end, reserve timeout, DEADLINE_SOON; the heaps that order them are
+ * timers.h's), and the mutation records each persistent change hands to
+ * the store (persist.h; recover.h builds the queue back from them). It
+ * acts on Sessions, never on connections, formats no reply, and reports
+ * what a client must be told through QueueEvents. Loop thread only. */
 #ifndef ROCKSTALK_QUEUE_H
 #define ROCKSTALK_QUEUE_H
 
@@ -29,9 +30,6 @@ typedef struct QueueEvents {
      * buffered commands may run again. */
     void (*resume)(Server *s, Session *se);
 } QueueEvents;
-
-/* Sets up the server's timer heaps. */
-void queue_init(Server *s);
 
 /* A new client: se uses and watches the default tube. Returns 0, or -1 out
  * of memory (se then holds nothing). */
@@ -159,47 +157,14 @@ int queue_deadline_soon(const Session *se, int64_t now);
 /* Runs every timer transition due at monotonic time now. */
 void queue_tick(Server *s, int64_t now);
 
-/* The earliest pending deadline (monotonic ns), or INT64_MAX. */
-int64_t queue_next_deadline(const Server *s);
-
-/* Mutation records for the store (no-ops without one): a new job, a
- * rewritten job (bury, kick, release with delay or new priority) and a
- * deleted job. Each advances the applied sequence. */
-void queue_persist_put(Server *s, Job *j);
-void queue_persist_update(Server *s, Job *j);
-void queue_persist_delete(Server *s, Job *j);
-
 /* Kicks j (buried or delayed) to ready: out of its heap, its kick count,
  * its record rewritten, then ready (kick, kick-job, the HTTP API). */
 void queue_kick_job(Server *s, Job *j);
-
-/* A mutation record that changes no job: the delete of QUEUE_BARRIER_ID,
- * an id no job is given (ids count up from 1; a plain Delete of a key
- * never written, store/batch.c; next_id is not touched, so ids stay
- * beanstalkd's 1, 2, 3...). A reply appended after it waits for its group
- * (in cluster mode, for its Raft entry's commit): the read barrier of a
- * leader that holds no job (server/jobreply.h). No-op without a store. */
-#define QUEUE_BARRIER_ID UINT64_MAX
-void queue_persist_barrier(Server *s);
 
 /* The reader thread could not read j's body for a reply to se: logs it and,
  * if se holds j (a reserve), buries j (stored), so that it neither stays
  * reserved by a client that never got it nor blocks its tube. The caller
  * replies INTERNAL_ERROR. */
 void queue_body_unreadable(Server *s, Session *se, Job *j);
-
-/* Recreates one job read back from the store at start-up (store_recover
- * callback; ctx is the Server). Returns 0 or -1 out of memory. */
-int queue_recover_job(void *ctx, const StoreJob *sj);
-
-/* Cluster mode, a node that does not serve (node.h): applies one committed
- * mutation record to the in-memory queue, so that it stays what the
- * recovery scan of the shards would build. op (store.h's StoreReplayFn):
- * STORE_REPLAY_PUT or _UPDATE with sj the job's new record (an update
- * replaces the job and its put-unique key with what sj says, as recovery
- * would read it), or STORE_REPLAY_DELETE (sj unused; the job or key record
- * goes). Nothing is stored. Such a node has no sessions, so no job is
- * reserved. Returns 0 or -1 out of memory. */
-int queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj);
 
 #endif

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "cluster/node.h"
+#include "cluster/nodestep.h"
 #include "net/tlssock.h"
 #include "base/common.h"
 #include "store/store.h"

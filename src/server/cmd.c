@@ -9,6 +9,7 @@
 #include "cluster/node.h"
 #include "cluster/nodeops.h"
 #include "proto/proto.h"
+#include "queue/persist.h"
 #include "queue/queue.h"
 #include "server/access.h"
 #include "server/backup.h"

@@ -13,6 +13,7 @@
 #include "conn/conn.h"
 #include "http/httpparse.h"
 #include "proto/proto.h"
+#include "queue/persist.h"
 #include "server/ext.h"
 
 void

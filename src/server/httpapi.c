@@ -7,7 +7,7 @@
 
 #include "base/common.h"
 #include "base/log.h"
-#include "cluster/node.h"
+#include "cluster/nodestep.h"
 #include "http/httpd.h"
 #include "http/httpparse.h"
 #include "http/json.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "cluster/node.h"
+#include "cluster/nodestep.h"
 #include "cluster/raftnode.h"
 
 /* A member's role as the view shows it: "standby", "spare", "leader"

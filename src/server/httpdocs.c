@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/common.h"
-#include "cluster/node.h"
+#include "cluster/nodestep.h"
 #include "http/httpd.h"
 #include "http/json.h"
 #include "server/httpapi.h"

@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cluster/node.h"
+#include "cluster/nodestep.h"
+#include "queue/persist.h"
 #include "queue/queue.h"
 
 void

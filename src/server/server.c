@@ -17,10 +17,13 @@
 
 #include "base/log.h"
 #include "cluster/node.h"
+#include "cluster/nodestep.h"
 #include "cluster/nodeops.h"
 #include "conn/conn.h"
 #include "net/net.h"
 #include "queue/queue.h"
+#include "queue/recover.h"
+#include "queue/timers.h"
 #include "server/clienttls.h"
 #include "server/access.h"
 #include "server/backup.h"
@@ -133,7 +136,7 @@ set_throttle(Server *s, int on)
 static void
 arm_tick(Server *s)
 {
-    int64_t at = queue_next_deadline(s);
+    int64_t at = timers_next_deadline(s);
     if (at == s->tick_at && ev_is_active(&s->tick_w)) return;
     ev_timer_stop(s->loop, &s->tick_w);
     s->tick_at = at;
@@ -575,7 +578,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
         snprintf(err, errcap, "cannot initialise the event loop");
         return -1;
     }
-    queue_init(s);
+    timers_init(s);
     s->handler = &cmd_handler;
     s->events = &cmd_events;
     ext_init(s);

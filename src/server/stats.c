@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
-#include "cluster/node.h"
+#include "cluster/nodestep.h"
 #include "server/access.h"
 
 static void __attribute__((format(printf, 2, 3)))
