@@ -105,7 +105,7 @@ httpd_docs_free(HttpdDocs *d)
 }
 
 static void
-docs_unref(void *arg)
+hd_docs_unref(void *arg)
 {
     HttpdDocs *d = arg;
     if (atomic_fetch_sub(&d->refs, 1) == 1) httpd_docs_free(d);
@@ -168,7 +168,7 @@ httpd_publish(Httpd *h, HttpdDocs *d)
     HttpdDocs *old = h->cur;
     h->cur = d;
     pthread_mutex_unlock(&h->mu);
-    if (old) docs_unref(old);
+    if (old) hd_docs_unref(old);
 }
 
 void
@@ -208,8 +208,9 @@ httpd_tls_supported(void)
 }
 
 static enum MHD_Result
-send_response_allow(struct MHD_Connection *conn, unsigned status,
-                    struct MHD_Response *r, const char *type, const char *allow)
+hd_send_response_allow(struct MHD_Connection *conn, unsigned status,
+                       struct MHD_Response *r, const char *type,
+                       const char *allow)
 {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
@@ -225,27 +226,28 @@ send_response_allow(struct MHD_Connection *conn, unsigned status,
 }
 
 static enum MHD_Result
-send_response(struct MHD_Connection *conn, unsigned status,
-              struct MHD_Response *r, const char *type)
+hd_send_response(struct MHD_Connection *conn, unsigned status,
+                 struct MHD_Response *r, const char *type)
 {
-    return send_response_allow(conn, status, r, type, NULL);
+    return hd_send_response_allow(conn, status, r, type, NULL);
 }
 
 /* A JSON body made here (copied). */
 static enum MHD_Result
-send_json(struct MHD_Connection *conn, unsigned status, const char *body)
+hd_send_json(struct MHD_Connection *conn, unsigned status, const char *body)
 {
-    return send_response(conn, status,
-                         MHD_create_response_from_buffer(
-                             strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY),
-                         JSON_TYPE);
+    return hd_send_response(
+        conn, status,
+        MHD_create_response_from_buffer(strlen(body), (void *)body,
+                                        MHD_RESPMEM_MUST_COPY),
+        JSON_TYPE);
 }
 
 static enum MHD_Result
-send_busy(struct MHD_Connection *conn)
+hd_send_busy(struct MHD_Connection *conn)
 {
-    return send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-                     "{\"error\":\"busy: too many requests in flight\"}");
+    return hd_send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+                        "{\"error\":\"busy: too many requests in flight\"}");
 }
 
 /* len bytes at p of set d (its reference passes to the response). */
@@ -254,10 +256,10 @@ send_doc(struct MHD_Connection *conn, HttpdDocs *d, const char *p, size_t len,
          const char *type)
 {
     struct MHD_Response *r =
-        MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)p,
-                                                               docs_unref, d);
-    if (!r) docs_unref(d);
-    return send_response(conn, MHD_HTTP_OK, r, type);
+        MHD_create_response_from_buffer_with_free_callback_cls(
+            len, (void *)p, hd_docs_unref, d);
+    if (!r) hd_docs_unref(d);
+    return hd_send_response(conn, MHD_HTTP_OK, r, type);
 }
 
 static enum MHD_Result
@@ -267,8 +269,8 @@ send_readyz(Httpd *h, struct MHD_Connection *conn)
     int ready = atomic_load(&h->ready);
     snprintf(body, sizeof body, "{\"ready\":%s,\"status\":\"%s\"}",
              ready ? "true" : "false", atomic_load(&h->status));
-    return send_json(conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
-                     body);
+    return hd_send_json(
+        conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
 }
 
 /* /api/v1/tubes/NAME: the tube's object, found by binary search. */
@@ -288,8 +290,9 @@ send_tube(struct MHD_Connection *conn, HttpdDocs *d, const char *name)
         else
             hi = mid;
     }
-    docs_unref(d);
-    return send_json(conn, MHD_HTTP_NOT_FOUND, "{\"error\":\"no such tube\"}");
+    hd_docs_unref(d);
+    return hd_send_json(conn, MHD_HTTP_NOT_FOUND,
+                        "{\"error\":\"no such tube\"}");
 }
 
 /* Nonzero when the tube path rest ("tubes/...") names a tube's sub-resource
@@ -341,14 +344,14 @@ route(const char *url, HttpdDocKind *kind, const char **name)
 
 /* The published document r names (R_DOC: kind; R_TUBE: name). */
 static enum MHD_Result
-serve_doc(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
-          const char *name)
+hd_serve_doc(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
+             const char *name)
 {
     HttpdDocs *d = docs_get(h);
     if (!d || (r == R_DOC && !d->doc[kind])) {
-        if (d) docs_unref(d);
-        return send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-                         "{\"error\":\"not available yet\"}");
+        if (d) hd_docs_unref(d);
+        return hd_send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+                            "{\"error\":\"not available yet\"}");
     }
     if (r == R_TUBE) return send_tube(conn, d, name);
     return send_doc(conn, d, d->doc[kind], d->len[kind],
@@ -363,8 +366,8 @@ serve_doc(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
  * ended. An answer with a sent_tag hands it to the loop (not once
  * httpd_stop began). */
 static void
-completed(void *cls, struct MHD_Connection *conn, void **req_cls,
-          enum MHD_RequestTerminationCode toe)
+hd_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+             enum MHD_RequestTerminationCode toe)
 {
     Httpd *h = cls;
     Box *b = *req_cls;
@@ -538,46 +541,46 @@ httpd_answer(Httpd *h, HttpdReq *r, unsigned status, char *body, size_t len)
 
 /* The loop's answer to b. */
 static enum MHD_Result
-send_answer(Httpd *h, struct MHD_Connection *conn, Box *b)
+hd_send_answer(Httpd *h, struct MHD_Connection *conn, Box *b)
 {
     struct HttpdReqPriv *p = &b->priv;
     if (p->status == 0 && p->route == R_TUBE)
-        return serve_doc(h, conn, R_TUBE, p->kind,
-                         b->pub.path + strlen("tubes/"));
-    if (p->status == 0) return serve_doc(h, conn, p->route, p->kind, NULL);
+        return hd_serve_doc(h, conn, R_TUBE, p->kind,
+                            b->pub.path + strlen("tubes/"));
+    if (p->status == 0) return hd_serve_doc(h, conn, p->route, p->kind, NULL);
     if (!p->body)
-        return send_json(conn, p->status,
-                         p->status == MHD_HTTP_SERVICE_UNAVAILABLE
-                             ? "{\"error\":\"stopping\"}"
-                             : "{\"error\":\"internal error\"}");
+        return hd_send_json(conn, p->status,
+                            p->status == MHD_HTTP_SERVICE_UNAVAILABLE
+                                ? "{\"error\":\"stopping\"}"
+                                : "{\"error\":\"internal error\"}");
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(p->len, p->body, MHD_RESPMEM_MUST_FREE);
     if (resp) p->body = NULL; /* the response frees it */
     if (resp && b->pub.set_cookie[0])
         MHD_add_response_header(resp, "Set-Cookie", b->pub.set_cookie);
-    return send_response_allow(conn, p->status, resp, JSON_TYPE,
-                               p->status == MHD_HTTP_METHOD_NOT_ALLOWED
-                                   ? "GET, HEAD, POST, DELETE"
-                                   : NULL);
+    return hd_send_response_allow(conn, p->status, resp, JSON_TYPE,
+                                  p->status == MHD_HTTP_METHOD_NOT_ALLOWED
+                                      ? "GET, HEAD, POST, DELETE"
+                                      : NULL);
 }
 
 /* Hands the request to the loop (the connection waits, suspended); a
- * POST to session first reads its body (read_form). */
+ * POST to session first reads its body (hd_read_form). */
 static enum MHD_Result
-to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
-        const char *method, Route r, HttpdDocKind kind, void **req_cls)
+hd_to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
+           const char *method, Route r, HttpdDocKind kind, void **req_cls)
 {
     const char *msg = NULL;
     Box *b = box_new(conn, url, method, r, kind, &msg);
-    if (!b) return send_json(conn, MHD_HTTP_BAD_REQUEST, msg);
+    if (!b) return hd_send_json(conn, MHD_HTTP_BAD_REQUEST, msg);
     b->pub.tls = h->tls;
     if (b->pub.method == HTTPD_POST && strcmp(b->pub.path, "session") == 0) {
-        *req_cls = b; /* completed frees it */
+        *req_cls = b; /* hd_completed frees it */
         return MHD_YES;
     }
     if (enqueue(h, b) < 0) {
         free(b);
-        return send_busy(conn);
+        return hd_send_busy(conn);
     }
     b->priv.queued = 1;
     *req_cls = b;
@@ -587,8 +590,8 @@ to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
 /* POST session: gathers the body (at most HTTPD_FORM_MAX bytes), then
  * takes its token and hands the request to the loop. */
 static enum MHD_Result
-read_form(Httpd *h, struct MHD_Connection *conn, Box *b, const char *data,
-          size_t *size)
+hd_read_form(Httpd *h, struct MHD_Connection *conn, Box *b, const char *data,
+             size_t *size)
 {
     struct HttpdReqPriv *p = &b->priv;
     if (*size) {
@@ -599,12 +602,13 @@ read_form(Httpd *h, struct MHD_Connection *conn, Box *b, const char *data,
         *size = 0;
         return MHD_YES;
     }
-    if (p->fover) return send_json(conn, 413, "{\"error\":\"body too large\"}");
+    if (p->fover)
+        return hd_send_json(conn, 413, "{\"error\":\"body too large\"}");
     if (p->form) {
         b->pub.has_login = httpparse_login(p->form, p->flen, b->pub.login,
                                            sizeof b->pub.login) == 0;
     }
-    if (enqueue(h, b) < 0) return send_busy(conn);
+    if (enqueue(h, b) < 0) return hd_send_busy(conn);
     p->queued = 1;
     return MHD_YES;
 }
@@ -627,24 +631,25 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
     if (*req_cls) { /* resumed, or a body arriving: ignored */
         Box *b = *req_cls;
         if (!b->priv.queued)
-            return read_form(h, conn, b, upload_data, upload_data_size);
+            return hd_read_form(h, conn, b, upload_data, upload_data_size);
         if (*upload_data_size) {
             *upload_data_size = 0;
             return MHD_YES;
         }
-        return b->priv.answered ? send_answer(h, conn, b) : MHD_YES;
+        return b->priv.answered ? hd_send_answer(h, conn, b) : MHD_YES;
     }
     enum MHD_Result ret;
     if (assets_serve(conn, url, method, httpd_security_headers, &ret))
         return ret; /* the console */
     Route r = route(url, &kind, &name);
     if (r == R_NONE)
-        return send_json(conn, MHD_HTTP_NOT_FOUND, "{\"error\":\"not found\"}");
+        return hd_send_json(conn, MHD_HTTP_NOT_FOUND,
+                            "{\"error\":\"not found\"}");
     if (r == R_LOOP && (is_get(method) || strcmp(method, "POST") == 0 ||
                         strcmp(method, "DELETE") == 0))
-        return to_loop(h, conn, url, method, r, kind, req_cls);
+        return hd_to_loop(h, conn, url, method, r, kind, req_cls);
     if (!is_get(method))
-        return send_response_allow(
+        return hd_send_response_allow(
             conn, MHD_HTTP_METHOD_NOT_ALLOWED,
             MHD_create_response_from_buffer(
                 strlen("{\"error\":\"method not allowed\"}"),
@@ -652,11 +657,11 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
                 MHD_RESPMEM_PERSISTENT),
             JSON_TYPE, r == R_LOOP ? "GET, HEAD, POST, DELETE" : NULL);
     if (r == R_HEALTHZ)
-        return send_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}");
+        return hd_send_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}");
     if (r == R_READYZ) return send_readyz(h, conn);
     if (h->api_auth && (r == R_TUBE || kind != HTTPD_DOC_METRICS))
-        return to_loop(h, conn, url, method, r, kind, req_cls);
-    return serve_doc(h, conn, r, kind, name);
+        return hd_to_loop(h, conn, url, method, r, kind, req_cls);
+    return hd_serve_doc(h, conn, r, kind, name);
 }
 
 /* ---- start and stop ---- */
@@ -765,7 +770,7 @@ start_daemon(Httpd *h, const struct sockaddr_storage *ss, uint16_t port)
     h->daemon = MHD_start_daemon(
         flags, port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
         (const struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT, 128U,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+        MHD_OPTION_NOTIFY_COMPLETED, hd_completed, h,
         MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_ARRAY, tls,
         MHD_OPTION_END);
     return h->daemon ? 0 : -1;
@@ -823,6 +828,6 @@ httpd_stop(Httpd *h)
     while (httpd_take(h, &r, 1))
         httpd_answer(h, r, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, 0);
     MHD_stop_daemon(h->daemon); /* answers in flight hold their sets */
-    if (h->cur) docs_unref(h->cur);
+    if (h->cur) hd_docs_unref(h->cur);
     httpd_free(h);
 }
