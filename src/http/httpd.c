@@ -1,6 +1,9 @@
-/* httpd.c - see httpd.h. */
+/* httpd.c - see httpd.h: start and stop, TLS, routing a request, the
+ * responses, the requests for the loop; the document sets are httpdpub.c
+ * (httpd_impl.h). */
 #include "http/httpd.h"
 #include "http/assets.h"
+#include "http/httpd_impl.h"
 #include "http/httpparse.h"
 
 #include <arpa/inet.h>
@@ -11,182 +14,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#define API "/api/v1/"
-#define JSON_TYPE "application/json"
 #define HTTPD_CSP                                                              \
     "default-src 'self'; script-src 'self'; style-src 'self'; "                \
     "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "       \
     "base-uri 'none'; form-action 'self'"
-
-struct HttpdDocs {
-    atomic_int refs; /* the published slot's and each answer's */
-    int failed;
-    char *doc[HTTPD_DOC_COUNT];
-    size_t len[HTTPD_DOC_COUNT];
-    struct TubeEnt {
-        size_t name; /* offset in names */
-        size_t off, len;
-    } * tubes;
-    size_t ntubes, tcap;
-    char *names; /* NUL-terminated names, one after the other */
-    size_t nlen, ncap;
-};
-
-/* What a path names. */
-typedef enum Route {
-    R_NONE,
-    R_HEALTHZ,
-    R_READYZ,
-    R_DOC,  /* a whole document: kind */
-    R_TUBE, /* /api/v1/tubes/NAME: name */
-    R_LOOP  /* tubes/NAME/{jobs,kick,pause}, jobs/...: the loop answers */
-} Route;
-
-/* The HTTP thread's side of a request handed to the loop. */
-struct HttpdReqPriv {
-    struct MHD_Connection *conn;
-    struct Box *next; /* in Httpd's queue */
-    Route route;      /* R_DOC, R_TUBE (an auth check) or R_LOOP */
-    HttpdDocKind kind;
-    int queued;   /* handed to the loop (else its body is still read) */
-    char *form;   /* POST session: the body read so far (malloc'd) */
-    size_t flen;  /* ...its bytes */
-    int fover;    /* ...it was longer than HTTPD_FORM_MAX */
-    int answered; /* set by httpd_answer, under Httpd.mu */
-    unsigned status;
-    char *body; /* malloc'd JSON, or NULL */
-    size_t len;
-};
-
-typedef struct Box {
-    HttpdReq pub;
-    struct HttpdReqPriv priv;
-} Box;
-
-struct Httpd {
-    struct MHD_Daemon *daemon;
-    pthread_mutex_t mu; /* guards cur (the pointer; a set is immutable),
-                           the queue and the answers */
-    HttpdDocs *cur;     /* NULL until the first publish */
-    atomic_int ready;
-    _Atomic(const char *) status;
-    int api_auth;
-    int tls;          /* serves HTTPS */
-    char *cert, *key; /* ...its PEM certificate chain and key (owned) */
-    void (*notify)(void *);
-    void *notify_arg;
-    Box *qhead, *qtail; /* queued for the loop, oldest first */
-    uint64_t sent_tag;  /* the latest answer's tag sent (httpd_take_sent) */
-    size_t inflight;    /* queued or taken, not answered */
-    int closed;         /* stopping: no more requests queue */
-};
-
-/* ---- document sets ---- */
-
-HttpdDocs *
-httpd_docs_new(void)
-{
-    HttpdDocs *d = calloc(1, sizeof *d);
-    if (d) atomic_init(&d->refs, 1);
-    return d;
-}
-
-void
-httpd_docs_free(HttpdDocs *d)
-{
-    if (!d) return;
-    for (int k = 0; k < HTTPD_DOC_COUNT; k++)
-        free(d->doc[k]);
-    free(d->tubes);
-    free(d->names);
-    free(d);
-}
-
-static void
-hd_docs_unref(void *arg)
-{
-    HttpdDocs *d = arg;
-    if (atomic_fetch_sub(&d->refs, 1) == 1) httpd_docs_free(d);
-}
-
-void
-httpd_docs_set(HttpdDocs *d, HttpdDocKind k, char *buf, size_t len)
-{
-    free(d->doc[k]);
-    d->doc[k] = buf;
-    d->len[k] = len;
-}
-
-int
-httpd_docs_add_tube(HttpdDocs *d, const char *name, size_t off, size_t len)
-{
-    size_t n = strlen(name) + 1;
-    if (d->ntubes == d->tcap) {
-        size_t cap = d->tcap ? d->tcap * 2 : 64;
-        struct TubeEnt *t = realloc(d->tubes, cap * sizeof *t);
-        if (!t) return d->failed = 1, -1;
-        d->tubes = t, d->tcap = cap;
-    }
-    if (d->nlen + n > d->ncap) {
-        size_t cap = d->ncap ? d->ncap : 1024;
-        while (cap < d->nlen + n)
-            cap *= 2;
-        char *b = realloc(d->names, cap);
-        if (!b) return d->failed = 1, -1;
-        d->names = b, d->ncap = cap;
-    }
-    if (d->ntubes && strcmp(d->names + d->tubes[d->ntubes - 1].name, name) >= 0)
-        return d->failed = 1, -1; /* not ascending */
-    memcpy(d->names + d->nlen, name, n);
-    d->tubes[d->ntubes++] = (struct TubeEnt){d->nlen, off, len};
-    d->nlen += n;
-    return 0;
-}
-
-static int
-docs_valid(const HttpdDocs *d)
-{
-    if (d->failed) return 0;
-    for (size_t i = 0; i < d->ntubes; i++)
-        if (d->tubes[i].off > d->len[HTTPD_DOC_TUBES] ||
-            d->tubes[i].len > d->len[HTTPD_DOC_TUBES] - d->tubes[i].off)
-            return 0;
-    return 1;
-}
-
-void
-httpd_publish(Httpd *h, HttpdDocs *d)
-{
-    if (!d) return;
-    if (!docs_valid(d)) {
-        httpd_docs_free(d);
-        return;
-    }
-    pthread_mutex_lock(&h->mu);
-    HttpdDocs *old = h->cur;
-    h->cur = d;
-    pthread_mutex_unlock(&h->mu);
-    if (old) hd_docs_unref(old);
-}
 
 void
 httpd_set_ready(Httpd *h, int ready, const char *status)
 {
     atomic_store(&h->status, status);
     atomic_store(&h->ready, ready);
-}
-
-/* The published set with a reference taken, or NULL. */
-static HttpdDocs *
-docs_get(Httpd *h)
-{
-    pthread_mutex_lock(&h->mu);
-    HttpdDocs *d = h->cur;
-    if (d) atomic_fetch_add(&d->refs, 1);
-    pthread_mutex_unlock(&h->mu);
-    return d;
 }
 
 /* ---- answers ---- */
@@ -207,7 +45,7 @@ httpd_tls_supported(void)
     return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
 }
 
-static enum MHD_Result
+enum MHD_Result
 hd_send_response_allow(struct MHD_Connection *conn, unsigned status,
                        struct MHD_Response *r, const char *type,
                        const char *allow)
@@ -225,7 +63,7 @@ hd_send_response_allow(struct MHD_Connection *conn, unsigned status,
     return ret;
 }
 
-static enum MHD_Result
+enum MHD_Result
 hd_send_response(struct MHD_Connection *conn, unsigned status,
                  struct MHD_Response *r, const char *type)
 {
@@ -233,7 +71,7 @@ hd_send_response(struct MHD_Connection *conn, unsigned status,
 }
 
 /* A JSON body made here (copied). */
-static enum MHD_Result
+enum MHD_Result
 hd_send_json(struct MHD_Connection *conn, unsigned status, const char *body)
 {
     return hd_send_response(
@@ -243,23 +81,11 @@ hd_send_json(struct MHD_Connection *conn, unsigned status, const char *body)
         JSON_TYPE);
 }
 
-static enum MHD_Result
+enum MHD_Result
 hd_send_busy(struct MHD_Connection *conn)
 {
     return hd_send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
                         "{\"error\":\"busy: too many requests in flight\"}");
-}
-
-/* len bytes at p of set d (its reference passes to the response). */
-static enum MHD_Result
-send_doc(struct MHD_Connection *conn, HttpdDocs *d, const char *p, size_t len,
-         const char *type)
-{
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer_with_free_callback_cls(
-            len, (void *)p, hd_docs_unref, d);
-    if (!r) hd_docs_unref(d);
-    return hd_send_response(conn, MHD_HTTP_OK, r, type);
 }
 
 static enum MHD_Result
@@ -271,28 +97,6 @@ send_readyz(Httpd *h, struct MHD_Connection *conn)
              ready ? "true" : "false", atomic_load(&h->status));
     return hd_send_json(
         conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
-}
-
-/* /api/v1/tubes/NAME: the tube's object, found by binary search. */
-static enum MHD_Result
-send_tube(struct MHD_Connection *conn, HttpdDocs *d, const char *name)
-{
-    size_t lo = 0, hi = d->ntubes;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(d->names + d->tubes[mid].name, name);
-        if (c == 0)
-            return send_doc(conn, d,
-                            d->doc[HTTPD_DOC_TUBES] + d->tubes[mid].off,
-                            d->tubes[mid].len, JSON_TYPE);
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    hd_docs_unref(d);
-    return hd_send_json(conn, MHD_HTTP_NOT_FOUND,
-                        "{\"error\":\"no such tube\"}");
 }
 
 /* Nonzero when the tube path rest ("tubes/...") names a tube's sub-resource
@@ -342,30 +146,12 @@ route(const char *url, HttpdDocKind *kind, const char **name)
     return R_NONE;
 }
 
-/* The published document r names (R_DOC: kind; R_TUBE: name). */
-static enum MHD_Result
-hd_serve_doc(Httpd *h, struct MHD_Connection *conn, Route r, HttpdDocKind kind,
-             const char *name)
-{
-    HttpdDocs *d = docs_get(h);
-    if (!d || (r == R_DOC && !d->doc[kind])) {
-        if (d) hd_docs_unref(d);
-        return hd_send_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-                            "{\"error\":\"not available yet\"}");
-    }
-    if (r == R_TUBE) return send_tube(conn, d, name);
-    return send_doc(conn, d, d->doc[kind], d->len[kind],
-                    kind == HTTPD_DOC_METRICS
-                        ? "text/plain; version=0.0.4; charset=utf-8"
-                        : JSON_TYPE);
-}
-
 /* ---- requests for the loop ---- */
 
 /* MHD is done with a request: its answer was sent, or the connection
  * ended. An answer with a sent_tag hands it to the loop (not once
  * httpd_stop began). */
-static void
+void
 hd_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
              enum MHD_RequestTerminationCode toe)
 {
@@ -540,7 +326,7 @@ httpd_answer(Httpd *h, HttpdReq *r, unsigned status, char *body, size_t len)
 }
 
 /* The loop's answer to b. */
-static enum MHD_Result
+enum MHD_Result
 hd_send_answer(Httpd *h, struct MHD_Connection *conn, Box *b)
 {
     struct HttpdReqPriv *p = &b->priv;
@@ -566,7 +352,7 @@ hd_send_answer(Httpd *h, struct MHD_Connection *conn, Box *b)
 
 /* Hands the request to the loop (the connection waits, suspended); a
  * POST to session first reads its body (hd_read_form). */
-static enum MHD_Result
+enum MHD_Result
 hd_to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
            const char *method, Route r, HttpdDocKind kind, void **req_cls)
 {
@@ -589,7 +375,7 @@ hd_to_loop(Httpd *h, struct MHD_Connection *conn, const char *url,
 
 /* POST session: gathers the body (at most HTTPD_FORM_MAX bytes), then
  * takes its token and hands the request to the loop. */
-static enum MHD_Result
+enum MHD_Result
 hd_read_form(Httpd *h, struct MHD_Connection *conn, Box *b, const char *data,
              size_t *size)
 {
