@@ -287,6 +287,19 @@ bench-memory: all
 bench-listing: all
 	scripts/bench/listing.sh
 
+# The big-beside-small row's ceiling: a small synced write beside 8
+# streams of 256 KiB synced writes to other files, no server
+# (scripts/bench/bigprobe.c; BENCHMARKS.md, "The big-beside-small row").
+# BIGPROBE_MIBS caps the large writers (MiB/s in all; 0: flat out).
+BIGPROBE_MIBS ?= 0
+.PHONY: bench-bigprobe
+bench-bigprobe:
+	mkdir -p scripts/bench/build
+	$(CC) -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread \
+	    -o scripts/bench/build/bigprobe scripts/bench/bigprobe.c
+	d=$$(mktemp -d "$${BENCH_TMP:-/tmp}/bigprobe.XXXXXX") && \
+	    scripts/bench/build/bigprobe "$$d" 8 5 128 262144 $(BIGPROBE_MIBS); rc=$$?; rm -rf "$$d"; exit $$rc
+
 # --- job-table benchmark ---
 # The id -> job table alone (scripts/bench/jobtable.c): total and slowest
 # single insert and remove over JT_JOBS (default 12.6M) jobs. REV=main
