@@ -17,8 +17,18 @@ files are about one process and its data directory and are not meant for
 this mode. A test that is about the process
 rather than the protocol carries @pytest.mark.not_via_follower("why") and is
 skipped in this mode.
+
+ROCKSTALK_KEEP_LOGS=DIR: when a test fails (or its fixtures do), every
+*.log under the session's temporary directory that was written since the
+test's setup began (the server logs of the rockstalkd fixture, each
+cluster node's DIR.log, a test's own; not RocksDB's numbered write-ahead
+logs) is copied to DIR/<test>-<time>/, keeping its path below that
+directory, and the report names the copy.
+pytest itself keeps only the last three sessions' temporary directories,
+so a failure in a loop of runs would otherwise lose them.
 """
 import os
+import re
 import shutil
 import signal
 import socket
@@ -38,6 +48,8 @@ ROCKSTALKD = os.path.abspath(
 BEANSTALKD = shutil.which("beanstalkd") or "/usr/bin/beanstalkd"
 # "" (one rockstalkd per server) or "follower" (see above).
 VIA = os.environ.get("ROCKSTALK_TEST_VIA", "")
+KEEP_LOGS = os.environ.get("ROCKSTALK_KEEP_LOGS", "")
+_setup_began = pytest.StashKey()
 
 
 def pytest_configure(config):
@@ -59,6 +71,48 @@ def pytest_collection_modifyitems(config, items):
             why = m.args[0] if m.args else m.kwargs.get("reason", "")
             item.add_marker(pytest.mark.skip(
                 reason="not via a follower: " + why))
+
+
+def keep_logs(item, since):
+    """Copies the *.log files (not RocksDB's NNNNNN.log) under the
+    session's temporary directory written at or after since (time.time())
+    to a fresh directory under KEEP_LOGS named after item; that directory,
+    or None if none was written."""
+    base = str(item.config._tmp_path_factory.getbasetemp())
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)[-120:]
+    dest = os.path.join(os.path.abspath(KEEP_LOGS), "%s-%s-%d" % (
+        name, time.strftime("%Y%m%d-%H%M%S"), os.getpid()))
+    kept = 0
+    for root, _, files in os.walk(base):
+        for f in files:
+            src = os.path.join(root, f)
+            try:
+                if not f.endswith(".log") or re.match(r"\d+\.log$", f) or \
+                        os.path.getmtime(src) < since:
+                    continue
+                to = os.path.join(dest, os.path.relpath(src, base))
+                os.makedirs(os.path.dirname(to), exist_ok=True)
+                shutil.copy2(src, to)
+                kept += 1
+            except OSError:
+                pass  # gone meanwhile (a test's own cleanup)
+    return dest if kept else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """ROCKSTALK_KEEP_LOGS (see above): keeps a failed phase's logs."""
+    outcome = yield
+    if not KEEP_LOGS:
+        return
+    if call.when == "setup":
+        item.stash[_setup_began] = call.start
+    rep = outcome.get_result()
+    if rep.failed:
+        dest = keep_logs(item, item.stash.get(_setup_began, call.start))
+        rep.sections.append(("rockstalk logs (ROCKSTALK_KEEP_LOGS)",
+                             "kept in %s" % dest if dest else
+                             "no log was written during the test"))
 
 
 def wait_listening(port, proc, timeout=20.0):

@@ -162,8 +162,13 @@ def test_status_and_transfer(cluster):
              "node %d to lead" % f1.id)
     took = time.monotonic() - t0
     assert serving_leader(c) == f1.id
-    check_status(c, status(f2.port), f1.id)
+    st = status(f2.port)
+    check_status(c, st, f1.id)
     assert took < 5, took
+    # the target won the election the hand-over made it start (one term
+    # on), not a later one after its votes were lost (a stale peer link,
+    # the old leader's restart) and election timeouts went by
+    assert st["term"] == a["term"] + 1, (a["term"], st["term"])
 
     # the CLI, through the old leader: back to it, and it waits for it
     p = cli(c.node(lead).port, "cluster", "transfer", str(lead))
@@ -174,6 +179,9 @@ def test_status_and_transfer(cluster):
     wait_for(lambda: (c.node(lead).view() or {}).get("role") == "leader",
              10, "node %d to lead" % lead)
     assert serving_leader(c) == lead
+    # to a node that restarted when it handed the leadership over: its
+    # peers' links to it are stale, and the old leader restarts at once
+    assert status(f1.port)["term"] == st["term"] + 1, st["term"]
     r = Line(f1.port)
     for i, jid in enumerate(ids):
         assert r.cmd("peek %d" % jid) == ("FOUND %d 3" % jid,

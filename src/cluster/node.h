@@ -22,8 +22,10 @@
  *   stepping down  a serving node that stops leading restarts itself
  *              (execv of /proc/self/exe with the same arguments, the
  *              listening socket inherited as under systemd; nothing is
- *              stopped first: to the data an exec is a kill -9): its
- *              memory may hold changes that never committed, and its
+ *              stopped first: to the data an exec is a kill -9; only
+ *              what the raft thread sent last, a vote say, is let out
+ *              first, raftnode_settle): its memory may hold changes
+ *              that never committed, and its
  *              clients' connections cannot be carried over; it comes back
  *              as a follower from its shards and the Raft log. So does a
  *              follower whose shards were replaced by a fetched state.

@@ -24,6 +24,10 @@
  * --cluster's, which may predate membership changes. */
 #define NODE_RESTART_ENV "ROCKSTALKD_CLUSTER_RESTART"
 
+/* How long that restart waits at most for the raft thread to send what it
+ * last wrote (raftnode_settle), ms: a vote just granted, say. */
+#define NODE_SETTLE_MS 500
+
 struct Node {
     /* The members as the loop uses them (relays, status): --cluster's at
      * first, then libraft's configuration (node_step takes members).

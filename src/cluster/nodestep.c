@@ -145,9 +145,12 @@ promote(Server *s, const RaftNodeStatus *st)
  * named for its kind: listen_handover_name), without stopping anything first:
  * to the data that is the same as a kill -9 (the Raft log is synced, the
  * shards' WALs are written), which recovery is built for, and every other
- * descriptor is close-on-exec. An orderly stop is not safe here: closing
- * libraft 0.15 while its libuv threadpool still works for it (a snapshot
- * being installed, a segment being finalised) frees what that work reads
+ * descriptor is close-on-exec. The raft thread first gets to send what it
+ * wrote last (raftnode_settle): a stepping-down leader's vote for the node
+ * taking over, say, which would be lost otherwise. An orderly stop is not
+ * safe here: closing libraft 0.15 while its libuv threadpool still works
+ * for it (a snapshot being installed, a segment being finalised) frees
+ * what that work reads
  * (ASan: heap-use-after-free under raft_uv_close, seen in 1 of ~13 runs of
  * test_paused_leader_steps_down). */
 static void
@@ -157,6 +160,7 @@ restart(Server *s)
     const char *names[SERVER_LISTENERS_MAX];
     int n = s->nlisteners;
 
+    raftnode_settle(s->node->raft, NODE_SETTLE_MS); /* its last messages */
     for (int i = 0; i < n; i++) {
         fds[i] = s->listeners[i].fd;
         names[i] = listen_handover_name(s->listeners[i].addr.kind,

@@ -54,7 +54,9 @@
 #define PEER_PENDING_MAX 64       /* incoming links not yet authenticated */
 #define PEER_LINKS_PER_ID 4       /* established incoming Raft links a peer */
 #define PEER_QUEUE_MAX (8u << 20) /* bytes queued toward one side */
-#define PEER_DRAIN_MS 30000       /* a link one side of which ended, at most */
+/* a link one side of which ended, at most (an outbound Raft link whose
+ * peer ended closes at once: peerlink.c) */
+#define PEER_DRAIN_MS 30000
 
 /* Fills t with the mutual-TLS transport for this node (cfg->self_id, whose
  * voter address it listens on once libraft asks) on loop. cfg is copied;

@@ -148,11 +148,23 @@ on_inner_shut(uv_shutdown_t *req, int status)
 }
 
 /* The peer will send no more: once what it sent is written, the local
- * user reads EOF. */
+ * user reads EOF. An outbound Raft link closes at once instead: its peer
+ * writes nothing on it (libraft reads nothing on the links it opens), so
+ * its end means that process closed it (it stopped, or restarted: a
+ * leader that loses the leadership does) and nothing written to it
+ * afterwards arrives. Kept half-open for PEER_DRAIN_MS, it took in
+ * libraft's messages until a TCP write failed (a vote reply to a
+ * restarted leadership-transfer target among them: three lost in a row,
+ * tests/test_cluster_ops.py); closed, libraft's next write fails and the
+ * one after it reconnects. */
 static void
 peer_done(Link *l)
 {
     if (l->peer_done || l->state == LINK_CLOSING) return;
+    if (!l->inbound && l->channel == PEER_CHANNEL_RAFT) {
+        link_close(l, 0);
+        return;
+    }
     l->peer_done = 1;
     uv_read_stop((uv_stream_t *)&l->tcp);
     if (uv_shutdown(&l->shut_req, (uv_stream_t *)&l->inner, on_inner_shut))

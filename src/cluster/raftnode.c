@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/common.h"
 #include "cluster/raftnode_impl.h"
@@ -375,6 +376,7 @@ on_check(uv_check_t *h)
 {
     RaftNode *n = h->data;
 
+    atomic_fetch_add(&n->iterations, 1);
     if (n->closing) return;
     check_unavailable(n);
     rn_check_inflight(n);
@@ -703,6 +705,22 @@ raftnode_transfer(RaftNode *n, uint64_t id)
         uv_async_send(&n->wake);
     }
     pthread_mutex_unlock(&n->mu);
+}
+
+void
+raftnode_settle(RaftNode *n, unsigned timeout_ms)
+{
+    if (!n) return;
+    uint64_t want = atomic_load(&n->iterations) + 2;
+    int64_t end = mono_ns() + (int64_t)timeout_ms * 1000000;
+    struct timespec ms = {0, 1000000};
+
+    while (atomic_load(&n->iterations) < want && mono_ns() < end) {
+        pthread_mutex_lock(&n->mu);
+        if (n->wake_open) uv_async_send(&n->wake); /* an idle loop iterates */
+        pthread_mutex_unlock(&n->mu);
+        nanosleep(&ms, NULL);
+    }
 }
 
 void

@@ -238,6 +238,17 @@ size_t raftnode_queued_bytes(RaftNode *n);
  * after an election timeout. NULL is fine. */
 void raftnode_transfer(RaftNode *n, uint64_t id);
 
+/* Any thread: returns once the raft thread has finished the loop
+ * iteration under way and one more (waking it if idle), or after
+ * timeout_ms. What libraft sent in the first has by then left through the
+ * transport: its messages go into a socketpair (peer.h), which the next
+ * iteration reads and writes to TCP, where the kernel delivers them even
+ * if the process then ends. For a stop without an orderly close (node.c's
+ * restart after losing the leadership, an exec): the vote a stepping-down
+ * leader just granted to a leadership-transfer target was lost otherwise,
+ * tests/test_cluster_ops.py. NULL is fine. */
+void raftnode_settle(RaftNode *n, unsigned timeout_ms);
+
 /* One member as this node last saw it (RaftNodeView). */
 typedef struct RaftNodeVoterView {
     uint64_t id;

@@ -88,6 +88,7 @@ struct RaftNode {
     _Atomic int64_t lease_until;
     _Atomic int64_t lease_wanted;
     _Atomic uint64_t peer_refused; /* peer_refused(), as published */
+    _Atomic uint64_t iterations;   /* the raft loop's, counted by on_check */
     char fail_msg[ERR_MAX];        /* written once before failed is set */
     /* the view (raftnode_view), written by the raft thread each iteration
      * (publish_view), under view_mu */
