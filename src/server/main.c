@@ -438,7 +438,6 @@ main(int argc, char **argv)
     static Server srv; /* the one Server; everything hangs off it */
     char err[1024];
     int ch;
-    server_malloc_policy(); /* before any thread allocates */
     while ((ch = getopt_long(argc, argv, "b:f:FS:l:p:u:z:m:s:cnVvh", longopts,
                              NULL)) != -1)
         parse_opt(&cfg, ch, optarg);

@@ -163,12 +163,6 @@ ops_total(const Server *s)
     return n;
 }
 
-void
-server_malloc_policy(void)
-{
-    mallopt(M_MMAP_THRESHOLD, SERVER_MMAP_THRESHOLD);
-}
-
 /* Gives memory back after a large backlog drained: glibc returns the top
  * of its heap by itself, but not the free holes a partial drain leaves, so
  * once the job count is below a quarter of its peak (and the peak was

@@ -9,19 +9,6 @@
 
 #include "queue/state.h"
 
-/* Pins glibc's mmap threshold at SERVER_MMAP_THRESHOLD bytes (it would
- * otherwise rise to the size of each mapped block freed, up to 32 MiB):
- * blocks that large are mapped each time and given back to the kernel
- * when freed, instead of staying as free holes in the heap. Those are
- * RocksDB's memtable blocks and the hand-off's chunks (store/handoff.c):
- * 60 MiB of free but resident heap after a load of 1M 1 KiB jobs before
- * (BENCHMARKS.md, "Memory row, 2026-11-28"). Jobs, bodies below the
- * threshold and the rest stay on the heap; the trim threshold stays at
- * glibc's 128 KiB default. Call once at the start, before any thread
- * allocates; process-wide. */
-#define SERVER_MMAP_THRESHOLD (128 * 1024)
-void server_malloc_policy(void);
-
 /* Initialises s for cfg: opens the listening socket first (a taken port
  * fails at once), then opens and recovers the store; watchers are created
  * but the loop not yet run, so connections wait in the listen backlog until

@@ -1,6 +1,6 @@
 /* Unit tests for the loop-side data structures: heap, ptrset (beanstalkd's
  * ordering rules), job table, tube registry and names, the oldest-ready
- * heap, the malloc policy. */
+ * heap. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +19,6 @@
 #include "queue/queue.h"
 #include "queue/readyage.h"
 #include "queue/tube.h"
-#include "server/server.h"
 
 static void
 test_heap_order_and_remove(void **state)
@@ -459,35 +458,6 @@ test_readyage_only_with_http(void **state)
     }
 }
 
-/* server_malloc_policy pins glibc's mmap threshold: a large block is
- * mapped and, once freed, given back to the kernel, the second time too.
- * Under glibc's default the first free raised the threshold to that
- * block's size, so the second came from the heap and stayed there as a
- * hole once freed (60 MiB of them after a load of 1M jobs: server.h).
- * The block is larger than all the heap's free space, which could
- * otherwise serve it whatever the threshold, and below the 32 MiB that
- * glibc maps in any case. */
-static void
-test_malloc_policy(void **state)
-{
-    (void)state;
-#ifdef __SANITIZE_ADDRESS__
-    skip(); /* ASan's allocator, not glibc's */
-#endif
-    server_malloc_policy();
-    size_t n = mallinfo2().fordblks + ((size_t)1 << 20);
-    if (n >= (size_t)32 << 20) skip(); /* could not tell the policies apart */
-    for (int i = 0; i < 2; i++) {
-        size_t before = mallinfo2().hblkhd;
-        char *p = malloc(n);
-        assert_non_null(p);
-        memset(p, i, n);
-        assert_true(mallinfo2().hblkhd >= before + n); /* a mapping */
-        free(p);
-        assert_int_equal(mallinfo2().hblkhd, before); /* given back */
-    }
-}
-
 /* Resident bytes per job (memcached-style "sizes"): printed by make test so
  * regressions show. A job is one malloc chunk, one 8-byte heap slot and its
  * share of the id table (8-byte slots at a load between 3/8 and 3/4 while
@@ -522,7 +492,6 @@ main(void)
         cmocka_unit_test(test_tube_registry),
         cmocka_unit_test(test_readyage_only_with_http),
         cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_malloc_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
