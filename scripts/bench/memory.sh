@@ -38,6 +38,9 @@
 #   MEM_DROP_CACHES=1   as root, drop the kernel's page cache (whole machine)
 #                       before the cold restart, so the cold drain reads the
 #                       disk too (default 0: the files may still be cached)
+#   MEM_RS_ONLY=1       rockstalkd's MEM_JOBS load and restart only (rows 1
+#                       and 3, rockstalkd column): no drain, no beanstalkd,
+#                       no warm or MEM_JOBS_BIG rows (a quick memory check)
 #   MEM_REPORT=FILE     only print the table again from the "V key=value"
 #                       lines of an earlier run's memory-results.txt
 #   ROCKSTALKD, BEANSTALKD, CC   binaries and compiler
@@ -56,6 +59,7 @@ BIG_FLAGS=${MEM_BIG_FLAGS-auto}
 LAT_SECS=${MEM_LAT_SECS:-10}
 RTT_CMD=${MEM_RTT_CMD:-stats-tube rsbench}
 DROP_CACHES=${MEM_DROP_CACHES:-0}
+RS_ONLY=${MEM_RS_ONLY:-0}
 TMPBASE=${MEM_TMP:-${TMPDIR:-/tmp}}
 BUILD=$HERE/build
 LOGS=$BUILD/logs
@@ -394,6 +398,13 @@ rs_small() {
     V[rs_stop_s]=$STOP_S V[rs_restart_s]=$RESTART_S
     V[rs_restart_rss]=$RESTART_RSS
     V[rs_recovered]=$(recovered "$CUR_LOG")
+    if [ "$RS_ONLY" = 1 ]; then
+        say "  back in $RESTART_S s (stop took $STOP_S s)," \
+            "RSS $(mib "$RESTART_RSS") MiB (MEM_RS_ONLY=1: no drain)"
+        stop_srv
+        rm -rf "$DIR"
+        return
+    fi
     say "  back in $RESTART_S s (stop took $STOP_S s); cold drain, c=50," \
         "latency client for $LAT_SECS s"
     drain "$JOBS" lat || { fail "rockstalkd cold drain"; stop_srv; return; }
@@ -688,9 +699,15 @@ main() {
     say "memory benchmark: MEM_JOBS=$JOBS MEM_JOBS_BIG=$BIG MEM_SIZE=$SIZE" \
         "MEM_BS_BIG=$BS_BIG; results in $RAW, logs in $LOGS/memory-*.log"
     rs_small
-    bs_small
-    rs_warm
-    if [ "$BIG" -gt 0 ]; then
+    if [ "$RS_ONLY" = 1 ]; then
+        V[big_skip]="skipped (MEM_RS_ONLY=1)"
+    else
+        bs_small
+        rs_warm
+    fi
+    if [ "$RS_ONLY" = 1 ]; then
+        :
+    elif [ "$BIG" -gt 0 ]; then
         rs_big
         [ -z "${V[big_skip]:-}" ] && bs_big
     else

@@ -178,7 +178,7 @@ queue_make_ready(Server *s, Job *j)
     Tube *t = j->tube;
     j->state = JOB_READY;
     must(heap_insert(&t->ready, j));
-    readyage_push(t, j);
+    if (s->cfg.http_addr) readyage_push(t, j); /* its only reader */
     top_update(t);
     if (t->nhrefs && heap_peek(&t->ready) == j) watch_tube_improved(t);
     s->ready_ct++;

@@ -198,6 +198,7 @@ typedef struct Server {
     ev_timer second_w;      /* each second: malloc_trim when idle, expired
                                put-unique keys (server.c) */
     uint64_t trim_ops;      /* commands run, as of the last second */
+    uint64_t trim_written;  /* store bytes written, as of the last trim */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];

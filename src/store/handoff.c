@@ -448,6 +448,18 @@ handoff_recycle(Handoff *h, Chunk *chunks)
 }
 
 void
+handoff_drop_spares(Handoff *h)
+{
+    pthread_mutex_lock(&h->mu);
+    Chunk *drop = h->spare;
+    h->spare = NULL;
+    h->nspare = 0;
+    h->spare_bytes = 0;
+    pthread_mutex_unlock(&h->mu);
+    chunk_list_free(drop);
+}
+
+void
 handoff_kick(Handoff *h)
 {
     pthread_mutex_lock(&h->mu);

@@ -6,8 +6,8 @@
  *
  * Threads: handoff_reserve, handoff_commit and handoff_flush on the loop
  * thread; handoff_wait and handoff_recycle on the mutation thread;
- * handoff_backlog on any. Shared fields are under mu or _Atomic (each field
- * says). Calls: store_enc, store_util.
+ * handoff_backlog and handoff_drop_spares on any. Shared fields are under
+ * mu or _Atomic (each field says). Calls: store_enc, store_util.
  */
 #ifndef ROCKSTALK_STORE_HANDOFF_H
 #define ROCKSTALK_STORE_HANDOFF_H
@@ -167,6 +167,11 @@ void handoff_done(Handoff *h, size_t bytes);
 /* Mutation thread: returns emptied chunks to the spare list (or frees
  * them). */
 void handoff_recycle(Handoff *h, Chunk *chunks);
+
+/* Any thread: frees the spare chunks (up to 16 MiB kept for the next
+ * burst), so that an idle server's malloc_trim can give their pages back;
+ * the next chunks are allocated afresh. */
+void handoff_drop_spares(Handoff *h);
 
 /* Any thread: wakes the mutation thread if it waits for input, as if
  * input had come (it then finds none and goes on). */

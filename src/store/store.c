@@ -152,6 +152,12 @@ store_stats(const Store *s, StoreStats *out)
     out->nshards = s->nshards;
 }
 
+void
+store_release_spares(Store *s)
+{
+    handoff_drop_spares(&s->ho);
+}
+
 /* ---- reads (any thread) ---- */
 
 /* Wakes the mutation thread for a reader that waits (ack_wait_applied). */

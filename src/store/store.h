@@ -106,6 +106,10 @@ int store_failed(Store *s, char *msg, size_t cap);
 /* Loop thread: counters for stats. */
 void store_stats(const Store *s, StoreStats *out);
 
+/* Loop thread, when idle: frees buffers kept only to speed up the next
+ * burst of writes (the hand-off's spare chunks), before a malloc_trim. */
+void store_release_spares(Store *s);
+
 /* Reads job id's body. On success *body is malloc'd (caller frees) and
  * *len is its size in bytes; returns 1 if found, 0 if not, -1 on error. Safe
  * on the loop thread while the mutation thread writes. */

@@ -1,5 +1,6 @@
 /* Unit tests for the loop-side data structures: heap, ptrset (beanstalkd's
- * ordering rules), job table, tube registry and names. */
+ * ordering rules), job table, tube registry and names, the oldest-ready
+ * heap. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,8 @@
 #include "base/ptrset.h"
 #include "conn/conn.h"
 #include "queue/job.h"
+#include "queue/queue.h"
+#include "queue/readyage.h"
 #include "queue/tube.h"
 
 static void
@@ -405,6 +408,56 @@ test_tube_registry(void **state)
     tubes_free(&r);
 }
 
+/* Tube.age, the oldest-ready heap (queue/readyage.h), is kept only by a
+ * server with an HTTP API, its only reader: without --http a ready job
+ * costs no entry (8 bytes each, 8 MiB at 1M jobs: BENCHMARKS.md, "Memory
+ * row, 2026-11-28"); with it the oldest ready job is still found after
+ * the oldest ones left. */
+static void
+test_readyage_only_with_http(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    for (int http = 0; http < 2; http++) {
+        Server *s = calloc(1, sizeof *s);
+        assert_non_null(s);
+        s->cfg.http_addr = http ? "127.0.0.1:0" : NULL;
+        queue_init(s);
+        assert_int_equal(tubes_init(&s->tubes), 0);
+        Tube *t = tubes_get(&s->tubes, "t", 1);
+        assert_non_null(t);
+        Job *jobs[N];
+        for (uint64_t id = 1; id <= N; id++) {
+            jobs[id - 1] =
+                queue_job_new(s, t, id, (uint32_t)(N - id), 0, 60, 0, NULL);
+            assert_non_null(jobs[id - 1]);
+            queue_make_ready(s, jobs[id - 1]);
+        }
+        assert_int_equal(t->ready.len, N);
+        if (!http) {
+            assert_null(t->age);
+            assert_int_equal(t->age_len + t->age_cap, 0);
+        } else {
+            assert_int_equal(t->age_len, N);
+            assert_ptr_equal(readyage_oldest(s, t), jobs[0]);
+            for (int i = 0; i < 10; i++) /* the ten oldest leave */
+                queue_detach(s, jobs[i], NULL);
+            assert_ptr_equal(readyage_oldest(s, t), jobs[10]);
+            for (int i = 0; i < 10; i++)
+                queue_make_ready(s, jobs[i]);
+            assert_ptr_equal(readyage_oldest(s, t), jobs[0]);
+        }
+        for (int i = 0; i < N; i++) {
+            queue_detach(s, jobs[i], NULL);
+            queue_job_free(s, jobs[i]);
+        }
+        tubes_unref(&s->tubes, t);
+        tubes_free(&s->tubes);
+        jobtable_free(&s->jobs);
+        free(s);
+    }
+}
+
 /* Resident bytes per job (memcached-style "sizes"): printed by make test so
  * regressions show. A job is one malloc chunk, one 8-byte heap slot and its
  * share of the id table (8-byte slots at a load between 3/8 and 3/4 while
@@ -437,6 +490,7 @@ main(void)
         cmocka_unit_test(test_jobtable_remove_old_mid_migration),
         cmocka_unit_test(test_tube_names),
         cmocka_unit_test(test_tube_registry),
+        cmocka_unit_test(test_readyage_only_with_http),
         cmocka_unit_test(test_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
