@@ -50,6 +50,14 @@ cb_apply(void *arg, uint64_t index, const void *data, size_t len, uint64_t seq)
 
 static void cb_notify(void *arg);
 
+/* Raft thread: two proposals of this node's store become one entry. */
+static int
+cb_join(void *arg, void *a, size_t *alen, const void *b, size_t blen)
+{
+    (void)arg;
+    return store_raft_join(a, alen, b, blen);
+}
+
 /* A proposal will not be applied with its seq: never appended (refused) or
  * of unknown fate (appended, then the leadership or the entry was lost). */
 static void
@@ -495,6 +503,7 @@ node_start(Server *s, char *err, size_t errcap)
     RaftNodeCallbacks cb = {.arg = n,
                             .apply = cb_apply,
                             .lost = cb_lost,
+                            .join = cb_join,
                             .snapshot = cb_snapshot,
                             .restore = cb_restore,
                             .notify = cb_notify,

@@ -614,6 +614,7 @@ raftnode_propose(RaftNode *n, const void *data, size_t len, uint64_t *seq)
     if (len) memcpy(copy, data, len);
     p->buf.base = copy;
     p->buf.len = padded ? padded : 8;
+    p->len = len;
     p->index = 0;
 
     int rc = RAFTNODE_OK;

@@ -63,6 +63,15 @@ void sraft_destroy(StoreRaft *r);
 void sraft_entry_header(unsigned char *p, size_t len, uint16_t origin,
                         uint32_t nrec, uint64_t publish_seq);
 
+/* Any thread: appends entry b[0..blen) (as proposed: a header and its
+ * records, no padding) to entry a[0..*alen), which has room for blen more
+ * bytes: a's header then counts the records of both, and publishes the
+ * later of their publish seqs, so that applying a is applying the two in
+ * order. Both must be headers of the same origin whose record bytes fill
+ * them; else -1 and a is unchanged. Returns 0 with *alen updated. */
+int sraft_entry_join(unsigned char *a, size_t *alen, const unsigned char *b,
+                     size_t blen);
+
 /* Raft thread: applies the committed entry index (data[0..len)): checks
  * its header and that its records fill it exactly (else -1: a corrupt or
  * foreign entry stops the node), writes the records of every shard whose

@@ -363,6 +363,12 @@ store_raft_apply(Store *s, uint64_t index, const void *data, size_t len,
 }
 
 int
+store_raft_join(void *a, size_t *alen, const void *b, size_t blen)
+{
+    return sraft_entry_join(a, alen, b, blen);
+}
+
+int
 store_raft_snapshot(Store *s, uint64_t index, void **manifest, size_t *len)
 {
     unsigned char *m;
