@@ -6,7 +6,9 @@
  * each group into one entry or more (sraft_entry_*; at most
  * RAFTNODE_ENTRY_MAX bytes each) and proposes them. libraft fsyncs the log
  * on a majority before an entry commits, so the log is the durable copy;
- * the applier writes committed entries with the WAL unsynced, each shard
+ * the applier writes committed entries with the WAL unsynced (and, with
+ * StoreConfig.raft_log, left in RocksDB's buffer until it fills or a
+ * sync; the replay covers what a crash loses of it), each shard
  * marked with "raft_applied" = the entry's index in the same batch, and
  * skips what a shard already holds (libraft replays the log after the last
  * snapshot at every start). Before a snapshot lets libraft drop the log

@@ -240,7 +240,7 @@ store_free(Store *s)
 static int
 store_open_shards(Store *s, char *err, size_t errcap)
 {
-    shard_opts_create(&s->opts);
+    shard_opts_create(&s->opts, s->cfg.raft_log);
     for (int i = 0; i < s->nshards; i++) {
         if (shard_open(&s->shard[i], &s->opts, s->dir.path, i, s->nshards, err,
                        errcap) < 0)

@@ -1551,7 +1551,7 @@ test_merge_keeps_inline_body(void **state)
     unsigned char m[STORE_META_MAX + 8];
     char key[8], err[256], *e = NULL;
 
-    shard_opts_create(&o);
+    shard_opts_create(&o, 0);
     assert_int_equal(shard_open(&sh, &o, f->dir, 0, 1, err, sizeof err), 0);
     rocksdb_writebatch_t *b = rocksdb_writebatch_create();
     for (uint64_t id = 1; id <= 3; id++) { /* meta + "body!" */
