@@ -152,8 +152,9 @@ typedef struct RaftNodeOptions {
                                     RAFTNODE_LOG_BYTES) */
     int no_pre_vote; /* 1: no pre-vote round (default: pre-vote on) */
     /* Tests only (ROCKSTALKD_FAULT_RAFT_REFUSE): the raft thread refuses
-     * the proposal it takes in this position (1: the first), as if
-     * raft_apply had failed with RAFT_NOMEM. 0: never. */
+     * the entry it submits in this position (1: the first; proposals it
+     * joined count once), as if raft_apply had failed with RAFT_NOMEM.
+     * 0: never. */
     unsigned fault_refuse;
     /* Tests only (ROCKSTALKD_RAFT_SEGMENT): the size of libraft's log
      * segment files, bytes (raft_uv_set_segment_size; 0: libraft's 8 MiB).
