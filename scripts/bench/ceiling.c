@@ -728,7 +728,7 @@ durable_start(const char *dir, int nsync, struct cli *wake)
     }
     if (keep_rocks) {
         char err[512];
-        shard_opts_create(&kopts);
+        shard_opts_create(&kopts, 0);
         if (shard_open(&kshard, &kopts, dir, 0, 1, err, sizeof err) < 0) {
             fprintf(stderr, "ceiling: %s\n", err);
             exit(1);

@@ -25,11 +25,27 @@ cb_apply(void *arg, uint64_t index, const void *data, size_t len, uint64_t seq)
     Node *n = arg;
     /* past a gap, nothing of ours is published: a later entry's sequence
      * would acknowledge the changes of the lost one */
-    return store_raft_apply(n->store, index, data, len,
-                            seq != 0 && !atomic_load(&n->gap));
+    int rc = store_raft_apply(n->store, index, data, len,
+                              seq != 0 && !atomic_load(&n->gap));
+    /* the entry's records for the loop (cb_replay) with one wake-up: one
+     * per record cost a follower an eventfd write, an epoll round and two
+     * context switches per job */
+    if (n->rqueued) {
+        n->rqueued = 0;
+        ev_async_send(n->loop, &n->async_w);
+    }
+    return rc;
 }
 
 static void cb_notify(void *arg);
+
+/* Raft thread: two proposals of this node's store become one entry. */
+static int
+cb_join(void *arg, void *a, size_t *alen, const void *b, size_t blen)
+{
+    (void)arg;
+    return store_raft_join(a, alen, b, blen);
+}
 
 /* A proposal will not be applied with its seq: never appended (refused) or
  * of unknown fate (appended, then the leadership or the entry was lost). */
@@ -155,9 +171,10 @@ typedef struct Replay {
 static void cb_notify(void *arg);
 
 /* Raft thread: a committed record for the in-memory queue of a node that
- * does not serve (StoreReplayFn), queued for the loop (node_step); past
- * NODE_REPLAY_MAX records this waits for the loop, which does nothing
- * else on such a node. On a serving leader (every entry applied there is
+ * does not serve (StoreReplayFn), queued for the loop (node_step), which
+ * cb_apply wakes once the entry is applied; past NODE_REPLAY_MAX records
+ * this wakes the loop and waits for it, as it does nothing else on such a
+ * node. On a serving leader (every entry applied there is
  * its own) such a record means its memory is not the log: it only marks
  * foreign, and node_step restarts the process. */
 static void
@@ -171,6 +188,7 @@ cb_replay(void *arg, int op, uint64_t id, const StoreJob *job)
         return;
     }
     pthread_mutex_lock(&n->rmu);
+    if (n->rlen >= NODE_REPLAY_MAX) ev_async_send(n->loop, &n->async_w);
     while (n->rlen >= NODE_REPLAY_MAX && !n->rstop)
         pthread_cond_wait(&n->rcv, &n->rmu);
     if (n->rlen == n->rcap) {
@@ -184,7 +202,7 @@ cb_replay(void *arg, int op, uint64_t id, const StoreJob *job)
     r->id = id;
     if (job) r->job = *job;
     pthread_mutex_unlock(&n->rmu);
-    ev_async_send(n->loop, &n->async_w);
+    n->rqueued = 1;
 }
 
 void
@@ -464,6 +482,7 @@ node_start(Server *s, char *err, size_t errcap)
     RaftNodeCallbacks cb = {.arg = n,
                             .apply = cb_apply,
                             .lost = cb_lost,
+                            .join = cb_join,
                             .snapshot = cb_snapshot,
                             .restore = cb_restore,
                             .notify = cb_notify,

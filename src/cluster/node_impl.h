@@ -95,8 +95,11 @@ struct Node {
     struct Replay *rbuf, *rspare;  /* filling; the loop's last one */
     size_t rlen, rcap, rspare_cap; /* records */
     int rstop;                     /* stopping: cb_replay waits no more */
-    _Atomic unsigned fetched;      /* states fetched by restore (fetch_state) */
-    unsigned fetched_seen;         /* ... when the queue was loaded */
+    /* raft thread only: records were queued since the loop was last
+     * woken for them (cb_apply wakes it once per entry, not per record) */
+    int rqueued;
+    _Atomic unsigned fetched; /* states fetched by restore (fetch_state) */
+    unsigned fetched_seen;    /* ... when the queue was loaded */
     /* links the peers opened to this node (cb_serve, raft thread) for the
      * loop (served_cb): relayed clients and state streams, under served_mu */
     pthread_mutex_t served_mu;

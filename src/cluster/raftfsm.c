@@ -219,18 +219,60 @@ on_applied(struct raft_apply *req, int status, void *result)
     if (status != 0) rn_lose_all(n, &n->inflight, RAFTNODE_LOST_UNKNOWN);
 }
 
+/* len rounded up to libraft's 8-byte units, at least one. */
+static size_t
+padded(size_t len)
+{
+    size_t p = (len + 7) & ~(size_t)7;
+    return p ? p : 8;
+}
+
+/* Raft thread: joins p and the proposals after it at the head of l that
+ * fit one entry (RAFTNODE_ENTRY_MAX) into p (cb.join), which then carries
+ * the last one's seq; those joined are popped and freed. Out of memory or
+ * a join refused: fewer are joined. Returns p. */
+static Prop *
+join_run(RaftNode *n, Prop *p, PropList *l)
+{
+    size_t total = p->len, len = p->len;
+    unsigned k = 0;
+
+    for (const Prop *q = l->head; q && total + q->len <= RAFTNODE_ENTRY_MAX;
+         q = q->next, k++)
+        total += q->len;
+    char *buf = k ? raft_malloc(padded(total)) : NULL;
+    if (!buf) return p;
+    memcpy(buf, p->buf.base, len);
+    for (; k; k--) {
+        Prop *q = l->head;
+        if (n->cb.join(n->cb.arg, buf, &len, q->buf.base, q->len) != 0) break;
+        rn_list_pop(l);
+        p->seq = q->seq;
+        raft_free(q->buf.base);
+        free(q);
+    }
+    memset(buf + len, 0, padded(len) - len);
+    raft_free(p->buf.base);
+    p->buf.base = buf;
+    p->buf.len = padded(len);
+    p->len = len;
+    return p;
+}
+
 /* Raft thread: hands l's proposals to raft_apply, one entry per call (the
  * API subset of both libraft versions: 0.22.1's raft_apply takes bufs[0]
  * alone, its assert(n == 1) compiled out in Debian's build). Calls in one
  * loop iteration still share a disk write: libraft's uv layer merges the
- * appends that arrive while one is being written. Those appended go in
- * flight; once one is refused, so are the rest. */
+ * appends that arrive while one is being written; with cb.join, the
+ * proposals taken together become one entry (join_run). Those appended go
+ * in flight; once one is refused, so are the rest. */
 void
 rn_submit(RaftNode *n, PropList *l)
 {
     Prop *p;
 
     while ((p = rn_list_pop(l))) {
+        if (n->cb.join) p = join_run(n, p, l);
         ApplyReq *ar = malloc(sizeof *ar);
         int rv = RAFT_NOMEM;
         n->submitted++;

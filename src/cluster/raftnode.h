@@ -100,6 +100,14 @@ typedef struct RaftNodeCallbacks {
     /* A proposal that will not reach apply() with its seq; why is
      * RAFTNODE_LOST_*. May be NULL. */
     void (*lost)(void *arg, uint64_t seq, int why);
+    /* Joins proposal b[0..blen) to proposal a[0..*alen) (both as proposed,
+     * unpadded; a has room for blen more bytes) into one entry whose apply
+     * does what applying a then b would; returns 0 with *alen set, or -1
+     * (a unchanged) if they cannot be joined. The raft thread joins the
+     * proposals it takes at once, up to RAFTNODE_ENTRY_MAX bytes: fewer
+     * entries, so fewer messages, log writes and applies per proposal.
+     * May be NULL: every proposal is an entry of its own. */
+    int (*join)(void *arg, void *a, size_t *alen, const void *b, size_t blen);
     /* Takes a snapshot manifest of the state as of index (every entry up to
      * it applied): *buf malloc'd (the node frees it), *len bytes, small
      * (the log keeps it in memory and sends it whole). Returns 0 or -1
@@ -144,8 +152,9 @@ typedef struct RaftNodeOptions {
                                     RAFTNODE_LOG_BYTES) */
     int no_pre_vote; /* 1: no pre-vote round (default: pre-vote on) */
     /* Tests only (ROCKSTALKD_FAULT_RAFT_REFUSE): the raft thread refuses
-     * the proposal it takes in this position (1: the first), as if
-     * raft_apply had failed with RAFT_NOMEM. 0: never. */
+     * the entry it submits in this position (1: the first; proposals it
+     * joined count once), as if raft_apply had failed with RAFT_NOMEM.
+     * 0: never. */
     unsigned fault_refuse;
     /* Tests only (ROCKSTALKD_RAFT_SEGMENT): the size of libraft's log
      * segment files, bytes (raft_uv_set_segment_size; 0: libraft's 8 MiB).
@@ -198,7 +207,9 @@ int raftnode_start(const ClusterConfig *cfg, const char *dir,
  * as one log entry. Returns
  * RAFTNODE_OK and the proposal's number in *seq (from 1, increasing), then
  * exactly one of apply(seq) or lost(seq) follows; or a RAFTNODE_E* code and
- * nothing follows. */
+ * nothing follows. With RaftNodeCallbacks.join, proposals the raft thread
+ * takes together may become one entry: then apply or lost comes once, with
+ * the seq of the last of them, and stands for all of them. */
 int raftnode_propose(RaftNode *n, const void *data, size_t len, uint64_t *seq);
 
 /* Any thread: the published status (each field read atomically; fields may

@@ -25,6 +25,7 @@ typedef struct Prop {
     struct Prop *next;
     uint64_t seq;
     uint64_t index;         /* raft thread: its log index once appended */
+    size_t len;             /* bytes proposed (buf.len: padded) */
     struct raft_buffer buf; /* raft_malloc'd; raft's once appended */
 } Prop;
 

@@ -513,6 +513,7 @@ open_store(Server *s, char *err, size_t errcap)
             return -1;
         sc.sync_mode = STORE_SYNC_NEVER;
         sc.journal_bytes = 0;
+        sc.raft_log = 1;
     } else if ((s->cfg.import_dir && import_binlog(&s->cfg, err, errcap) < 0) ||
                node_standalone_dir(s->cfg.dir, err, errcap) < 0) {
         return -1;

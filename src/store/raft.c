@@ -54,6 +54,35 @@ sraft_entry_header(unsigned char *p, size_t len, uint16_t origin, uint32_t nrec,
     le_put64(p + 16, publish_seq);
 }
 
+/* Whether p[0..len) starts with an entry header whose record bytes fill
+ * it exactly (no padding). */
+static int
+header_fits(const unsigned char *p, size_t len)
+{
+    return len >= SRAFT_HDR && le_get32(p) == SRAFT_MAGIC &&
+           (p[4] | p[5] << 8) == SRAFT_VERSION &&
+           le_get32(p + 12) == len - SRAFT_HDR;
+}
+
+int
+sraft_entry_join(unsigned char *a, size_t *alen, const unsigned char *b,
+                 size_t blen)
+{
+    size_t len = *alen;
+
+    if (!header_fits(a, len) || !header_fits(b, blen) || a[6] != b[6] ||
+        a[7] != b[7] || len - SRAFT_HDR + (blen - SRAFT_HDR) > UINT32_MAX)
+        return -1;
+    uint64_t pa = le_get64(a + 16), pb = le_get64(b + 16);
+    memcpy(a + len, b + SRAFT_HDR, blen - SRAFT_HDR);
+    len += blen - SRAFT_HDR;
+    le_put32(a + 8, le_get32(a + 8) + le_get32(b + 8));
+    le_put32(a + 12, (uint32_t)(len - SRAFT_HDR));
+    le_put64(a + 16, pb > pa ? pb : pa);
+    *alen = len;
+    return 0;
+}
+
 /* The entry's length without libraft's padding (its log pads an entry's
  * data to 8 bytes): its header's, or 0 if p[0..len) is not an entry
  * header and exactly nrec well-formed records. */

@@ -6,7 +6,9 @@
  * each group into one entry or more (sraft_entry_*; at most
  * RAFTNODE_ENTRY_MAX bytes each) and proposes them. libraft fsyncs the log
  * on a majority before an entry commits, so the log is the durable copy;
- * the applier writes committed entries with the WAL unsynced, each shard
+ * the applier writes committed entries with the WAL unsynced (and, with
+ * StoreConfig.raft_log, left in RocksDB's buffer until it fills or a
+ * sync; the replay covers what a crash loses of it), each shard
  * marked with "raft_applied" = the entry's index in the same batch, and
  * skips what a shard already holds (libraft replays the log after the last
  * snapshot at every start). Before a snapshot lets libraft drop the log
@@ -62,6 +64,15 @@ void sraft_destroy(StoreRaft *r);
  * first SRAFT_HDR bytes. */
 void sraft_entry_header(unsigned char *p, size_t len, uint16_t origin,
                         uint32_t nrec, uint64_t publish_seq);
+
+/* Any thread: appends entry b[0..blen) (as proposed: a header and its
+ * records, no padding) to entry a[0..*alen), which has room for blen more
+ * bytes: a's header then counts the records of both, and publishes the
+ * later of their publish seqs, so that applying a is applying the two in
+ * order. Both must be headers of the same origin whose record bytes fill
+ * them; else -1 and a is unchanged. Returns 0 with *alen updated. */
+int sraft_entry_join(unsigned char *a, size_t *alen, const unsigned char *b,
+                     size_t blen);
 
 /* Raft thread: applies the committed entry index (data[0..len)): checks
  * its header and that its records fill it exactly (else -1: a corrupt or

@@ -67,7 +67,7 @@ rocks_sync(void *ctx, void *db, char **errmsg)
 }
 
 void
-shard_opts_create(ShardOpts *o)
+shard_opts_create(ShardOpts *o, int buffered_wal)
 {
     static const size_t wbuf[SHARD_CF_COUNT] = {
         DEFAULT_WRITE_BUFFER, META_WRITE_BUFFER, BODY_WRITE_BUFFER};
@@ -88,6 +88,10 @@ shard_opts_create(ShardOpts *o)
     rocksdb_options_set_max_open_files(o->dbopt, -1);
     rocksdb_options_set_max_total_wal_size(o->dbopt, MAX_TOTAL_WAL);
     rocksdb_options_set_keep_log_file_num(o->dbopt, 4); /* info LOG files */
+    /* The WAL is written when RocksDB's buffer fills, by FlushWAL (a sync,
+     * rocks_sync) or before a switch to a new WAL; a sync write flushes it
+     * first (rocksdb/options.h, manual_wal_flush). */
+    if (buffered_wal) rocksdb_options_set_manual_wal_flush(o->dbopt, 1);
 
     for (int i = 0; i < SHARD_CF_COUNT; i++) {
         o->cfopt[i] = rocksdb_options_create();

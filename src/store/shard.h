@@ -55,9 +55,12 @@ typedef struct StoreShard {
                               incomplete */
 } StoreShard;
 
-/* Creates the shared options into o (sizes in store/shard.c). Aborts only
- * if RocksDB does. Free with shard_opts_destroy. */
-void shard_opts_create(ShardOpts *o);
+/* Creates the shared options into o (sizes in store/shard.c); with
+ * buffered_wal, RocksDB's manual_wal_flush (an unsynced write leaves its
+ * WAL record in RocksDB's buffer: a kill -9 loses it, which only the
+ * Raft log's replay may make good: StoreConfig.raft_log). Aborts only if
+ * RocksDB does. Free with shard_opts_destroy. */
+void shard_opts_create(ShardOpts *o, int buffered_wal);
 void shard_opts_destroy(ShardOpts *o);
 
 /* The StoreIO of RocksDB itself: write is rocksdb_write with o's write

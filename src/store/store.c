@@ -246,7 +246,7 @@ store_free(Store *s)
 static int
 store_open_shards(Store *s, char *err, size_t errcap)
 {
-    shard_opts_create(&s->opts);
+    shard_opts_create(&s->opts, s->cfg.raft_log);
     for (int i = 0; i < s->nshards; i++) {
         if (shard_open(&s->shard[i], &s->opts, s->dir.path, i, s->nshards, err,
                        errcap) < 0)
@@ -366,6 +366,12 @@ store_raft_apply(Store *s, uint64_t index, const void *data, size_t len,
                  int ours)
 {
     return sraft_apply(&s->raft, index, data, len, ours);
+}
+
+int
+store_raft_join(void *a, size_t *alen, const void *b, size_t blen)
+{
+    return sraft_entry_join(a, alen, b, blen);
 }
 
 int

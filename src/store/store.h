@@ -146,6 +146,12 @@ void store_cluster_mode(Store *s, uint16_t node_id, StoreProposeFn propose,
  * so a node that does not serve can keep its in-memory queue current. */
 void store_raft_replay(Store *s, StoreReplayFn fn, void *arg);
 
+/* Any thread: joins entry b[0..blen), as proposed, to entry a[0..*alen)
+ * (room for blen more bytes) so that applying a is applying both in order
+ * (raftnode's join; sraft_entry_join). Returns 0, or -1 if either is not
+ * an entry of this node (a unchanged). */
+int store_raft_join(void *a, size_t *alen, const void *b, size_t blen);
+
 /* Raft thread: applies committed entry index (raftnode's apply); ours:
  * proposed by this node in this run. Returns 0, or -1 (the store failed:
  * the node must stop). */

@@ -155,6 +155,11 @@ typedef struct StoreConfig {
                                   the loop passes a function that does
                                   ev_async_send (thread-safe, ev(3)) */
     void *notify_arg;
+    int raft_log; /* cluster mode: the Raft log is the durable copy (with
+                     STORE_SYNC_NEVER): RocksDB's WAL is kept in its buffer
+                     (manual_wal_flush) and written when full, at a sync
+                     (a snapshot's, the close's) or at a WAL switch, not
+                     by each write (shard_opts_create) */
 } StoreConfig;
 
 #define STORE_DEFAULT_SHARDS 1

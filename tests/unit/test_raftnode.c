@@ -40,12 +40,14 @@ typedef struct TNode {
     uint64_t count, hash, last_index;
     uint64_t *vals; /* values applied since the last restore */
     size_t nvals, capvals;
-    uint64_t restores, mine, lost_refused, lost_unknown, bad;
+    uint64_t restores, mine, lost_refused, lost_unknown, bad, entries;
     unsigned char seen[1024]; /* by proposal seq: apply(seq) + lost(seq) */
     _Atomic int notified;
 } TNode;
 
 static TNode nodes[NODES];
+static int joining; /* start_node: join proposals (t_join), in their own
+                       directories (a fresh log) */
 static ClusterConfig cfg;
 static char base[64];
 static const RaftNodeOptions opts = {
@@ -77,27 +79,60 @@ fnv(uint64_t h, const void *p, size_t len)
     return h;
 }
 
-static int
-t_apply(void *arg, uint64_t index, const void *data, size_t len, uint64_t seq)
+/* Records one applied value (a PAYLOAD-byte proposal) under t->mu;
+ * returns it. */
+static uint64_t
+apply_value(TNode *t, const unsigned char *p)
 {
-    TNode *t = arg;
-    uint64_t v = 0;
+    uint64_t v;
 
-    pthread_mutex_lock(&t->mu);
-    if (index <= t->last_index || len != PAYLOAD) t->bad++;
-    if (len >= 8) memcpy(&v, data, 8);
-    t->hash = fnv(t->hash, data, len);
+    memcpy(&v, p, 8);
+    t->hash = fnv(t->hash, p, PAYLOAD);
     t->count++;
-    t->last_index = index;
     if (t->nvals == t->capvals) {
         t->capvals = t->capvals ? 2 * t->capvals : 256;
         t->vals = realloc(t->vals, t->capvals * sizeof *t->vals);
         assert_non_null(t->vals);
     }
     t->vals[t->nvals++] = v;
+    return v;
+}
+
+/* An entry: one proposal, or with joining several back to back (count
+ * and vals then go by proposal; entries counts the entries). */
+static int
+t_apply(void *arg, uint64_t index, const void *data, size_t len, uint64_t seq)
+{
+    TNode *t = arg;
+    const unsigned char *p = data;
+
+    pthread_mutex_lock(&t->mu);
+    if (index <= t->last_index || len == 0 || len % PAYLOAD ||
+        (len != PAYLOAD && !joining))
+        t->bad++;
+    for (size_t off = 0; off + PAYLOAD <= len; off += PAYLOAD)
+        if (apply_value(t, p + off) % 64 == 0 && off > 0)
+            t->bad++; /* t_join refused to join it */
+    t->last_index = index;
+    t->entries++;
     if (seq) t->mine++;
     if (seq < sizeof t->seen) t->seen[seq]++;
     pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+/* Joins proposal b to a: the values back to back, except that a value
+ * that is a multiple of 64 refuses to be joined (it starts an entry). */
+static int
+t_join(void *arg, void *a, size_t *alen, const void *b, size_t blen)
+{
+    uint64_t v;
+
+    (void)arg;
+    memcpy(&v, b, 8);
+    if (v % 64 == 0) return -1;
+    memcpy((char *)a + *alen, b, blen);
+    *alen += blen;
     return 0;
 }
 
@@ -166,7 +201,8 @@ start_node(int i)
                             .lost = t_lost,
                             .snapshot = t_snapshot,
                             .restore = t_restore,
-                            .notify = t_notify};
+                            .notify = t_notify,
+                            .join = joining ? t_join : NULL};
     ClusterConfig c = cfg;
     char err[256];
 
@@ -174,7 +210,8 @@ start_node(int i)
     memset(t, 0, sizeof *t);
     pthread_mutex_init(&t->mu, NULL);
     t->hash = 14695981039346656037ull;
-    snprintf(t->dir, sizeof t->dir, "%s/raft%d", base, i + 1);
+    snprintf(t->dir, sizeof t->dir, "%s/%s%d", base, joining ? "join" : "raft",
+             i + 1);
     c.self_id = (uint64_t)i + 1;
     if (raftnode_start(&c, t->dir, &opts, &cb, &t->rn, err, sizeof err) != 0)
         fail_msg("node %d: %s", i + 1, err);
@@ -499,6 +536,45 @@ test_lease(void **state)
     stop_node(leader);
 }
 
+/* With a join callback, the proposals the raft thread takes at once
+ * become one entry: every node applies every value once, in order, in
+ * fewer entries than proposals; the leader hears of each entry once, by
+ * the seq of its last proposal (so of the last proposal of all), and a
+ * proposal the callback refuses to join starts an entry of its own. */
+static void
+test_join(void **state)
+{
+    (void)state;
+    const unsigned all = (1u << NODES) - 1;
+
+    joining = 1;
+    for (int i = 0; i < NODES; i++)
+        start_node(i);
+    int leader = wait_leader(all, 10);
+    assert_true(leader >= 0);
+    propose_range(leader, 1, 300);
+    wait_count(all, 300, 10);
+    check_same(all);
+    for (int i = 0; i < NODES; i++)
+        stop_node(i);
+    TNode *t = &nodes[leader];
+    printf("# 300 proposals applied as %llu entries\n",
+           (unsigned long long)t->mine);
+    assert_true(t->mine < 300);
+    assert_int_equal(t->seen[300], 1);
+    uint64_t reported = 0;
+    for (size_t k = 1; k <= 300; k++) {
+        assert_true(t->seen[k] <= 1);
+        reported += t->seen[k];
+    }
+    assert_int_equal(reported, t->mine);
+    assert_int_equal(t->lost_refused + t->lost_unknown, 0);
+    /* every multiple of 64 began an entry (t_apply counts it bad if not) */
+    for (int i = 0; i < NODES; i++)
+        assert_true(nodes[i].entries >= 5);
+    joining = 0;
+}
+
 /* start refuses a directory it cannot use, and a node id that is not a
  * voter, leaving nothing behind. */
 static void
@@ -536,6 +612,7 @@ main(void)
         cmocka_unit_test(test_start_errors),
         cmocka_unit_test(test_cluster),
         cmocka_unit_test(test_lease),
+        cmocka_unit_test(test_join),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

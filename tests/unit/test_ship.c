@@ -69,7 +69,7 @@ setup(void **state)
     snprintf(f->dst_dir, sizeof f->dst_dir, "%s/dst", f->dir);
     assert_int_equal(mkdir(f->src_dir, 0700), 0);
     assert_int_equal(mkdir(f->dst_dir, 0700), 0);
-    shard_opts_create(&f->opt);
+    shard_opts_create(&f->opt, 0);
     open_shards(f, f->src, f->src_dir);
     open_shards(f, f->dst, f->dst_dir);
     *state = f;

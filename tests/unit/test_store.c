@@ -1551,7 +1551,7 @@ test_merge_keeps_inline_body(void **state)
     unsigned char m[STORE_META_MAX + 8];
     char key[8], err[256], *e = NULL;
 
-    shard_opts_create(&o);
+    shard_opts_create(&o, 0);
     assert_int_equal(shard_open(&sh, &o, f->dir, 0, 1, err, sizeof err), 0);
     rocksdb_writebatch_t *b = rocksdb_writebatch_create();
     for (uint64_t id = 1; id <= 3; id++) { /* meta + "body!" */
@@ -1956,6 +1956,71 @@ test_cluster_entries(void **state)
     close_store(s);
 }
 
+/* Two proposed entries joined (raftnode's join, sraft_entry_join) apply
+ * as the two in order: every record, the later publish seq. A join that
+ * cannot be (another origin, a damaged or padded header, either side)
+ * leaves the first entry as it was. */
+static void
+test_cluster_entry_join(void **state)
+{
+    Fixture *f = *state;
+    Proposed p = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    Store *s = open_store(f->dir, 2, STORE_SYNC_NEVER, NULL, NULL);
+    StoreJob j;
+
+    store_cluster_mode(s, 7, take_entry, &p);
+    start_store(s);
+    for (uint64_t id = 1; id <= 3; id++) {
+        make_job(&j, id, "default");
+        j.body_size = 3;
+        store_add_put(s, id, &j, id == 3 ? "ccc" : id == 2 ? "bbb" : "aaa");
+        if (id != 1) store_flush(s); /* entries: jobs 1-2, job 3 */
+    }
+    assert_int_equal(wait_proposed(&p, 2), 2);
+    size_t alen = p.len[0], blen = p.len[1];
+    unsigned char *a = malloc(alen + blen), *keep = malloc(alen);
+    assert_non_null(a);
+    assert_non_null(keep);
+    memcpy(a, p.e[0], alen);
+    memcpy(keep, a, alen);
+
+    /* refused: each leaves a as it was */
+    p.e[1][6] ^= 1; /* another origin */
+    assert_int_equal(sraft_entry_join(a, &alen, p.e[1], blen), -1);
+    p.e[1][6] ^= 1;
+    p.e[1][0] ^= 1; /* b's magic */
+    assert_int_equal(sraft_entry_join(a, &alen, p.e[1], blen), -1);
+    p.e[1][0] ^= 1;
+    assert_int_equal(sraft_entry_join(a, &alen, p.e[1], blen + 8), -1);
+    assert_int_equal(sraft_entry_join(a, &alen, p.e[1], SRAFT_HDR - 1), -1);
+    size_t padded = alen + 8; /* a with libraft's padding */
+    assert_int_equal(sraft_entry_join(a, &padded, p.e[1], blen), -1);
+    assert_int_equal(alen, p.len[0]);
+    assert_memory_equal(a, keep, alen);
+
+    assert_int_equal(store_raft_join(a, &alen, p.e[1], blen), 0);
+    assert_int_equal(alen, p.len[0] + blen - SRAFT_HDR);
+    assert_int_equal(a[8], 3);  /* records */
+    assert_int_equal(a[16], 3); /* publishes 3, b's */
+    assert_int_equal(store_acked_seq(s), 0);
+    assert_int_equal(store_raft_apply(s, 5, a, alen, 1), 0);
+    assert_int_equal(store_acked_seq(s), 3);
+    for (uint64_t id = 1; id <= 3; id++) {
+        char *got = NULL, err[256];
+        size_t glen = 0;
+        assert_int_equal(store_get_body(s, id, &got, &glen, err, sizeof err),
+                         1);
+        assert_int_equal(glen, 3);
+        assert_int_equal(got[0], id == 1 ? 'a' : id == 2 ? 'b' : 'c');
+        free(got);
+    }
+    for (int i = 0; i < p.n; i++)
+        free(p.e[i]);
+    free(a);
+    free(keep);
+    close_store(s);
+}
+
 int
 main(void)
 {
@@ -1992,6 +2057,7 @@ main(void)
         T(test_get_bodies),
         T(test_prefetch_reads),
         T(test_cluster_entries),
+        T(test_cluster_entry_join),
         cmocka_unit_test(test_handoff_cut_large_chunk),
         cmocka_unit_test(test_handoff_keeps_a_sequence_whole),
         cmocka_unit_test(test_propose_keeps_a_sequence_whole),
