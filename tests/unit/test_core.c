@@ -18,6 +18,7 @@
 #include "queue/job.h"
 #include "queue/queue.h"
 #include "queue/readyage.h"
+#include "queue/timers.h"
 #include "queue/tube.h"
 
 static void
@@ -422,7 +423,7 @@ test_readyage_only_with_http(void **state)
         Server *s = calloc(1, sizeof *s);
         assert_non_null(s);
         s->cfg.http_addr = http ? "127.0.0.1:0" : NULL;
-        queue_init(s);
+        timers_init(s);
         assert_int_equal(tubes_init(&s->tubes), 0);
         Tube *t = tubes_get(&s->tubes, "t", 1);
         assert_non_null(t);
