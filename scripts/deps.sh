@@ -5,12 +5,13 @@ PKGS="build-essential pkg-config libev-dev librocksdb-dev zlib1g-dev libmicrohtt
 beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc clang libclang-rt-14-dev \
 ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs \
 libedit-dev libncurses-dev python3-pexpect python3-pyte \
-libraft-dev libuv1-dev libssl-dev openssl stunnel4 gdb chromium"
+libraft-dev libuv1-dev libssl-dev openssl stunnel4 gdb chromium liburing-dev"
 # chromium: the web console's browser tests (tests/test_console.py, driven
 # by npm's playwright-core, which downloads no browser of its own).
 # libssl-dev (OpenSSL 3) for src/net/tls.c; openssl, the command, for
 # scripts/cluster-certs.sh and the TLS tests. stunnel4 for make bench's
 # bs-stunnel (beanstalkd behind stunnel, what its users run for TLS).
+# liburing-dev for make bench's in-loop sync ceiling (ceiling -u).
 # libraft-dev is Debian 12's own 0.15.0 (canonical raft), not 0.22.1 from
 # bookworm-backports (cowsql's maintained fork). src/cluster/raftnode.c builds
 # unchanged against both (the API subset they share: one entry per

@@ -62,8 +62,22 @@
  * cluster rows; the leader creates DIR/LEADER, and only it may be given
  * clients (elsewhere a generation is never synced).
  *
+ * -u (with -b -o): the in-loop async sync ceiling. No syncer thread: the
+ * loop itself writes each generation into the preallocated log through
+ * io_uring (liburing, io_uring_prep_write(3)), the file opened with
+ * O_DIRECT | O_DSYNC, so the write completes only once it is on stable
+ * storage and no fdatasync follows; the loop never blocks on the disk,
+ * and the completion wakes it through an eventfd registered with the ring
+ * (io_uring_register_eventfd(3)) in its own epoll set. O_DIRECT writes
+ * whole 4 KiB blocks: a generation is written from the start of the block
+ * holding the write position, the block's earlier bytes rewritten as they
+ * were. One write is in flight at a time; what arrives meanwhile forms the
+ * next generation. What a server whose loop owns its commit journal, with
+ * no hand-off to a second thread and back, can reach at best (issue 30's
+ * put c=1 row: beanstalkd -f0 syncs in its loop, blocking it).
+ *
  * usage: ceiling [-l ADDR] [-p PORT]
- *                [-b DIR [-n SYNCERS] [-o] [-w] [-k] [-R ID -r CL]]
+ *                [-b DIR [-n SYNCERS] [-o [-u]] [-w] [-k] [-R ID -r CL]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
 #include <errno.h>
@@ -83,6 +97,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <liburing.h>
 #include <raft.h>
 #include <raft/uv.h>
 #include <uv.h>
@@ -151,6 +166,7 @@ static int write_only;        /* -w */
 static int keep_rocks;        /* -k */
 static ShardOpts kopts;       /* -k: rockstalkd's shard options */
 static StoreShard kshard;     /* -k: the shard */
+static int in_loop;           /* -u */
 static int raft_id_opt;       /* -R: this node's id; 0: no Raft */
 static const char *raft_spec; /* -r: the cluster */
 
@@ -418,6 +434,83 @@ syncer_main(void *arg)
     return NULL;
 }
 
+/* -u: the loop's ring, and the generation it has in flight. */
+#define BLK 4096
+static struct uring {
+    struct io_uring ring;
+    int fd;           /* the log, O_DIRECT | O_DSYNC */
+    char *buf;        /* BLK-aligned: the tail block's head, a generation */
+    size_t cap, want; /* want: the bytes the write in flight covers */
+    char tail[BLK];   /* the bytes of off's block before off */
+    off_t off;        /* where the next generation's bytes go */
+    uint64_t gen;     /* the generation in flight; 0: none */
+} ur;
+
+/* -u: writes the bytes handed over since the last write as the next
+ * generation, unless a write is in flight; a generation that would pass
+ * the end of the log starts it over at 0. */
+static void
+uring_submit(void)
+{
+    if (ur.gen || !lg.len) return;
+    if (lg.len > (size_t)OVER_SIZE) die("-u: a generation larger than the log");
+    if (ur.off + (off_t)lg.len > OVER_SIZE) ur.off = 0;
+    size_t head = (size_t)(ur.off % BLK), end = head + lg.len;
+    size_t total = (end + BLK - 1) / BLK * BLK;
+    if (total > ur.cap) {
+        free(ur.buf);
+        ur.cap = total * 2;
+        if (posix_memalign((void **)&ur.buf, BLK, ur.cap)) die("memalign");
+    }
+    memcpy(ur.buf, ur.tail, head);
+    memcpy(ur.buf + head, lg.buf, lg.len);
+    memset(ur.buf + end, 0, total - end);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&ur.ring);
+    if (!sqe) die("io_uring_get_sqe");
+    io_uring_prep_write(sqe, ur.fd, ur.buf, (unsigned)total,
+                        (uint64_t)(ur.off - (off_t)head));
+    int rv = io_uring_submit(&ur.ring);
+    if (rv < 0) errno = -rv, die("io_uring_submit");
+    memcpy(ur.tail, ur.buf + end / BLK * BLK, end % BLK);
+    ur.off += (off_t)lg.len;
+    ur.want = total;
+    ur.gen = lg.gen++;
+    lg.len = 0;
+}
+
+/* -u: a completed write makes its generation durable; the next one goes. */
+static void
+uring_reap(void)
+{
+    struct io_uring_cqe *cqe;
+    while (io_uring_peek_cqe(&ur.ring, &cqe) == 0) {
+        int res = cqe->res;
+        io_uring_cqe_seen(&ur.ring, cqe);
+        if (res < 0) errno = -res, die("io_uring write");
+        if ((size_t)res != ur.want) errno = EIO, die("io_uring short write");
+        gen_done(ur.gen);
+        ur.gen = 0;
+    }
+    uring_submit();
+}
+
+/* -u: the log zero-filled as -o's, then opened for direct, synchronous
+ * writes; the ring wakes the loop through lg.efd. */
+static void
+uring_start(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) die(path);
+    log_zero_fill(fd);
+    close(fd);
+    ur.fd = open(path, O_WRONLY | O_DIRECT | O_DSYNC | O_CLOEXEC);
+    if (ur.fd < 0) die(path);
+    int rv = io_uring_queue_init(8, &ur.ring, 0);
+    if (rv < 0) errno = -rv, die("io_uring_queue_init");
+    rv = io_uring_register_eventfd(&ur.ring, lg.efd);
+    if (rv < 0) errno = -rv, die("io_uring_register_eventfd");
+}
+
 /* Once per epoll batch: the bytes read join the next generation, and every
  * held client's new output waits for it (a full mark ring moves its last
  * mark on: that reply waits a little longer, never less). */
@@ -437,6 +530,7 @@ handoff(void)
     pthread_cond_signal(&lg.cv);
     pthread_mutex_unlock(&lg.mu);
     if (raft_id_opt) uv_async_send(&rn.wake);
+    if (in_loop) uring_submit();
     plen = 0;
     for (size_t i = 0; i < nheld; i++) {
         struct cli *c = held[i];
@@ -456,6 +550,7 @@ release(void)
     /* Consume the wake-up before loading durable: a sync that ends after
      * the load wakes the loop again. */
     if (read(lg.efd, &v, sizeof v) < 0 && errno != EAGAIN) die("eventfd");
+    if (in_loop) uring_reap();
     d = atomic_load(&lg.durable);
     for (size_t i = 0; i < nheld; i++) {
         struct cli *c = held[i];
@@ -734,6 +829,11 @@ durable_start(const char *dir, int nsync, struct cli *wake)
             exit(1);
         }
     }
+    if (in_loop) {
+        snprintf(path, sizeof path, "%s/ceiling.log", dir);
+        uring_start(path);
+        return;
+    }
     for (int i = 0; i < nsync; i++) {
         if (nsync == 1)
             snprintf(path, sizeof path, "%s/ceiling.log", dir);
@@ -754,7 +854,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:owkR:r:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:owukR:r:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -767,6 +867,8 @@ main(int argc, char **argv)
             overwrite = 1;
         else if (o == 'w')
             write_only = 1;
+        else if (o == 'u')
+            in_loop = 1;
         else if (o == 'k')
             keep_rocks = 1;
         else if (o == 'R' && atoi(optarg) > 0)
@@ -774,9 +876,9 @@ main(int argc, char **argv)
         else if (o == 'r')
             raft_spec = optarg;
         else
-            return fprintf(stderr,
-                           "usage: ceiling [-l ADDR] [-p PORT] "
-                           "[-b DIR [-n 1-16] [-o] [-w] [-k] [-R ID -r CL]]\n"),
+            return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] "
+                                   "[-b DIR [-n 1-16] [-o [-u]] [-w] [-k] [-R "
+                                   "ID -r CL]]\n"),
                    2;
     }
     if (raft_id_opt && (!raft_spec || !dir))
@@ -784,6 +886,11 @@ main(int argc, char **argv)
     /* -k's ids and batch belong to one syncer thread */
     if (keep_rocks && (!dir || raft_id_opt || nsync != 1))
         return fprintf(stderr, "ceiling: -k needs -b, not -R or -n\n"), 2;
+    /* -u: one loop, one log written in place, synced by each write */
+    if (in_loop && (!dir || !overwrite || write_only || keep_rocks ||
+                    raft_id_opt || nsync != 1))
+        return fprintf(stderr, "ceiling: -u needs -b and -o, nothing else\n"),
+               2;
     int lfd = listen_on(addr, port);
     ep = epoll_create1(0);
     lev.data.ptr = NULL;

@@ -47,6 +47,7 @@ BEGIN {
     srvname["ceiling-over"] = "sync ceiling -o"
     srvname["ceiling-raft"] = "Raft ceiling"
     srvname["ceiling-write"] = "write ceiling"
+    srvname["ceiling-uring"] = "sync ceiling -u"
     srvname["ceiling-rocks"] = "RocksDB write ceiling"
     srvname["ceiling-orocks"] = "RocksDB sync ceiling"
 }
@@ -465,6 +466,10 @@ function targets_table() {
     target("put50p16", "rs", "bs-b", 3.0)
     target("put1", "rs-f50", "bs-b", 1.3)
     target("put1", "rs", "ceiling-over", 1.0)
+    # ... and the in-loop sync ceiling (no second thread: the loop writes
+    # each group through io_uring, O_DIRECT | O_DSYNC, and sleeps until
+    # the disk answers): whether that shape could meet the put c=1 target
+    target("put1", "ceiling-uring", "bs-f0", 1.0)
     # ... and the write ceiling (a hand-off and a write(2) per generation,
     # no fdatasync: the least -f 50 must do) bounds the -f 50 put target
     target("put50", "ceiling-write", "bs-b", 1.3)

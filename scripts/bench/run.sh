@@ -38,7 +38,11 @@
 #                       RocksDB), ceiling-orocks (the RocksDB sync ceiling:
 #                       the overwrite sync ceiling that also keeps every
 #                       job in the shard as -k does, the least the default
-#                       mode must do at put c=50) and rs-mem (rockstalkd --memory: the
+#                       mode must do at put c=50), ceiling-uring (the
+#                       in-loop sync ceiling: no syncer thread, the loop
+#                       writes each generation in place through io_uring,
+#                       O_DIRECT | O_DSYNC; the put c=1 row's other shape)
+#                       and rs-mem (rockstalkd --memory: the
 #                       server's own work without any storage); rs-console
 #                       (rs with --http and one open console page's polls
 #                       every 2 s: stats, tubes, history, the measured
@@ -127,7 +131,7 @@ build_tools() {
     bench_build ceiling -I"$REPO/src" "$REPO/src/cluster/rafttune.c" \
         "$REPO/src/store/shard.c" "$REPO/src/store/enc.c" \
         "$REPO/src/store/merge.c" \
-        "$REPO/src/store/util.c" -lraft -luv -lrocksdb -lpthread || exit 1
+        "$REPO/src/store/util.c" -lraft -luv -lrocksdb -luring -lpthread || exit 1
 }
 
 ensure_rockstalkd() {
@@ -161,6 +165,7 @@ server_cmd() {
     ceiling) CMD=("$BUILD/ceiling" "${l[@]}") ;;
     ceiling-sync) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3") ;;
     ceiling-over) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o) ;;
+    ceiling-uring) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -u) ;;
     ceiling-write) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w) ;;
     ceiling-rocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w -k) ;;
     ceiling-orocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -k) ;;
