@@ -42,6 +42,8 @@ BEGIN {
     srvname["bs-f0"] = "beanstalkd -b -f0"
     srvname["bs-b"] = "beanstalkd -b"
     srvname["bs-mem"] = "beanstalkd mem"
+    srvname["fk-b"] = "fork -b"
+    srvname["fk-D"] = "fork -b -D"
     srvname["ceiling"] = "ceiling probe"
     srvname["ceiling-sync"] = "sync ceiling"
     srvname["ceiling-over"] = "sync ceiling -o"
@@ -470,6 +472,10 @@ function targets_table() {
     # each group through io_uring, O_DIRECT | O_DSYNC, and sleeps until
     # the disk answers): whether that shape could meet the put c=1 target
     target("put1", "ceiling-uring", "bs-f0", 1.0)
+    # issue 30 against the C fork (BENCH_FORK): put c=1 at least its
+    # durable mode's, the many-tubes cycle at least its -b's
+    target("put1", "rs", "fk-D", 1.0)
+    target("cycle100t1000", "rs", "fk-b", 1.0)
     # ... and the write ceiling (a hand-off and a write(2) per generation,
     # no fdatasync: the least -f 50 must do) bounds the -f 50 put target
     target("put50", "ceiling-write", "bs-b", 1.3)

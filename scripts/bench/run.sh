@@ -47,6 +47,11 @@
 #                       (rs with --http and one open console page's polls
 #                       every 2 s: stats, tubes, history, the measured
 #                       tube's first page of jobs; in CONSOLE_ROWS only)
+#   BENCH_FORK          a beanstalkd fork's binary (issue 30 names the C
+#                       fork antikirra/beanstalkd, built by hand from its
+#                       public source; nothing of it is kept here): adds
+#                       the servers fk-b (its -b DIR) and fk-D (-b DIR -D,
+#                       its durable mode with group commit), if asked for
 #   BENCH_BODY          job body bytes (default 100; the 4 KiB row: 4096)
 #   BENCH_ROWS          subset of: put1 put50 put50p16 put50-4k cycle50 drain50
 #                       conn1 (one client: connect, with TLS the handshake,
@@ -161,6 +166,8 @@ server_cmd() {
     rs-mem) CMD=("$ROCKSTALKD" "${l[@]}" --memory) ;;
     bs-f0) CMD=("$BEANSTALKD" "${l[@]}" -b "$3" -f0) ;;
     bs-b) CMD=("$BEANSTALKD" "${l[@]}" -b "$3") ;;
+    fk-b) CMD=("$BENCH_FORK" "${l[@]}" -b "$3") ;;
+    fk-D) CMD=("$BENCH_FORK" "${l[@]}" -b "$3" -D) ;;
     bs-mem) CMD=("$BEANSTALKD" "${l[@]}") ;;
     ceiling) CMD=("$BUILD/ceiling" "${l[@]}") ;;
     ceiling-sync) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3") ;;
@@ -606,7 +613,7 @@ skip_cell() {
         case $2 in rs | rs-tls | bs-b | bs-stunnel) ;; *) return 0 ;; esac
     fi
     case $1 in cycle100t*)
-        case $2 in rs | bs-b | bs-f0) ;; *) return 0 ;; esac ;;
+        case $2 in rs | bs-b | bs-f0 | fk-b | fk-D) ;; *) return 0 ;; esac ;;
     esac
     case $1 in bigsmall*)
         case $2 in rs | rs-f50 | bs-b | bs-f0) return 1 ;; *) return 0 ;; esac
