@@ -597,7 +597,8 @@ rotated() {
 
 # The ceiling probes answer puts only; the cluster runs in CLUSTER_ROWS,
 # rs-tls and bs-stunnel in TLS_ROWS; conn1 compares TLS with plaintext
-# beside beanstalkd only; the many-tubes rows run rs, bs-b and bs-f0, the
+# beside beanstalkd only; the many-tubes rows run rs, rs-f50, bs-b, bs-f0
+# and the fork (fk-b, fk-D), the
 # bigsmall cells rs, rs-f50, bs-b and bs-f0.
 skip_cell() {
     if is_cluster "$2"; then
@@ -613,7 +614,7 @@ skip_cell() {
         case $2 in rs | rs-tls | bs-b | bs-stunnel) ;; *) return 0 ;; esac
     fi
     case $1 in cycle100t*)
-        case $2 in rs | bs-b | bs-f0 | fk-b | fk-D) ;; *) return 0 ;; esac ;;
+        case $2 in rs | rs-f50 | bs-b | bs-f0 | fk-b | fk-D) ;; *) return 0 ;; esac ;;
     esac
     case $1 in bigsmall*)
         case $2 in rs | rs-f50 | bs-b | bs-f0) return 1 ;; *) return 0 ;; esac
