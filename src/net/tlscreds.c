@@ -173,13 +173,12 @@ tls_peer_node_id(SSL *ssl, uint64_t *id)
 /* TLS 1.3 suites, ours first: AES-128-GCM costs the least per record on
  * hardware with AES instructions (OpenSSL 3.0.19, scripts/bench/tlsrec's
  * put round of a 150-byte record and a 20-byte one: 1.9-2.3 us against
- * 2.4-2.7 for ChaCha20-Poly1305 on the reading and writing server; one
- * 100-byte record written and read: 1.26 against 1.91 us, 3000 bytes:
- * 2.67 against 3.67), though `openssl speed -evp`, which times the
- * cipher calls alone, says the opposite on small blocks (990 against 263
- * MB/s at 128 bytes), on which the first choice was made. A client that prefers
- * ChaCha20-Poly1305 (no AES instructions) still gets it from a listener
- * (SSL_OP_PRIORITIZE_CHACHA). */
+ * 2.4-2.7 for ChaCha20-Poly1305 on the reading and writing server;
+ * BENCHMARKS.md, "Per thread, through a follower"). `openssl speed -evp`,
+ * which times the cipher calls alone, says the opposite on small blocks
+ * (990 against 263 MB/s at 128 bytes); the first order followed it. A
+ * client that prefers ChaCha20-Poly1305 (no AES instructions) still gets
+ * it from a listener (SSL_OP_PRIORITIZE_CHACHA). */
 #define TLS_SUITES                                                             \
     "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:"                     \
     "TLS_AES_256_GCM_SHA384"
