@@ -135,6 +135,24 @@ def test_versions(rockstalkd, certs):
         assert ask(c, b"list-tube-used\r\n") == b"USING default\r\n"
 
 
+def test_suites(rockstalkd, certs):
+    """The server picks AES-128-GCM (the cheapest per record with AES
+    instructions, src/net/tlscreds.c) unless the client puts
+    ChaCha20-Poly1305 first (a client without them): then that."""
+    s, port = start(rockstalkd, certs)
+    with tls_connect(port, context(certs)) as c:  # TLS 1.3, AES-256 first
+        assert c.cipher()[0] == "TLS_AES_128_GCM_SHA256"
+    v12 = ssl.TLSVersion.TLSv1_2
+    with tls_connect(port, context(certs, version=v12)) as c:
+        assert c.cipher()[0] == "ECDHE-ECDSA-AES128-GCM-SHA256"
+    ctx = context(certs, version=v12)
+    ctx.set_ciphers("ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-"
+                    "SHA256")
+    with tls_connect(port, ctx) as c:
+        assert c.cipher()[0] == "ECDHE-ECDSA-CHACHA20-POLY1305"
+        assert ask(c, b"put 0 0 60 2\r\nhi\r\n").startswith(b"INSERTED")
+
+
 def test_plaintext_on_tls_port_and_tls_on_plain_port(rockstalkd, certs):
     """A plaintext command on the TLS port gets no protocol reply (the
     connection closes); a TLS client on the plaintext port gets no

@@ -8,7 +8,11 @@
  * SSL_write + SSL_read, and of moving the ciphertext between the BIOs (2
  * BIO_read and 2 BIO_write, what a memory-BIO server adds).
  *
- *   tlsrec CERT KEY [1.2|1.3 [ROUNDS]]     (default 1.3, 200000)
+ *   tlsrec CERT KEY [1.2|1.3 [ROUNDS [SUITES]]]
+ *
+ * (default 1.3, 200000, OpenSSL's default suites; SUITES: a TLS 1.3
+ * ciphersuites list or a TLS 1.2 cipher list, e.g. TLS_AES_128_GCM_SHA256
+ * or TLS_CHACHA20_POLY1305_SHA256)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +63,7 @@ int
 main(int argc, char **argv)
 {
     if (argc < 3) {
-        fputs("usage: tlsrec CERT KEY [1.2|1.3 [ROUNDS]]\n", stderr);
+        fputs("usage: tlsrec CERT KEY [1.2|1.3 [ROUNDS [SUITES]]]\n", stderr);
         return 2;
     }
     int v12 = argc > 3 && strcmp(argv[3], "1.2") == 0;
@@ -72,6 +76,9 @@ main(int argc, char **argv)
         SSL_CTX_use_PrivateKey_file(sc, argv[2], SSL_FILETYPE_PEM) != 1)
         fail("certificate or key");
     SSL_CTX_set_max_proto_version(cc, v12 ? TLS1_2_VERSION : TLS1_3_VERSION);
+    if (argc > 5 && (v12 ? SSL_CTX_set_cipher_list(cc, argv[5])
+                         : SSL_CTX_set_ciphersuites(cc, argv[5])) != 1)
+        fail("SUITES");
     BIO *sr, *sw, *cr, *cw;
     SSL *s = session(sc, &sr, &sw), *c = session(cc, &cr, &cw);
     SSL_set_accept_state(s);
