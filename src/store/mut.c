@@ -33,6 +33,8 @@ mut_destroy(StoreMut *m)
     m->ebuf = NULL;
     free(m->iov);
     m->iov = NULL;
+    free(m->rbuf);
+    m->rbuf = NULL;
     pend_destroy(&m->pend, m->ho);
     snapreq_destroy(&m->snapreq);
 }
@@ -98,19 +100,42 @@ mut_write_group(StoreMut *m, int sync, uint64_t group)
     return rc;
 }
 
+/* Appends p[0..len) to the journal record's pieces (m->iov[*n]). */
+static void
+mut_iov_add(StoreMut *m, int *n, const unsigned char *p, size_t len)
+{
+    if (!len) return;
+    if (*n >= m->iov_cap) {
+        m->iov_cap = m->iov_cap ? 2 * m->iov_cap : 16;
+        m->iov = util_xrealloc(m->iov, (size_t)m->iov_cap * sizeof *m->iov);
+    }
+    m->iov[(*n)++] = (struct iovec){(void *)p, len};
+}
+
 /* The journal record's pieces: m->iov[1..] the chunks' bytes ([0] is the
- * header's, journal_append). Returns the count with [0]. */
+ * header's, journal_append), without the bodies of puts with a ring
+ * reference (store/journal.h); *skipped: the bytes left out. Returns the
+ * count with [0]. */
 static int
-mut_iov(StoreMut *m, const Chunk *chunks)
+mut_iov(StoreMut *m, const Chunk *chunks, size_t *skipped)
 {
     int n = 1;
+    EncRec r;
 
+    *skipped = 0;
     for (const Chunk *c = chunks; c; c = c->next) {
-        if (n >= m->iov_cap) {
-            m->iov_cap = m->iov_cap ? 2 * m->iov_cap : 16;
-            m->iov = util_xrealloc(m->iov, (size_t)m->iov_cap * sizeof *m->iov);
+        size_t from = c->start, off = c->start;
+        while (c->nring && off < c->len) { /* cut around the ring bodies */
+            size_t rl = enc_rec_get(c->p + off, &r);
+            if (r.ref) {
+                size_t keep = enc_rec_jlen(&r);
+                mut_iov_add(m, &n, c->p + from, off + keep - from);
+                from = off + rl;
+                *skipped += rl - keep;
+            }
+            off += rl;
         }
-        m->iov[n++] = (struct iovec){c->p + c->start, c->len - c->start};
+        mut_iov_add(m, &n, c->p + from, c->len - from);
     }
     return n;
 }
@@ -228,10 +253,12 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
         if (mut_cover(m) < 0) goto fail;
         journal_roll(j);
     }
-    int n = mut_iov(m, chunks);
+    size_t skipped;
+    int n = mut_iov(m, chunks, &skipped);
     int always = m->mode == STORE_SYNC_ALWAYS;
-    if (journal_append(j, m->group, (uint32_t)nrec, m->iov, n, bytes, always,
-                       &ns, &msg) < 0) {
+    if (journal_append(j, m->group, (uint32_t)nrec,
+                       skipped ? JOURNAL_F_RING : 0, m->iov, n, bytes - skipped,
+                       always, &ns, &msg) < 0) {
         ack_fail(m->ack, "commit journal", -1, msg);
         goto fail;
     }
@@ -421,25 +448,72 @@ mut_group(StoreMut *m, Chunk *chunks)
 
 /* ---- journal replay (main thread, before the thread starts) ---- */
 
+/* Replay: room for need more bytes after the first have in m->rbuf. */
+static unsigned char *
+mut_rbuf(StoreMut *m, size_t have, size_t need)
+{
+    if (have + need > m->rcap) {
+        m->rcap = 2 * (have + need);
+        m->rbuf = util_xrealloc(m->rbuf, m->rcap);
+    }
+    return m->rbuf + have;
+}
+
+/* Replay: copies the records of the journal payload p[0..len) that a
+ * shard lacks into m->rbuf as the loop encoded them (a ring reference's
+ * body read back and appended). Returns their bytes, or (size_t)-1 if a
+ * ring body does not verify, -2 on a read error (failure recorded). */
+static size_t
+mut_replay_expand(StoreMut *m, uint64_t group, const unsigned char *p,
+                  size_t len)
+{
+    size_t have = 0;
+    char err[256];
+
+    for (size_t off = 0; off < len;) {
+        EncRec r;
+        enc_rec_get(p + off, &r);
+        size_t jl = enc_rec_jlen(&r);
+        if (group > m->shard[store_shard_of(r.id, m->nshards)].jgroup) {
+            memcpy(mut_rbuf(m, have, jl), p + off, jl);
+            have += jl;
+            if (r.ref) {
+                const unsigned char *q = p + off + ENC_REC_HDR + r.meta_len;
+                StoreRingRef ref = {.gen = le_get64(q),
+                                    .off = le_get64(q + 8),
+                                    .len = le_get32(q + 16),
+                                    .crc = le_get32(q + 20)};
+                if (ref.len != r.body_len) return (size_t)-1;
+                int rc =
+                    bodyring_read(m->ring, &ref, mut_rbuf(m, have, r.body_len),
+                                  err, sizeof err);
+                if (rc < 0) {
+                    ack_fail(m->ack, "commit journal", -1, strdup(err));
+                    return (size_t)-2;
+                }
+                if (rc > 0) return (size_t)-1;
+                have += r.body_len;
+            }
+        }
+        off += jl;
+    }
+    return have;
+}
+
 int
 mut_replay(void *arg, uint64_t group, const unsigned char *p, size_t len,
            uint32_t nrec)
 {
     StoreMut *m = arg;
     uint64_t seq;
-    int any = 0;
     (void)nrec;
 
-    for (size_t off = 0; off < len;) {
-        EncRec r;
-        size_t rl = enc_rec_get(p + off, &r);
-        if (group > m->shard[store_shard_of(r.id, m->nshards)].jgroup) {
-            sbatch_add(&m->sb, p + off, &seq);
-            any = 1;
-        }
-        off += rl;
-    }
-    if (!any) return 0;
+    size_t n = mut_replay_expand(m, group, p, len);
+    if (n == (size_t)-1) return 1;
+    if (n == (size_t)-2) return -1;
+    for (size_t off = 0; off < n;)
+        off += sbatch_add(&m->sb, m->rbuf + off, &seq);
+    if (!n) return 0;
     m->group = group;
     atomic_fetch_add_explicit(&m->ack->st_replayed, 1, memory_order_relaxed);
     return mut_write_group(m, 0, group);

@@ -31,6 +31,7 @@
 
 #include "store/ack.h"
 #include "store/batch.h"
+#include "store/bodyring.h"
 #include "store/handoff.h"
 #include "store/journal.h"
 #include "store/pend.h"
@@ -63,6 +64,9 @@ typedef struct StoreMut {
                               every group up to this */
     struct iovec *iov;     /* journal_append's pieces: [0] header, chunks */
     int iov_cap;
+    BodyRing *ring;      /* borrowed: the body ring replay reads from */
+    unsigned char *rbuf; /* replay: a group's records with ring bodies */
+    size_t rcap;
     /* cluster mode (store/raft.h): each chunk is proposed as Raft entries
      * by the loop thread instead of written; NULL: standalone. Only the
      * loop thread touches these then. */
@@ -89,8 +93,10 @@ void mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
 
 /* Main thread, before mut_start: one journal record (journal_replay's
  * JournalReplayFn; ctx is m): its records whose shard does not hold the
- * group yet (StoreShard.jgroup) are written to RocksDB, unsynced. Returns
- * 0, or -1 after recording the failure (store_ack). */
+ * group yet (StoreShard.jgroup) are written to RocksDB, unsynced, a ring
+ * reference's body read back from m->ring. Returns 0, 1 (nothing
+ * written) if such a body does not verify (store/bodyring.h), or -1
+ * after recording the failure (store_ack). */
 int mut_replay(void *m, uint64_t group, const unsigned char *p, size_t len,
                uint32_t nrec);
 
