@@ -276,7 +276,8 @@ write_one(BodyRing *r, StoreRingDone *d, int *dirty)
     return 0;
 }
 
-/* Writes the bodies of list (as many as fit in TRIP_BYTES; the rest is
+/* Writes the bodies of list (as many as fit in TRIP_BYTES and in the
+ * current file, after a roll for the first one if need be; the rest is
  * returned in *rest), syncs, and marks each ok or not. */
 static void
 write_trip(BodyRing *r, RingReq *list, RingReq **rest)
@@ -286,6 +287,9 @@ write_trip(BodyRing *r, RingReq *list, RingReq **rest)
     RingReq *x = list, *last = NULL;
 
     for (; x && (bytes < TRIP_BYTES || x == list); last = x, x = x->next) {
+        /* a trip never rolls after its first body: the roll may wait for
+         * the loop to take bodies, this trip's among them */
+        if (x != list && r->off + entry_bytes(x->d.len) > r->size) break;
         if (rc == 0) rc = write_one(r, &x->d, &dirty);
         bytes += x->d.len;
         x->d.ok = rc == 0;
