@@ -18,6 +18,11 @@ struct RingReq {
     StoreRingDone d;
 };
 
+/* How long a cover waits for the write-behind window to write what it
+ * needs before it asks for a drain (microseconds): a drain of the whole
+ * window stalls the small records' commit behind it. */
+#define RING_DRAIN_WAIT_US 1500000
+
 /* Bodies one trip of the writer writes before its sync, at most. */
 #define TRIP_BYTES ((size_t)16 << 20)
 
@@ -182,10 +187,45 @@ stopping(BodyRing *r)
     return stop || ack_is_failed(r->ack);
 }
 
+/* The writer's samples of the loop's (res_pos, res_seq), one per trip,
+ * oldest first: a cover uses the oldest that resolves what it needs, whose
+ * sequence the write-behind window has most likely written already. */
+static void
+sample(BodyRing *r)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t pos = r->res_pos, seq = r->res_seq;
+    pthread_mutex_unlock(&r->mu);
+    if (r->nsamples && r->samples[r->nsamples - 1][0] == pos) return;
+    if (r->nsamples == RING_SAMPLES) {
+        memmove(r->samples[0], r->samples[1],
+                (RING_SAMPLES - 1) * sizeof r->samples[0]);
+        r->nsamples--;
+    }
+    r->samples[r->nsamples][0] = pos;
+    r->samples[r->nsamples++][1] = seq;
+}
+
+/* The oldest sample whose position reaches need (1), or 0. */
+static int
+sample_for(BodyRing *r, uint64_t need, uint64_t *pos, uint64_t *seq)
+{
+    for (int i = 0; i < r->nsamples; i++) {
+        if (r->samples[i][0] >= need) {
+            *pos = r->samples[i][0];
+            *seq = r->samples[i][1];
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Makes every entry up to linear position need reusable (the reuse rule,
- * store/bodyring.h): waits until the loop has resolved them, until the
- * mutation thread has applied the sequence it named, then syncs every
- * shard's WAL. Returns 0, or -1 if the store stops or failed first. */
+ * store/bodyring.h): waits until the loop has resolved them, then until
+ * the mutation thread has applied the sequence it named (the write-behind
+ * window writes it within PEND_WINDOW_NS, store/pend.h; after
+ * RING_DRAIN_WAIT_US the writer asks for a drain instead), then syncs
+ * every shard's WAL. Returns 0, or -1 if the store stops or failed first. */
 static int
 cover(BodyRing *r, uint64_t need)
 {
@@ -194,19 +234,17 @@ cover(BodyRing *r, uint64_t need)
 
     if (r->covered >= need) return 0;
     atomic_fetch_add_explicit(&r->st_waits, 1, memory_order_relaxed);
-    for (;;) {
-        pthread_mutex_lock(&r->mu);
-        pos = r->res_pos;
-        seq = r->res_seq;
-        pthread_mutex_unlock(&r->mu);
-        if (pos >= need) break;
+    while (!sample_for(r, need, &pos, &seq)) {
         if (stopping(r)) return -1;
         usleep(200); /* the loop takes what was written at its next turn */
+        sample(r);
     }
-    while (atomic_load(&r->ack->applied_seq) < seq) {
+    for (int us = 0; atomic_load(&r->ack->applied_seq) < seq; us += 100) {
         if (stopping(r)) return -1;
-        atomic_store(&r->ack->drain_asked, 1);
-        handoff_kick(r->ho);
+        if (us >= RING_DRAIN_WAIT_US) {
+            atomic_store(&r->ack->drain_asked, 1);
+            handoff_kick(r->ho);
+        }
         usleep(100);
     }
     for (int i = 0; i < r->nshards; i++) {
@@ -320,6 +358,7 @@ ring_main(void *arg)
         pthread_mutex_unlock(&r->mu);
         if (!list) break; /* stopping, nothing queued */
         write_trip(r, list, &rest);
+        sample(r);
         pthread_mutex_lock(&r->mu);
         int was_empty = !r->done;
         *r->dtail = list;

@@ -53,6 +53,7 @@
 #define RING_HDR 24
 #define RING_MAGIC 0x31425352u /* "RSB1" */
 #define RING_ALIGN 4096
+#define RING_SAMPLES 64
 
 /* One body on its way (private to bodyring.c). */
 typedef struct RingReq RingReq;
@@ -90,6 +91,9 @@ typedef struct BodyRing {
                                            of each file's last entry */
     uint64_t covered;                   /* linear position every entry
                                            before which may be reused */
+    uint64_t samples[RING_SAMPLES][2];  /* (res_pos, res_seq) seen after
+                                           recent trips, oldest first */
+    int nsamples;
 
     /* loop thread */
     uint64_t next_ticket;

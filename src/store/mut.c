@@ -157,6 +157,11 @@ mut_apply_chunks(StoreMut *m, const Chunk *chunks)
     }
 }
 
+/* A drain that is not forced stops, once it has taken this many bytes,
+ * when the loop has handed new input over (store/pend.h): the journal
+ * commit of that input goes first. */
+#define PEND_YIELD_BYTES ((size_t)256 << 10)
+
 /* Commit journal: writes the groups of the write-behind window that are
  * due (all with force; at least those up to group upto) to the shards,
  * one batch per shard for all of them, marked with the last one's number.
@@ -169,14 +174,21 @@ mut_drain_pend(StoreMut *m, int force, uint64_t upto)
 {
     int64_t now = util_now_ns();
     uint64_t seq = 0, group = 0;
+    size_t bytes = 0;
     PendGroup *g;
 
     while ((g = pend_take(&m->pend, now, force, upto, group != 0))) {
         if (!ack_is_failed(m->ack)) mut_apply_chunks(m, g->chunks);
         seq = g->seq;
         group = g->group;
+        bytes += g->bytes;
         handoff_recycle(m->ho, g->chunks);
         free(g);
+        /* input waits: commit it first, write the rest later (a large
+         * window's write would hold a small record's commit behind it) */
+        if (!force && group >= upto && bytes >= PEND_YIELD_BYTES &&
+            atomic_load_explicit(&m->ho->has_input, memory_order_relaxed))
+            break;
     }
     if (!group) return 0;
     if (ack_is_failed(m->ack) || mut_write_group(m, 0, group) < 0) {
