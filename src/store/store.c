@@ -4,11 +4,11 @@
  *   store.c                       this facade (store.h)
  *   store/mut.c                   the mutation thread, group commit
  *   store/sync.c  store/handoff.c  store/recover.c  store/ship.c
- *   store/journal.c
+ *   store/journal.c  store/bodyring.c
  *                                 syncs and syncers; the loop's hand-off
  *                                 queue; the recovery scan; the snapshot
  *                                 stream of cluster mode; the commit
- *                                 journal
+ *                                 journal; the body ring and its writer
  *   store/ack.c  store/shard.c  store/dir.c  store/fault.c
  *                                 publication and fail-stop; a RocksDB
  *                                 shard; the data directory; fault injection
