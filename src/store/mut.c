@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/enc.h"
@@ -22,6 +24,13 @@ mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
     m->ack = ack;
     pend_init(&m->pend);
     sbatch_init(&m->sb, shard, nshards);
+    pthread_mutex_init(&m->pmu, NULL);
+    pthread_mutex_init(&m->wmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* pend's clock */
+    pthread_cond_init(&m->acv, &ca);
+    pthread_condattr_destroy(&ca);
     snapreq_init(&m->snapreq);
 }
 
@@ -37,6 +46,9 @@ mut_destroy(StoreMut *m)
     m->rbuf = NULL;
     pend_destroy(&m->pend, m->ho);
     snapreq_destroy(&m->snapreq);
+    pthread_mutex_destroy(&m->pmu);
+    pthread_mutex_destroy(&m->wmu);
+    pthread_cond_destroy(&m->acv);
 }
 
 /* Adds the marks of shard i's batch: group, the number of the latest group
@@ -157,38 +169,31 @@ mut_apply_chunks(StoreMut *m, const Chunk *chunks)
     }
 }
 
-/* A drain that is not forced stops, once it has taken this many bytes,
- * when the loop has handed new input over (store/pend.h): the journal
- * commit of that input goes first. */
-#define PEND_YIELD_BYTES ((size_t)256 << 10)
-
 /* Commit journal: writes the groups of the write-behind window that are
  * due (all with force; at least those up to group upto) to the shards,
  * one batch per shard for all of them, marked with the last one's number.
  * Once they reach past the last group of the journal file to be reused
  * next (cover_need), posts the WAL syncs that will let it be overwritten.
- * After a failure they are only dropped. Returns 0, or -1 after a
- * failure. */
+ * After a failure they are only dropped. wmu held (the applier thread or
+ * the mutation thread); each group is taken from the window under pmu.
+ * Returns 0, or -1 after a failure. */
 static int
-mut_drain_pend(StoreMut *m, int force, uint64_t upto)
+drain_locked(StoreMut *m, int force, uint64_t upto)
 {
     int64_t now = util_now_ns();
     uint64_t seq = 0, group = 0;
-    size_t bytes = 0;
     PendGroup *g;
 
-    while ((g = pend_take(&m->pend, now, force, upto, group != 0))) {
+    for (;;) {
+        pthread_mutex_lock(&m->pmu);
+        g = pend_take(&m->pend, now, force, upto, group != 0);
+        pthread_mutex_unlock(&m->pmu);
+        if (!g) break;
         if (!ack_is_failed(m->ack)) mut_apply_chunks(m, g->chunks);
         seq = g->seq;
         group = g->group;
-        bytes += g->bytes;
         handoff_recycle(m->ho, g->chunks);
         free(g);
-        /* input waits: commit it first, write the rest later (a large
-         * window's write would hold a small record's commit behind it) */
-        if (!force && group >= upto && bytes >= PEND_YIELD_BYTES &&
-            atomic_load_explicit(&m->ho->has_input, memory_order_relaxed))
-            break;
     }
     if (!group) return 0;
     if (ack_is_failed(m->ack) || mut_write_group(m, 0, group) < 0) {
@@ -204,6 +209,30 @@ mut_drain_pend(StoreMut *m, int force, uint64_t upto)
     return 0;
 }
 
+/* drain_locked, taking wmu. */
+static int
+mut_drain_pend(StoreMut *m, int force, uint64_t upto)
+{
+    pthread_mutex_lock(&m->wmu);
+    int rc = drain_locked(m, force, upto);
+    pthread_mutex_unlock(&m->wmu);
+    return rc;
+}
+
+/* Mutation thread, after a group joined the window: the applier thread
+ * writes what is due (woken if it is), or, without one, this thread. */
+static void
+mut_window_added(StoreMut *m)
+{
+    if (!m->applier_on) {
+        mut_drain_pend(m, 0, 0);
+        return;
+    }
+    pthread_mutex_lock(&m->pmu);
+    if (pend_due(&m->pend, util_now_ns())) pthread_cond_signal(&m->acv);
+    pthread_mutex_unlock(&m->pmu);
+}
+
 /* Commit journal, before the next file is started: what it holds (groups
  * up to cover_need) must be in the shards and synced. Usually the window
  * drained past it long ago and the syncs posted then are done; else this
@@ -212,16 +241,19 @@ mut_drain_pend(StoreMut *m, int force, uint64_t upto)
 static int
 mut_cover(StoreMut *m)
 {
-    if (m->cover_need && m->cover_posted < m->cover_need &&
-        mut_drain_pend(m, 0, m->cover_need) < 0)
-        return -1;
-    if (m->cover_posted < m->cover_need) { /* nothing was due: post now */
-        if (sync_cover_post(m->sync) < 0) return -1;
+    int rc = 0;
+
+    pthread_mutex_lock(&m->wmu);
+    if (m->cover_need && m->cover_posted < m->cover_need)
+        rc = drain_locked(m, 0, m->cover_need);
+    if (rc == 0 && m->cover_posted < m->cover_need) { /* nothing was due */
+        rc = sync_cover_post(m->sync);
         m->cover_posted = m->drained;
     }
-    if (sync_cover_wait(m->sync) < 0) return -1;
+    if (rc == 0) rc = sync_cover_wait(m->sync);
     m->cover_need = m->appended;
-    return 0;
+    pthread_mutex_unlock(&m->wmu);
+    return rc;
 }
 
 /* Commit journal, a group larger than a journal file: the window is
@@ -229,7 +261,8 @@ mut_cover(StoreMut *m)
 static void
 mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
 {
-    int rc = mut_drain_pend(m, 1, 0);
+    pthread_mutex_lock(&m->wmu);
+    int rc = drain_locked(m, 1, 0);
 
     if (rc == 0) {
         mut_apply_chunks(m, chunks);
@@ -241,6 +274,7 @@ mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
         ack_applied(m->ack, seq);
         ack_publish(m->ack, seq, 1);
     }
+    pthread_mutex_unlock(&m->wmu);
 }
 
 /* Commit journal: the group goes to the journal and, in STORE_SYNC_ALWAYS,
@@ -281,8 +315,10 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
     m->appended = m->group;
     handoff_done(m->ho, bytes);
     ack_publish(m->ack, seq, always);
+    pthread_mutex_lock(&m->pmu);
     pend_add(&m->pend, chunks, m->group, seq, bytes, util_now_ns());
-    mut_drain_pend(m, 0, 0);
+    pthread_mutex_unlock(&m->pmu);
+    mut_window_added(m);
     return 1;
 fail:
     handoff_done(m->ho, bytes);
@@ -549,7 +585,7 @@ mut_wait_args(const StoreMut *m)
 {
     const StoreSync *y = m->sync;
 
-    int64_t pend = pend_deadline(&m->pend);
+    int64_t pend = m->applier_on ? INT64_MAX : pend_deadline(&m->pend);
     int interval = m->mode == STORE_SYNC_INTERVAL && sync_any_dirty(y);
     int64_t due = y->last_sync_mono + (int64_t)y->interval_ms * 1000000;
 
@@ -569,9 +605,11 @@ mut_wait_args(const StoreMut *m)
 static void
 mut_backup_point(StoreMut *m)
 {
-    if (m->journal) mut_drain_pend(m, 1, 0);
+    pthread_mutex_lock(&m->wmu);
+    if (m->journal) drain_locked(m, 1, 0);
     snapreq_serve(&m->snapreq, m->shard, m->nshards,
                   atomic_load(&m->ack->applied_seq), ack_is_failed(m->ack));
+    pthread_mutex_unlock(&m->wmu);
 }
 
 static void
@@ -591,6 +629,56 @@ mut_snapshots(StoreMut *m, const rocksdb_snapshot_t **snaps, uint64_t *seq,
                         seq, err, errcap);
 }
 
+/* The applier's nice(2) value, relative to none: see applier_main. */
+#define APPLIER_NICE 10
+
+/* The applier thread (commit journal): writes the write-behind window's
+ * groups to the shards as they fall due, so that the mutation thread's
+ * journal commits never wait behind a RocksDB write (a group of large
+ * bodies takes milliseconds of copying and checksums). */
+static void *
+applier_main(void *arg)
+{
+    StoreMut *m = arg;
+
+    rocksdb_set_perf_level(rocksdb_disable);
+    /* below the loop and the mutation thread: what it writes is published
+     * already, so it may wait for a core (the window holds it meanwhile) */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), APPLIER_NICE);
+    pthread_mutex_lock(&m->pmu);
+    while (!m->applier_stop) {
+        int64_t now = util_now_ns();
+        if (!pend_due(&m->pend, now)) {
+            int64_t at = pend_deadline(&m->pend);
+            if (at == INT64_MAX) {
+                pthread_cond_wait(&m->acv, &m->pmu);
+            } else {
+                struct timespec ts = {at / 1000000000, at % 1000000000};
+                pthread_cond_timedwait(&m->acv, &m->pmu, &ts);
+            }
+            continue;
+        }
+        pthread_mutex_unlock(&m->pmu);
+        mut_drain_pend(m, 0, 0);
+        pthread_mutex_lock(&m->pmu);
+    }
+    pthread_mutex_unlock(&m->pmu);
+    return NULL;
+}
+
+/* Stops and joins the applier thread, if it runs. */
+static void
+applier_stop(StoreMut *m)
+{
+    if (!m->applier_on) return;
+    pthread_mutex_lock(&m->pmu);
+    m->applier_stop = 1;
+    pthread_cond_signal(&m->acv);
+    pthread_mutex_unlock(&m->pmu);
+    pthread_join(m->applier, NULL);
+    m->applier_on = 0;
+}
+
 void
 mut_run(StoreMut *m)
 {
@@ -602,12 +690,14 @@ mut_run(StoreMut *m)
         if (group && !mut_group(m, group)) handoff_recycle(m->ho, group);
         /* a reader waits for bodies still in the window: write it all */
         int asked = atomic_exchange(&m->ack->drain_asked, 0);
-        if (m->journal) mut_drain_pend(m, asked, 0);
+        if (m->journal && (asked || !m->applier_on))
+            mut_drain_pend(m, asked, 0);
         if (m->mode == STORE_SYNC_INTERVAL) sync_interval(m->sync);
         if (snapreq_pending(&m->snapreq)) mut_backup_point(m);
         if (stop && !group) break;
     }
     snapreq_stop(&m->snapreq);
+    applier_stop(m);
     mut_drain_pend(m, 1, 0);
     sync_final(m->sync);
 }
@@ -626,7 +716,15 @@ mut_main(void *arg)
 int
 mut_start(StoreMut *m, char *err, size_t errcap)
 {
-    int e = pthread_create(&m->thread, NULL, mut_main, m);
+    int e;
+
+    if (m->journal && !m->propose) {
+        if ((e = pthread_create(&m->applier, NULL, applier_main, m)))
+            return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+        pthread_setname_np(m->applier, "rs-applier");
+        m->applier_on = 1;
+    }
+    e = pthread_create(&m->thread, NULL, mut_main, m);
 
     if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
     pthread_setname_np(m->thread, "rs-mutation"); /* top -H, perf */

@@ -64,6 +64,14 @@ typedef struct StoreMut {
                               every group up to this */
     struct iovec *iov;     /* journal_append's pieces: [0] header, chunks */
     int iov_cap;
+    /* the applier thread (commit journal): writes the window's groups to
+     * the shards. pmu guards pend (the mutation thread adds, the applier
+     * takes); wmu guards the shards' writes and what they publish: sb,
+     * drained, cover_need, cover_posted, ack_applied (either thread) */
+    pthread_mutex_t pmu, wmu;
+    pthread_cond_t acv; /* under pmu: a group fell due, or stop */
+    pthread_t applier;
+    int applier_on, applier_stop;
     BodyRing *ring;      /* borrowed: the body ring replay reads from */
     unsigned char *rbuf; /* replay: a group's records with ring bodies */
     size_t rcap;
