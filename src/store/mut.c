@@ -11,6 +11,15 @@
 #include "store/raft.h"
 #include "store/util.h"
 
+/* The applier's nice(2) value, relative to none: see applier_main. */
+#define APPLIER_NICE 10
+
+/* The window's bytes above which the applier thread writes it
+ * (mut_window_added), and how long after a group fell due the applier
+ * writes it when the mutation thread did not (it waits for input). */
+#define APPLIER_BYTES ((size_t)4 << 20)
+#define APPLIER_GRACE_NS 50000000
+
 void
 mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
          const StoreIO *io, Handoff *ho, StoreSync *sync, StoreAck *ack)
@@ -219,18 +228,26 @@ mut_drain_pend(StoreMut *m, int force, uint64_t upto)
     return rc;
 }
 
-/* Mutation thread, after a group joined the window: the applier thread
- * writes what is due (woken if it is), or, without one, this thread. */
+/* Mutation thread, after a group joined the window (or when a group fell
+ * due while it waited for input): while the window
+ * holds at most APPLIER_BYTES, this thread writes what is due itself, in
+ * the shadow of the replies it just published (at put c=1 the next put
+ * comes a round trip later); above, the applier thread does (woken if
+ * anything is due), so that a commit never waits behind the write of a
+ * window full of large bodies. */
 static void
 mut_window_added(StoreMut *m)
 {
-    if (!m->applier_on) {
-        mut_drain_pend(m, 0, 0);
-        return;
+    int big = 0;
+
+    if (m->applier_on) {
+        pthread_mutex_lock(&m->pmu);
+        big = m->pend.bytes > APPLIER_BYTES;
+        if (big && pend_due(&m->pend, util_now_ns()))
+            pthread_cond_signal(&m->acv);
+        pthread_mutex_unlock(&m->pmu);
     }
-    pthread_mutex_lock(&m->pmu);
-    if (pend_due(&m->pend, util_now_ns())) pthread_cond_signal(&m->acv);
-    pthread_mutex_unlock(&m->pmu);
+    if (!big) mut_drain_pend(m, 0, 0);
 }
 
 /* Commit journal, before the next file is started: what it holds (groups
@@ -581,11 +598,13 @@ mut_replay_end(StoreMut *m, Journal *j, uint64_t top_group)
 
 /* What handoff_wait needs to know from this thread. */
 static HandoffWait
-mut_wait_args(const StoreMut *m)
+mut_wait_args(StoreMut *m)
 {
     const StoreSync *y = m->sync;
 
-    int64_t pend = m->applier_on ? INT64_MAX : pend_deadline(&m->pend);
+    pthread_mutex_lock(&m->pmu); /* the applier takes from it */
+    int64_t pend = pend_deadline(&m->pend);
+    pthread_mutex_unlock(&m->pmu);
     int interval = m->mode == STORE_SYNC_INTERVAL && sync_any_dirty(y);
     int64_t due = y->last_sync_mono + (int64_t)y->interval_ms * 1000000;
 
@@ -629,9 +648,6 @@ mut_snapshots(StoreMut *m, const rocksdb_snapshot_t **snaps, uint64_t *seq,
                         seq, err, errcap);
 }
 
-/* The applier's nice(2) value, relative to none: see applier_main. */
-#define APPLIER_NICE 10
-
 /* The applier thread (commit journal): writes the write-behind window's
  * groups to the shards as they fall due, so that the mutation thread's
  * journal commits never wait behind a RocksDB write (a group of large
@@ -648,8 +664,10 @@ applier_main(void *arg)
     pthread_mutex_lock(&m->pmu);
     while (!m->applier_stop) {
         int64_t now = util_now_ns();
-        if (!pend_due(&m->pend, now)) {
-            int64_t at = pend_deadline(&m->pend);
+        int64_t at = pend_deadline(&m->pend);
+        if (at != INT64_MAX) at += APPLIER_GRACE_NS;
+        if (!(m->pend.bytes > APPLIER_BYTES && pend_due(&m->pend, now)) &&
+            now < at) {
             if (at == INT64_MAX) {
                 pthread_cond_wait(&m->acv, &m->pmu);
             } else {
@@ -690,8 +708,10 @@ mut_run(StoreMut *m)
         if (group && !mut_group(m, group)) handoff_recycle(m->ho, group);
         /* a reader waits for bodies still in the window: write it all */
         int asked = atomic_exchange(&m->ack->drain_asked, 0);
-        if (m->journal && (asked || !m->applier_on))
-            mut_drain_pend(m, asked, 0);
+        if (m->journal && asked)
+            mut_drain_pend(m, 1, 0);
+        else if (m->journal)
+            mut_window_added(m); /* what fell due meanwhile */
         if (m->mode == STORE_SYNC_INTERVAL) sync_interval(m->sync);
         if (snapreq_pending(&m->snapreq)) mut_backup_point(m);
         if (stop && !group) break;
