@@ -1,4 +1,5 @@
-/* store/mut.h - the mutation thread: the only writer of RocksDB. It takes
+/* store/mut.h - the mutation thread: the only writer of RocksDB (with the
+ * commit journal, it and its applier thread, one at a time). It takes
  * each group from the hand-off queue, applies its records to one
  * WriteBatch per shard, writes the batches of the shards the group touched
  * (group commit), has them synced as the sync mode says and publishes the
@@ -7,16 +8,21 @@
  * group is first written to the journal and synced, published, and then,
  * after a short wait in the write-behind window that cancels jobs put and
  * deleted within it (store/pend.h), written to RocksDB with the WAL
- * unsynced (store/journal.h). In cluster mode the loop thread proposes
- * each chunk it flushes as Raft entries itself (mut_propose_direct, the
- * hand-off's direct hook: no thread wake-up on a reply's path), and the
- * raft thread writes the shards (store/raft.h); this thread then has
- * nothing to do.
+ * unsynced (store/journal.h): by this thread itself, after the replies
+ * it published, while the window holds little; by the applier thread once
+ * it holds more than APPLIER_BYTES (large bodies, store/bodyring.h), so
+ * that a journal commit never waits behind a long RocksDB write. In cluster
+ * mode the loop thread proposes each chunk it flushes as Raft entries itself
+ * (mut_propose_direct, the hand-off's direct hook: no thread wake-up on a
+ * reply's path), and the raft thread writes the shards (store/raft.h); this
+ * thread then has nothing to do.
  *
  * Threads: mut_init, mut_start, mut_join and mut_destroy on the main
  * thread; mut_run is the mutation thread's body (or runs on the main thread
- * for a store that was never started); mut_propose_direct on the loop
- * thread. Calls: store_handoff (input),
+ * for a store that was never started: no applier then); the applier
+ * thread is mut.c's own (started by mut_start with a journal, stopped by
+ * mut_run before its final drain); mut_propose_direct on the loop
+ * thread. Calls: store_bodyring (replay's ring bodies), store_handoff (input),
  * store_sync (syncs), store_ack (publication, fail-stop, counters),
  * store_shard (RocksDB handles), store_journal, store_pend, store_enc
  * (records), store_snapreq (a backup's moment), store_util.
