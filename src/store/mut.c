@@ -308,20 +308,22 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
     char *msg = NULL;
     uint64_t ns;
 
-    if (!journal_fits(j, bytes) || nrec > UINT32_MAX) {
+    size_t skipped; /* ring bodies: the journal holds their references */
+    int n = mut_iov(m, chunks, &skipped);
+    size_t jbytes = bytes - skipped;
+
+    if (!journal_fits(j, jbytes) || nrec > UINT32_MAX) {
         mut_commit_big(m, chunks, bytes, seq);
         return 0;
     }
-    if (journal_full(j, bytes)) {
+    if (journal_full(j, jbytes)) {
         if (mut_cover(m) < 0) goto fail;
         journal_roll(j);
     }
-    size_t skipped;
-    int n = mut_iov(m, chunks, &skipped);
     int always = m->mode == STORE_SYNC_ALWAYS;
     if (journal_append(j, m->group, (uint32_t)nrec,
-                       skipped ? JOURNAL_F_RING : 0, m->iov, n, bytes - skipped,
-                       always, &ns, &msg) < 0) {
+                       skipped ? JOURNAL_F_RING : 0, m->iov, n, jbytes, always,
+                       &ns, &msg) < 0) {
         ack_fail(m->ack, "commit journal", -1, msg);
         goto fail;
     }
