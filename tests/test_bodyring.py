@@ -29,6 +29,7 @@ import re
 import socket
 import struct
 import subprocess
+import threading
 import time
 import zlib
 
@@ -171,6 +172,49 @@ def test_ring_laps_survive_sigkill(rockstalkd, mode, monkeypatch):
     for jid, body in sorted(ids.items()):
         assert c.peek(jid) == body, "job %d after the restart" % jid
     assert c.stat("current-jobs-ready") == len(ids)
+    c.close()
+
+
+def test_ring_sigkill_mid_stream(rockstalkd, monkeypatch):
+    """SIGKILL while 4 producers still stream large and small puts (one in
+    flight each): every put acknowledged before the kill is back with its
+    exact body; nothing else is."""
+    monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
+    srv = rockstalkd(*FLAGS)
+    monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
+    acked, stop = {}, threading.Event()
+
+    def produce(k):
+        c, rng, i = Conn(srv.port), random.Random(k), 0
+        try:
+            while not stop.is_set():
+                b = body_of(k * 100000 + i, rng.choice([40, 90000, 250000]))
+                r = c.cmd("put 0 0 60 %d" % len(b), b)
+                m = re.fullmatch(r"INSERTED (\d+)", r)
+                if not m:
+                    return
+                acked[int(m.group(1))] = b
+                i += 1
+        except OSError:
+            pass
+
+    threads = [threading.Thread(target=produce, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    wait = time.time() + 10
+    while len(acked) < 150 and time.time() < wait:
+        time.sleep(0.05)
+    srv.kill9()
+    stop.set()
+    for t in threads:
+        t.join(10)
+    got = dict(acked)
+    assert len(got) >= 150, len(got)
+    srv.restart()
+    c = Conn(srv.port)
+    for jid, body in sorted(got.items()):
+        assert c.peek(jid) == body, "acknowledged job %d lost" % jid
+    assert c.stat("current-jobs-ready") <= len(got) + 4  # + puts in flight
     c.close()
 
 
