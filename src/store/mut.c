@@ -247,7 +247,13 @@ mut_window_added(StoreMut *m)
             pthread_cond_signal(&m->acv);
         pthread_mutex_unlock(&m->pmu);
     }
-    if (!big) mut_drain_pend(m, 0, 0);
+    if (big) return;
+    if (!m->applier_on) {
+        mut_drain_pend(m, 0, 0);
+    } else if (pthread_mutex_trylock(&m->wmu) == 0) { /* else it writes */
+        drain_locked(m, 0, 0);
+        pthread_mutex_unlock(&m->wmu);
+    }
 }
 
 /* Commit journal, before the next file is started: what it holds (groups
