@@ -334,6 +334,26 @@ def test_ring_closed_midflight(rockstalkd):
     assert srv.stop() == 0, "the server did not stop cleanly"
 
 
+def test_ring_turned_off_after_a_crash(rockstalkd, monkeypatch):
+    """A run without the ring (--body-ring 0) still replays the references
+    an earlier run's journal holds, then removes the ring's files."""
+    monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
+    srv = rockstalkd(*FLAGS)
+    monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
+    ids = fill(srv)
+    srv.kill9()
+    srv.argv = srv.argv + ["--body-ring", "0"]
+    srv.restart()
+    c = Conn(srv.port)
+    for jid, body in sorted(ids.items()):
+        assert c.peek(jid) == body, "job %d after the restart" % jid
+    big = body_of(7, 100000)
+    jid = put_many(c, [big])[0]
+    assert c.peek(jid) == big
+    c.close()
+    assert not os.path.exists(os.path.join(srv.dir, "bodies"))
+
+
 def test_ring_refusals(rockstalkd):
     srv = rockstalkd("--body-ring", "4096", "-z", "100000")
     c = Conn(srv.port)

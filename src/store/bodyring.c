@@ -137,6 +137,26 @@ first_gen(const BodyRing *r, int i)
     return le_get64(h + 8);
 }
 
+/* No ring this run: removes the files an earlier run left (replayed
+ * already) and the directory. */
+static int
+remove_files(BodyRing *r, char *err, size_t errcap)
+{
+    char path[4096];
+
+    for (int i = 0; i < STORE_RING_FILES; i++) {
+        if (file_path(r, i, path, sizeof path, err, errcap) < 0) return -1;
+        if (r->fd[i] >= 0) close(r->fd[i]);
+        r->fd[i] = -1;
+        if (unlink(path) < 0 && errno != ENOENT)
+            return util_fail(err, errcap, "unlink %s: %s", path,
+                             strerror(errno));
+    }
+    if (rmdir(r->dir) < 0 && errno != ENOENT)
+        return util_fail(err, errcap, "rmdir %s: %s", r->dir, strerror(errno));
+    return 0;
+}
+
 int
 bodyring_reset(BodyRing *r, char *err, size_t errcap)
 {
@@ -147,7 +167,7 @@ bodyring_reset(BodyRing *r, char *err, size_t errcap)
         uint64_t g = first_gen(r, i);
         if (g > r->top_gen) r->top_gen = g;
     }
-    if (!r->min) return 0;
+    if (!r->min) return remove_files(r, err, errcap);
     if (mkdir(r->dir, 0755) < 0 && errno != EEXIST)
         return util_fail(err, errcap, "mkdir %s: %s", r->dir, strerror(errno));
     for (int i = 0; i < STORE_RING_FILES; i++) {

@@ -123,8 +123,9 @@ int bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
 
 /* After the replay and a sync of every shard: if the ring is on, sizes
  * each file to r->size (creating the directory and the missing files) and
- * sets the next entry to the start of a generation above every one found.
- * Returns 0, or -1 with a message in err. */
+ * sets the next entry to the start of a generation above every one found;
+ * if it is off, removes the files and the directory. Returns 0, or -1
+ * with a message in err. */
 int bodyring_reset(BodyRing *r, char *err, size_t errcap);
 
 /* Main thread: starts the writer (if the ring is on) over the store's
