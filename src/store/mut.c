@@ -350,9 +350,11 @@ fail:
     return 0;
 }
 
-/* The number, puts and last seq of the records in chunks; their bytes. */
+/* The number, puts, puts with a ring reference and last seq of the
+ * records in chunks; their bytes. */
 static uint64_t
-mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *seq, size_t *bytes)
+mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *ring, uint64_t *seq,
+         size_t *bytes)
 {
     uint64_t n = 0;
     EncRec r;
@@ -361,6 +363,7 @@ mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *seq, size_t *bytes)
         for (size_t off = c->start; off < c->len; n++) {
             off += enc_rec_get(c->p + off, &r);
             *puts += r.op == ENC_OP_PUT;
+            *ring += r.ref != 0;
             *seq = r.seq;
         }
         *bytes += c->len - c->start;
@@ -493,12 +496,17 @@ mut_group(StoreMut *m, Chunk *chunks)
 {
     uint64_t seq = 0, puts = 0;
     size_t bytes = 0;
-    uint64_t records = mut_scan(chunks, &puts, &seq, &bytes);
+    uint64_t ring = 0;
+    uint64_t records = mut_scan(chunks, &puts, &ring, &seq, &bytes);
     int rc = -1;
 
     if (ack_is_failed(m->ack)) records = 0;
-    m->prev_records = records;
-    m->prev_puts = puts;
+    /* the next group's gathering waits for as many records as this one
+     * had (store/handoff.h), but puts whose bodies went through the body
+     * ring come when the ring's sync ends, not a round trip after this
+     * group's replies: they are not counted */
+    m->prev_records = records - (records ? ring : 0);
+    m->prev_puts = puts - (records ? ring : 0);
     if (records) {
         m->group++;
         atomic_fetch_add_explicit(&m->ack->st_records, records,
