@@ -5,7 +5,8 @@ the body.
 
   * laps: a stream of large puts (through the ring) and small ones on
     several connections, over several laps of a small ring (4 x 1 MiB) and
-    journal, in the default mode and with -f 50, then SIGKILL with
+    journal, in the default mode, with -f 50 and with 3 shards, then
+    SIGKILL with
     ROCKSTALKD_FAULT_DEFER_UNSYNCED=1 (RocksDB's unsynced writes are lost,
     as a power cut would lose them): every acknowledged put is back with
     its exact body, the deleted jobs stay deleted.
@@ -52,7 +53,7 @@ RING_FILES = 4
 MiB = 1 << 20
 FLAGS = ["--journal-size", str(MiB), "--body-ring", "4096",
          "--body-ring-size", str(MiB), "-z", str(MiB)]
-MODES = {"default": [], "f50": ["-f", "50"]}
+MODES = {"default": [], "f50": ["-f", "50"], "shards3": ["--shards", "3"]}
 
 
 class Conn:
