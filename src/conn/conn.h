@@ -88,6 +88,8 @@ typedef struct Conn {
     size_t in_read;
     uint64_t skip_left;
     const char *skip_reply; /* static string, CRLF included */
+    uint64_t ring_ticket;   /* the put whose body the store's body writer
+                               has (cmd.c; input paused), or 0 */
     uint8_t put_key_len;    /* put-unique: its key (0: a plain put) */
     char put_key[TUBE_NAME_MAX];
 

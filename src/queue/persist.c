@@ -57,12 +57,18 @@ key_to_store(const Server *s, const Job *j, StoreJob *o)
 void
 queue_persist_put(Server *s, Job *j)
 {
+    queue_persist_put_ring(s, j, NULL);
+}
+
+void
+queue_persist_put_ring(Server *s, Job *j, const StoreRingRef *ref)
+{
     if (!s->store) return;
     StoreJob o;
     if (j->body_size <= STORE_INLINE_MAX) j->flags |= JOB_F_INLINE;
     to_store(s, j, &o);
     key_to_store(s, j, &o);
-    store_add_put(s->store, ++s->applied_seq, &o, j->body);
+    store_add_put_ring(s->store, ++s->applied_seq, &o, j->body, ref);
     j->seq = (uint32_t)s->applied_seq;
     note_stored(j, &o);
 }

@@ -26,6 +26,10 @@ void queue_persist_put(Server *s, Job *j);
 void queue_persist_update(Server *s, Job *j);
 void queue_persist_delete(Server *s, Job *j);
 
+/* queue_persist_put for a body the store's body ring holds at ref (from
+ * store_ring_take; NULL: queue_persist_put). */
+void queue_persist_put_ring(Server *s, Job *j, const StoreRingRef *ref);
+
 /* A mutation record that changes no job: the delete of QUEUE_BARRIER_ID,
  * an id no job is given (ids count up from 1; a plain Delete of a key
  * never written, store/batch.c; next_id is not touched, so ids stay

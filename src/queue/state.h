@@ -62,6 +62,11 @@ typedef struct ServerConfig {
                                  remembered after its put (default 300) */
     uint64_t journal_bytes;   /* --journal-size: bytes of each commit
                                  journal file, 0 = none (StoreConfig) */
+    uint32_t ring_min;        /* --body-ring: bodies of at least this many
+                                 bytes go through the body ring, 0 = none
+                                 (StoreConfig.ring_min) */
+    uint64_t ring_file_bytes; /* --body-ring-size: bytes of each body ring
+                                 file (StoreConfig.ring_file_bytes) */
     int verbose;              /* -V count */
     const char *import_dir;   /* --import-binlog: beanstalkd's binlog
                                  directory to load first (server/import.h),
@@ -178,6 +183,7 @@ typedef struct Server {
     const struct ConnHandler *handler; /* runs a connection's input (cmd.c) */
     const struct QueueEvents *events;  /* hears the queue's events (cmd.c) */
     PtrSet fetching; /* Conn* whose job reply waits for bodies */
+    PtrSet ringwait; /* Conn* whose put waits for the body writer */
     int throttled;   /* backpressure: producers are not read */
 
     /* durability */

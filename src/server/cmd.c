@@ -109,6 +109,57 @@ remember_key(Conn *c, Job *j)
     return 0;
 }
 
+/* Applies c's put of body (malloc'd, body_size + 2 bytes; the job takes
+ * it): ref is where the body ring holds it, or NULL. */
+static void
+put_apply(Conn *c, char *body, const StoreRingRef *ref)
+{
+    Server *s = c->srv;
+    const Cmd *p = &c->put;
+    Job *j = queue_job_new(s, c->se.use, c->put_id, p->pri, p->delay, p->ttr,
+                           p->body_size, body);
+    if (!j || (c->put_key_len && remember_key(c, j) < 0)) {
+        if (j) {
+            j->body = NULL; /* never accounted in the body cache */
+            queue_job_free(s, j);
+        }
+        free(body);
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    s->total_jobs++;
+    j->tube->total_jobs++;
+    if (p->delay) {
+        queue_make_delayed(s, j, mono_ns() + (int64_t)p->delay * NS_PER_SEC);
+        queue_persist_put_ring(s, j, ref);
+    } else {
+        queue_persist_put_ring(s, j, ref); /* before any reserver sees it */
+        queue_make_ready(s, j);
+    }
+    /* after the put's seq: a body past the budget goes once that is acked */
+    bodycache_added(&s->bodies, j, s->applied_seq, s->store != NULL);
+    conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
+}
+
+/* A large body goes to the store's body writer first (store.h, the body
+ * ring): c's input waits until it is synced (cmd_ring_done), so that the
+ * commit of everyone's small records never waits for it. Returns 1 if it
+ * went (the store owns body until it comes back), 0 if not. A put-unique
+ * stays on the plain path: its key is checked and taken in one step. */
+static int
+put_to_ring(Conn *c, char *body)
+{
+    Server *s = c->srv;
+    size_t min = s->store ? store_ring_min(s->store) : 0;
+    if (!min || c->put_key_len || c->put.body_size < min) return 0;
+    uint64_t t = store_ring_submit(s->store, body, c->put.body_size);
+    if (!t) return 0;
+    if (ptrset_append(&s->ringwait, c) < 0) abort(); /* out of memory */
+    c->ring_ticket = t;
+    conn_pause(c);
+    return 1;
+}
+
 void
 cmd_put_body(Conn *c)
 {
@@ -130,29 +181,44 @@ cmd_put_body(Conn *c)
         conn_reply_lit(c, "DRAINING\r\n");
         return;
     }
-    Job *j = queue_job_new(s, c->se.use, c->put_id, p->pri, p->delay, p->ttr,
-                           p->body_size, body);
-    if (!j || (c->put_key_len && remember_key(c, j) < 0)) {
-        if (j) {
-            j->body = NULL; /* never accounted in the body cache */
-            queue_job_free(s, j);
+    if (!put_to_ring(c, body)) put_apply(c, body, NULL);
+}
+
+/* The parked connection whose ring ticket is t, or NULL (it closed). */
+static Conn *
+ring_waiter(Server *s, uint64_t t)
+{
+    for (size_t i = 0; i < s->ringwait.len; i++) {
+        Conn *c = s->ringwait.items[i];
+        if (c->ring_ticket == t) return c;
+    }
+    return NULL;
+}
+
+void
+cmd_ring_done(Server *s)
+{
+    StoreRingDone *d;
+    size_t n = s->store ? store_ring_take(s->store, &d) : 0;
+
+    if (!n) return;
+    for (size_t i = 0; i < n; i++) {
+        Conn *c = ring_waiter(s, d[i].ticket);
+        if (!c) { /* closed meanwhile: the put never happened */
+            free(d[i].body);
+            continue;
         }
-        free(body);
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
-        return;
+        ptrset_remove(&s->ringwait, c);
+        c->ring_ticket = 0;
+        conn_resume(c);
+        if (d[i].ok) {
+            put_apply(c, d[i].body, &d[i].ref);
+        } else {
+            free(d[i].body);
+            conn_reply_lit(c, "INTERNAL_ERROR\r\n");
+        }
     }
-    s->total_jobs++;
-    j->tube->total_jobs++;
-    if (p->delay) {
-        queue_make_delayed(s, j, mono_ns() + (int64_t)p->delay * NS_PER_SEC);
-        queue_persist_put(s, j);
-    } else {
-        queue_persist_put(s, j); /* before any reserver sees it */
-        queue_make_ready(s, j);
-    }
-    /* after the put's seq: a body past the budget goes once that is acked */
-    bodycache_added(&s->bodies, j, s->applied_seq, s->store != NULL);
-    conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
+    store_ring_resolved(s->store, s->applied_seq);
 }
 
 static void
@@ -553,6 +619,10 @@ on_hangup(Conn *c)
 static void
 on_closed(Conn *c)
 {
+    if (c->ring_ticket) { /* the store frees the body when it comes back */
+        ptrset_remove(&c->srv->ringwait, c);
+        c->ring_ticket = 0;
+    }
     jobreply_cancel(c);
     ext_clear_cancel(c);
     if (c->srv->access) access_closed(c);

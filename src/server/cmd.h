@@ -22,4 +22,10 @@ void cmd_dispatch(Conn *c, const char *line, size_t len);
 /* Completes the put whose body (c->in_body) has been read in full. */
 void cmd_put_body(Conn *c);
 
+/* Loop thread, once per iteration: the puts whose bodies the store's body
+ * writer has synced are applied and answered (a failed write answers
+ * INTERNAL_ERROR), their connections' input resumed; a body whose
+ * connection closed meanwhile is dropped. */
+void cmd_ring_done(Server *s);
+
 #endif

@@ -70,6 +70,13 @@ usage(FILE *f)
             "files\n"
             "                        (default mode and -f MS; default 16 "
             "MiB, 0: none)\n"
+            "     --body-ring N      bodies of N bytes or more are written and "
+            "synced\n"
+            "                        by their own thread, beside the journal "
+            "(default\n"
+            "                        65536, 0: never; at least 4096)\n"
+            "     --body-ring-size N bytes of each of the 4 body ring files "
+            "(default 64 MiB)\n"
             "     --http HOST:PORT   serve HTTP: /healthz, /readyz, "
             "/metrics (Prometheus)\n"
             "                        and the JSON API /api/v1/; no HOST: "
@@ -169,6 +176,8 @@ static const struct option longopts[] = {
     {"max-timeouts", required_argument, NULL, 'T'},
     {"dedup-window", required_argument, NULL, 'D'},
     {"journal-size", required_argument, NULL, 'J'},
+    {"body-ring", required_argument, NULL, 1601},
+    {"body-ring-size", required_argument, NULL, 1602},
     {"metrics", required_argument, NULL, 'P'},
     {"http", required_argument, NULL, 1401},
     {"http-plain", no_argument, NULL, 1402},
@@ -243,6 +252,24 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
             fprintf(stderr,
                     "rockstalkd: --journal-size: 0 or at least %llu bytes\n",
                     (unsigned long long)STORE_JOURNAL_SIZE_MIN);
+            exit(1);
+        }
+        break;
+    case 1601:
+        cfg->ring_min = (uint32_t)num("--body-ring", arg, 0, UINT32_MAX);
+        if (cfg->ring_min && cfg->ring_min < STORE_RING_MIN_LOW) {
+            fprintf(stderr, "rockstalkd: --body-ring: 0 or at least %u bytes\n",
+                    STORE_RING_MIN_LOW);
+            exit(1);
+        }
+        break;
+    case 1602:
+        cfg->ring_file_bytes =
+            (uint64_t)num("--body-ring-size", arg, 1, 1L << 40);
+        if (cfg->ring_file_bytes < STORE_RING_FILE_MIN) {
+            fprintf(stderr,
+                    "rockstalkd: --body-ring-size: at least %llu bytes\n",
+                    (unsigned long long)STORE_RING_FILE_MIN);
             exit(1);
         }
         break;
@@ -434,7 +461,8 @@ main(int argc, char **argv)
                         .cache_max = 64 << 20,
                         .dedup_window = 300,
                         .max_unauth = ACCESS_MAX_UNAUTH_DEFAULT,
-                        .journal_bytes = STORE_JOURNAL_SIZE_DEFAULT};
+                        .journal_bytes = STORE_JOURNAL_SIZE_DEFAULT,
+                        .ring_min = STORE_RING_MIN_DEFAULT};
     static Server srv; /* the one Server; everything hangs off it */
     char err[1024];
     int ch;

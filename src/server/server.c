@@ -245,7 +245,7 @@ track_peak(Server *s)
 static void
 stop_step(Server *s)
 {
-    if (s->pending || s->fetching.len || s->clearing.len ||
+    if (s->pending || s->fetching.len || s->ringwait.len || s->clearing.len ||
         (s->store && s->acked_seq < s->applied_seq))
         return;
     if (!s->conns) {
@@ -288,6 +288,7 @@ prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     s->iter++;
     roll_active(s);
     bodycache_take(&s->bodies, &s->jobs);
+    cmd_ring_done(s);
     jobreply_done(s);
     httpapi_step(s);
     ext_clear_step(s);
@@ -503,6 +504,8 @@ open_store(Server *s, char *err, size_t errcap)
         .sync_mode = s->cfg.sync_mode,
         .sync_interval_ms = s->cfg.sync_ms,
         .journal_bytes = s->cfg.journal_bytes,
+        .ring_min = s->cfg.ring_min,
+        .ring_file_bytes = s->cfg.ring_file_bytes,
         .notify = store_notify,
         .notify_arg = s,
     };
@@ -679,6 +682,7 @@ server_free(Server *s)
     node_free(s);
     backup_free(s);
     ptrset_free(&s->fetching);
+    ptrset_free(&s->ringwait);
     ptrset_free(&s->clearing);
     dedup_free(&s->dedup);
     bodycache_free(&s->bodies);

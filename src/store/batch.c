@@ -48,7 +48,7 @@ sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
         } else {
             rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
             rocksdb_writebatch_put_cf(wb, sh->cf[SHARD_CF_BODY], key, 8,
-                                      v + r.meta_len, r.body_len);
+                                      v + r.meta_len + r.ref, r.body_len);
         }
         if (r.id > sh->hwm) {
             sh->hwm = r.id;

@@ -24,19 +24,34 @@ void enc_key_put(char *k, uint64_t id);
 uint64_t enc_key_get(const char *k);
 
 /* A mutation record: an ENC_REC_HDR-byte header (native byte order; it never
- * leaves the process), then meta_len bytes of JobMeta, then body_len bytes
- * of body. */
+ * leaves the process), then meta_len bytes of JobMeta, then (a put with
+ * ENC_PUT_RING only) the ENC_RING_REF bytes of its body's place in the body
+ * ring (store/bodyring.h), then body_len bytes of body. */
 #define ENC_REC_HDR 24
 enum { ENC_OP_PUT = 1, ENC_OP_UPDATE = 2, ENC_OP_DELETE = 3 };
 
+/* A put's flag: its body is also in the body ring, at the reference that
+ * follows its meta; the commit journal writes the reference instead of the
+ * body (PROTOCOL.md 11.5). A bit no other op's flag uses, so a record's
+ * length does not depend on its op (the write-behind window cancels a
+ * record by zeroing its op, store/pend.h). */
+#define ENC_PUT_RING 0x80
+
+/* A body ring reference (little-endian): u64 gen, u64 off (bytes into that
+ * generation's file), u32 len (body bytes), u32 crc (zlib crc32 of the
+ * body). */
+#define ENC_RING_REF 24
+
 /* A record header, decoded. flag: for a delete, STORE_DEL_* (the meta was
  * rewritten; no body); for an update, 1 when the job becomes a STORE_GONE
- * record (its body goes). */
+ * record (its body goes); for a put, ENC_PUT_RING or 0. ref: bytes of the
+ * ring reference between meta and body (ENC_RING_REF or 0). */
 typedef struct EncRec {
     uint64_t seq, id;
     uint32_t body_len;
     uint16_t meta_len;
     uint8_t op, flag;
+    uint8_t ref;
 } EncRec;
 
 /* The header's fields, by byte offset. */
@@ -62,7 +77,15 @@ enc_rec_put(unsigned char *p, const EncRec *r)
     p[ENC_REC_FLAG] = r->flag;
 }
 
-/* The whole length in bytes (header, meta and body) of the record at p. */
+/* Bytes of ring reference a record with this flag carries. */
+static inline unsigned
+enc_rec_ref(unsigned flag)
+{
+    return (flag & ENC_PUT_RING) ? ENC_RING_REF : 0;
+}
+
+/* The whole length in bytes (header, meta, reference and body) of the
+ * record at p. */
 static inline size_t
 enc_rec_len(const unsigned char *p)
 {
@@ -71,7 +94,8 @@ enc_rec_len(const unsigned char *p)
 
     memcpy(&body_len, p + ENC_REC_BODY_LEN, 4);
     memcpy(&meta_len, p + ENC_REC_META_LEN, 2);
-    return ENC_REC_HDR + (size_t)meta_len + body_len;
+    return ENC_REC_HDR + (size_t)meta_len + body_len +
+           enc_rec_ref(p[ENC_REC_FLAG]);
 }
 
 /* The op (ENC_OP_*) of the record at p. */
@@ -91,7 +115,17 @@ enc_rec_get(const unsigned char *p, EncRec *r)
     memcpy(&r->meta_len, p + ENC_REC_META_LEN, 2);
     r->op = p[ENC_REC_OP];
     r->flag = p[ENC_REC_FLAG];
-    return ENC_REC_HDR + (size_t)r->meta_len + r->body_len;
+    r->ref = (uint8_t)enc_rec_ref(r->flag);
+    return ENC_REC_HDR + (size_t)r->meta_len + r->ref + r->body_len;
+}
+
+/* The length of r's record as the commit journal holds it: a put with a
+ * ring reference without its body (PROTOCOL.md 11.5). */
+static inline size_t
+enc_rec_jlen(const EncRec *r)
+{
+    return ENC_REC_HDR + (size_t)r->meta_len +
+           (r->ref ? (size_t)r->ref : r->body_len);
 }
 
 #endif

@@ -89,11 +89,13 @@ handoff_reserve(Handoff *h, size_t need)
 void
 handoff_commit(Handoff *h, unsigned char *p, const EncRec *r)
 {
-    size_t n = ENC_REC_HDR + (size_t)r->meta_len + r->body_len;
+    unsigned ref = enc_rec_ref(r->flag);
+    size_t n = ENC_REC_HDR + (size_t)r->meta_len + ref + r->body_len;
 
     enc_rec_put(p, r);
     h->cur->len += n;
     h->cur->nrec++;
+    h->cur->nring += ref != 0;
     h->added_seq = r->seq;
     atomic_fetch_add_explicit(&h->backlog, n, memory_order_relaxed);
     /* Splitting: hand over each half-crowd as soon as it is complete, so
@@ -125,7 +127,7 @@ handoff_flush(Handoff *h)
     if (h->direct) {
         size_t bytes = c->len - c->start;
         h->direct(h->direct_arg, c, h->added_seq);
-        c->len = c->start = c->nrec = 0;
+        c->len = c->start = c->nrec = c->nring = 0;
         atomic_fetch_sub_explicit(&h->backlog, bytes, memory_order_relaxed);
         return;
     }
@@ -299,6 +301,7 @@ chunk_cut(Chunk *c, size_t n)
                  .len = off - c->start,
                  .cap = off - c->start,
                  .nrec = n,
+                 .nring = c->nring,
                  .view = 1};
     c->start = off;
     c->nrec -= n;
@@ -430,6 +433,7 @@ handoff_recycle(Handoff *h, Chunk *chunks)
         next = c->next;
         c->len = 0;
         c->nrec = 0;
+        c->nring = 0;
         c->start = 0;
         if (!c->view && h->nspare < CHUNK_SPARE_MAX &&
             c->cap <= CHUNK_KEEP_MAX &&

@@ -26,6 +26,8 @@ typedef struct Chunk {
     size_t start;     /* bytes of p already taken by views (chunk_cut) */
     size_t len, cap;  /* bytes */
     size_t nrec;      /* records in p[start..len) */
+    size_t nring;     /* of which puts with a ring reference (ENC_PUT_RING;
+                         a view says its chunk's: at least its own) */
     int view;         /* p points into a queued chunk's buffer (borrowed) */
 } Chunk;
 

@@ -78,6 +78,7 @@ journal_io_sync(void *ctx, int fd, char **errmsg)
 typedef struct JHdr {
     uint32_t len, nrec, crc;
     uint64_t gen, group;
+    uint16_t flags; /* JOURNAL_F_* */
 } JHdr;
 
 static void
@@ -87,6 +88,7 @@ hdr_put(unsigned char *p, const JHdr *h)
     le_put32(p, JOURNAL_MAGIC);
     p[4] = JOURNAL_VERSION & 0xff;
     p[5] = JOURNAL_VERSION >> 8;
+    p[6] = (unsigned char)(h->flags & 0xff);
     le_put32(p + 8, h->len);
     le_put32(p + 12, h->nrec);
     le_put64(p + 16, h->gen);
@@ -100,8 +102,9 @@ static int
 hdr_get(const unsigned char *p, JHdr *h)
 {
     if (le_get32(p) != JOURNAL_MAGIC || p[4] != JOURNAL_VERSION || p[5] ||
-        p[6] || p[7] || le_get32(p + 36))
+        (p[6] & ~JOURNAL_F_RING) || p[7] || le_get32(p + 36))
         return -1;
+    h->flags = p[6];
     h->len = le_get32(p + 8);
     h->nrec = le_get32(p + 12);
     h->gen = le_get64(p + 16);
@@ -121,17 +124,23 @@ hdr_crc(const unsigned char *hdr)
     return (uint32_t)crc32(0L, h, JOURNAL_HDR);
 }
 
-/* Nonzero if p[0..len) is exactly nrec well-formed mutation records. */
+/* Nonzero if p[0..len) is exactly nrec well-formed mutation records, as
+ * the journal holds them (a put with a ring reference without its body,
+ * only in a record with JOURNAL_F_RING in its flags). */
 static int
-payload_parses(const unsigned char *p, size_t len, uint32_t nrec)
+payload_parses(const unsigned char *p, size_t len, uint32_t nrec,
+               unsigned flags)
 {
     size_t off = 0;
     uint32_t n = 0;
     EncRec r;
 
     while (off + ENC_REC_HDR <= len) {
-        size_t rl = enc_rec_get(p + off, &r);
+        enc_rec_get(p + off, &r);
+        size_t rl = enc_rec_jlen(&r);
         if (r.op < ENC_OP_PUT || r.op > ENC_OP_DELETE || rl > len - off)
+            return 0;
+        if (r.ref && (!(flags & JOURNAL_F_RING) || r.op != ENC_OP_PUT))
             return 0;
         if (r.op == ENC_OP_DELETE && (r.meta_len || r.body_len)) return 0;
         if (r.op != ENC_OP_DELETE && r.meta_len == 0) return 0;
@@ -250,11 +259,19 @@ replay_file(Journal *j, int i, JournalReplayFn fn, void *ctx,
                          errcap)) <= 0)
             return r;
         uint32_t crc = (uint32_t)crc32(hdr_crc(h), *buf, jh.len);
-        if (crc != jh.crc || !payload_parses(*buf, jh.len, jh.nrec)) break;
-        if (fn(ctx, jh.group, *buf, jh.len, jh.nrec) < 0)
+        if (crc != jh.crc || !payload_parses(*buf, jh.len, jh.nrec, jh.flags))
+            break;
+        if (j->unusable)
+            return util_fail(err, errcap,
+                             "group %llu's ring bodies do not verify, and "
+                             "group %llu follows it",
+                             (unsigned long long)j->unusable,
+                             (unsigned long long)jh.group);
+        if (!j->unusable && (r = fn(ctx, jh.group, *buf, jh.len, jh.nrec)) < 0)
             return util_fail(err, errcap,
                              "journal replay stopped at group %llu",
                              (unsigned long long)jh.group);
+        if (r == 1) j->unusable = jh.group; /* the end, if nothing follows */
         gen = jh.gen;
         group = jh.group;
         if (group > j->top_group) j->top_group = group;
@@ -405,13 +422,16 @@ journal_roll(Journal *j)
 }
 
 int
-journal_append(Journal *j, uint64_t group, uint32_t nrec, struct iovec *iov,
-               int iovcnt, size_t len, int sync, uint64_t *sync_ns,
-               char **errmsg)
+journal_append(Journal *j, uint64_t group, uint32_t nrec, unsigned flags,
+               struct iovec *iov, int iovcnt, size_t len, int sync,
+               uint64_t *sync_ns, char **errmsg)
 {
     unsigned char h[JOURNAL_HDR];
-    JHdr jh = {
-        .len = (uint32_t)len, .nrec = nrec, .gen = j->gen, .group = group};
+    JHdr jh = {.len = (uint32_t)len,
+               .nrec = nrec,
+               .gen = j->gen,
+               .group = group,
+               .flags = (uint16_t)flags};
     int fd = j->fd[j->cur];
 
     hdr_put(h, &jh);

@@ -21,7 +21,7 @@
  * A record (little-endian; JOURNAL_HDR bytes of header, then the payload):
  *     0  u32 magic    JOURNAL_MAGIC
  *     4  u16 version  JOURNAL_VERSION
- *     6  u16 flags    0
+ *     6  u16 flags    JOURNAL_F_RING or 0
  *     8  u32 len      payload bytes
  *    12  u32 nrec     mutation records in the payload
  *    16  u64 gen      the file's generation (+1 whenever a file is started)
@@ -29,7 +29,13 @@
  *    32  u32 crc      zlib crc32 of the header (this field 0), then payload
  *    36  u32          0
  * The payload is the group's mutation records (store/enc.h), exactly as the
- * loop encoded them. A file's records start at offset 0, each right after
+ * loop encoded them, but for a put whose body is in the body ring
+ * (ENC_PUT_RING; store/bodyring.h): its ring reference takes its body's
+ * place (header, meta, reference), and the record's flags have
+ * JOURNAL_F_RING. Replay reads such a body back from the ring; a
+ * reference that does not verify makes its record the journal's end if
+ * no valid record follows it (a torn tail), else replay fails (the group
+ * was acknowledged). A file's records start at offset 0, each right after
  * the previous; the valid ones are those up to the first that has a bad
  * magic, version, length or crc, another gen than the file's first record,
  * a group number not above the previous one, or records that do not parse
@@ -53,6 +59,7 @@
 #define JOURNAL_HDR 40
 #define JOURNAL_MAGIC 0x314a5352u /* "RSJ1" */
 #define JOURNAL_VERSION 1
+#define JOURNAL_F_RING 0x01 /* puts with ring references inside */
 
 /* The journal; lives in the Store. */
 typedef struct Journal {
@@ -67,11 +74,16 @@ typedef struct Journal {
     uint64_t gen;       /* its generation */
     uint64_t top_gen;   /* highest generation seen by replay */
     uint64_t top_group; /* highest group number seen by replay */
+    uint64_t unusable;  /* replay: the group whose fn said 1 (0: none) */
 } Journal;
 
 /* Called by journal_replay for each valid record, in the order written:
- * group's number and its payload p[0..len) of nrec mutation records
- * (already checked to parse). Returns 0, or -1 to stop the replay. */
+ * group's number and its payload p[0..len) of nrec mutation records as
+ * the journal holds them (enc_rec_jlen; already checked to parse).
+ * Returns 0, -1 to stop the replay (it fails), or 1: the record cannot be
+ * replayed (a ring body does not verify) and nothing of it was applied;
+ * it is then the end of the journal if no valid record follows it, and
+ * the replay fails if one does. */
 typedef int (*JournalReplayFn)(void *ctx, uint64_t group,
                                const unsigned char *p, size_t len,
                                uint32_t nrec);
@@ -109,15 +121,16 @@ int journal_full(const Journal *j, size_t len);
  * durable elsewhere (a WAL sync of every shard). */
 void journal_roll(Journal *j);
 
-/* Mutation thread: writes one record (group, nrec records, the payload in
- * iov[1..iovcnt), len bytes; iov[0] is set here to the header) at the
+/* Mutation thread: writes one record (group, nrec records, flags
+ * JOURNAL_F_*, the payload in iov[1..iovcnt), len bytes; iov[0] is set
+ * here to the header) at the
  * current offset of file j->cur and, if sync, syncs the file, both through
  * the StoreIO seam; *sync_ns: nanoseconds the sync took (0 without).
  * journal_fits and !journal_full must hold. Returns 0, or -1 with a
  * malloc'd message in *errmsg (then nothing may be acknowledged). */
-int journal_append(Journal *j, uint64_t group, uint32_t nrec, struct iovec *iov,
-                   int iovcnt, size_t len, int sync, uint64_t *sync_ns,
-                   char **errmsg);
+int journal_append(Journal *j, uint64_t group, uint32_t nrec, unsigned flags,
+                   struct iovec *iov, int iovcnt, size_t len, int sync,
+                   uint64_t *sync_ns, char **errmsg);
 
 /* Closes the files and frees the path. */
 void journal_close(Journal *j);

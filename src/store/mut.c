@@ -3,11 +3,22 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/enc.h"
 #include "store/raft.h"
 #include "store/util.h"
+
+/* The applier's nice(2) value, relative to none: see applier_main. */
+#define APPLIER_NICE 10
+
+/* The window's bytes above which the applier thread writes it
+ * (mut_window_added), and how long after a group fell due the applier
+ * writes it when the mutation thread did not (it waits for input). */
+#define APPLIER_BYTES ((size_t)4 << 20)
+#define APPLIER_GRACE_NS 50000000
 
 void
 mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
@@ -22,6 +33,13 @@ mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
     m->ack = ack;
     pend_init(&m->pend);
     sbatch_init(&m->sb, shard, nshards);
+    pthread_mutex_init(&m->pmu, NULL);
+    pthread_mutex_init(&m->wmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* pend's clock */
+    pthread_cond_init(&m->acv, &ca);
+    pthread_condattr_destroy(&ca);
     snapreq_init(&m->snapreq);
 }
 
@@ -33,8 +51,13 @@ mut_destroy(StoreMut *m)
     m->ebuf = NULL;
     free(m->iov);
     m->iov = NULL;
+    free(m->rbuf);
+    m->rbuf = NULL;
     pend_destroy(&m->pend, m->ho);
     snapreq_destroy(&m->snapreq);
+    pthread_mutex_destroy(&m->pmu);
+    pthread_mutex_destroy(&m->wmu);
+    pthread_cond_destroy(&m->acv);
 }
 
 /* Adds the marks of shard i's batch: group, the number of the latest group
@@ -98,19 +121,42 @@ mut_write_group(StoreMut *m, int sync, uint64_t group)
     return rc;
 }
 
+/* Appends p[0..len) to the journal record's pieces (m->iov[*n]). */
+static void
+mut_iov_add(StoreMut *m, int *n, const unsigned char *p, size_t len)
+{
+    if (!len) return;
+    if (*n >= m->iov_cap) {
+        m->iov_cap = m->iov_cap ? 2 * m->iov_cap : 16;
+        m->iov = util_xrealloc(m->iov, (size_t)m->iov_cap * sizeof *m->iov);
+    }
+    m->iov[(*n)++] = (struct iovec){(void *)p, len};
+}
+
 /* The journal record's pieces: m->iov[1..] the chunks' bytes ([0] is the
- * header's, journal_append). Returns the count with [0]. */
+ * header's, journal_append), without the bodies of puts with a ring
+ * reference (store/journal.h); *skipped: the bytes left out. Returns the
+ * count with [0]. */
 static int
-mut_iov(StoreMut *m, const Chunk *chunks)
+mut_iov(StoreMut *m, const Chunk *chunks, size_t *skipped)
 {
     int n = 1;
+    EncRec r;
 
+    *skipped = 0;
     for (const Chunk *c = chunks; c; c = c->next) {
-        if (n >= m->iov_cap) {
-            m->iov_cap = m->iov_cap ? 2 * m->iov_cap : 16;
-            m->iov = util_xrealloc(m->iov, (size_t)m->iov_cap * sizeof *m->iov);
+        size_t from = c->start, off = c->start;
+        while (c->nring && off < c->len) { /* cut around the ring bodies */
+            size_t rl = enc_rec_get(c->p + off, &r);
+            if (r.ref) {
+                size_t keep = enc_rec_jlen(&r);
+                mut_iov_add(m, &n, c->p + from, off + keep - from);
+                from = off + rl;
+                *skipped += rl - keep;
+            }
+            off += rl;
         }
-        m->iov[n++] = (struct iovec){c->p + c->start, c->len - c->start};
+        mut_iov_add(m, &n, c->p + from, c->len - from);
     }
     return n;
 }
@@ -137,16 +183,21 @@ mut_apply_chunks(StoreMut *m, const Chunk *chunks)
  * one batch per shard for all of them, marked with the last one's number.
  * Once they reach past the last group of the journal file to be reused
  * next (cover_need), posts the WAL syncs that will let it be overwritten.
- * After a failure they are only dropped. Returns 0, or -1 after a
- * failure. */
+ * After a failure they are only dropped. wmu held (the applier thread or
+ * the mutation thread); each group is taken from the window under pmu.
+ * Returns 0, or -1 after a failure. */
 static int
-mut_drain_pend(StoreMut *m, int force, uint64_t upto)
+drain_locked(StoreMut *m, int force, uint64_t upto)
 {
     int64_t now = util_now_ns();
     uint64_t seq = 0, group = 0;
     PendGroup *g;
 
-    while ((g = pend_take(&m->pend, now, force, upto, group != 0))) {
+    for (;;) {
+        pthread_mutex_lock(&m->pmu);
+        g = pend_take(&m->pend, now, force, upto, group != 0);
+        pthread_mutex_unlock(&m->pmu);
+        if (!g) break;
         if (!ack_is_failed(m->ack)) mut_apply_chunks(m, g->chunks);
         seq = g->seq;
         group = g->group;
@@ -167,6 +218,44 @@ mut_drain_pend(StoreMut *m, int force, uint64_t upto)
     return 0;
 }
 
+/* drain_locked, taking wmu. */
+static int
+mut_drain_pend(StoreMut *m, int force, uint64_t upto)
+{
+    pthread_mutex_lock(&m->wmu);
+    int rc = drain_locked(m, force, upto);
+    pthread_mutex_unlock(&m->wmu);
+    return rc;
+}
+
+/* Mutation thread, after a group joined the window (or when a group fell
+ * due while it waited for input): while the window
+ * holds at most APPLIER_BYTES, this thread writes what is due itself, in
+ * the shadow of the replies it just published (at put c=1 the next put
+ * comes a round trip later); above, the applier thread does (woken if
+ * anything is due), so that a commit never waits behind the write of a
+ * window full of large bodies. */
+static void
+mut_window_added(StoreMut *m)
+{
+    int big = 0;
+
+    if (m->applier_on) {
+        pthread_mutex_lock(&m->pmu);
+        big = m->pend.bytes > APPLIER_BYTES;
+        if (big && pend_due(&m->pend, util_now_ns()))
+            pthread_cond_signal(&m->acv);
+        pthread_mutex_unlock(&m->pmu);
+    }
+    if (big) return;
+    if (!m->applier_on) {
+        mut_drain_pend(m, 0, 0);
+    } else if (pthread_mutex_trylock(&m->wmu) == 0) { /* else it writes */
+        drain_locked(m, 0, 0);
+        pthread_mutex_unlock(&m->wmu);
+    }
+}
+
 /* Commit journal, before the next file is started: what it holds (groups
  * up to cover_need) must be in the shards and synced. Usually the window
  * drained past it long ago and the syncs posted then are done; else this
@@ -175,16 +264,19 @@ mut_drain_pend(StoreMut *m, int force, uint64_t upto)
 static int
 mut_cover(StoreMut *m)
 {
-    if (m->cover_need && m->cover_posted < m->cover_need &&
-        mut_drain_pend(m, 0, m->cover_need) < 0)
-        return -1;
-    if (m->cover_posted < m->cover_need) { /* nothing was due: post now */
-        if (sync_cover_post(m->sync) < 0) return -1;
+    int rc = 0;
+
+    pthread_mutex_lock(&m->wmu);
+    if (m->cover_need && m->cover_posted < m->cover_need)
+        rc = drain_locked(m, 0, m->cover_need);
+    if (rc == 0 && m->cover_posted < m->cover_need) { /* nothing was due */
+        rc = sync_cover_post(m->sync);
         m->cover_posted = m->drained;
     }
-    if (sync_cover_wait(m->sync) < 0) return -1;
+    if (rc == 0) rc = sync_cover_wait(m->sync);
     m->cover_need = m->appended;
-    return 0;
+    pthread_mutex_unlock(&m->wmu);
+    return rc;
 }
 
 /* Commit journal, a group larger than a journal file: the window is
@@ -192,7 +284,8 @@ mut_cover(StoreMut *m)
 static void
 mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
 {
-    int rc = mut_drain_pend(m, 1, 0);
+    pthread_mutex_lock(&m->wmu);
+    int rc = drain_locked(m, 1, 0);
 
     if (rc == 0) {
         mut_apply_chunks(m, chunks);
@@ -204,6 +297,7 @@ mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
         ack_applied(m->ack, seq);
         ack_publish(m->ack, seq, 1);
     }
+    pthread_mutex_unlock(&m->wmu);
 }
 
 /* Commit journal: the group goes to the journal and, in STORE_SYNC_ALWAYS,
@@ -220,17 +314,21 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
     char *msg = NULL;
     uint64_t ns;
 
-    if (!journal_fits(j, bytes) || nrec > UINT32_MAX) {
+    size_t skipped; /* ring bodies: the journal holds their references */
+    int n = mut_iov(m, chunks, &skipped);
+    size_t jbytes = bytes - skipped;
+
+    if (!journal_fits(j, jbytes) || nrec > UINT32_MAX) {
         mut_commit_big(m, chunks, bytes, seq);
         return 0;
     }
-    if (journal_full(j, bytes)) {
+    if (journal_full(j, jbytes)) {
         if (mut_cover(m) < 0) goto fail;
         journal_roll(j);
     }
-    int n = mut_iov(m, chunks);
     int always = m->mode == STORE_SYNC_ALWAYS;
-    if (journal_append(j, m->group, (uint32_t)nrec, m->iov, n, bytes, always,
+    if (journal_append(j, m->group, (uint32_t)nrec,
+                       skipped ? JOURNAL_F_RING : 0, m->iov, n, jbytes, always,
                        &ns, &msg) < 0) {
         ack_fail(m->ack, "commit journal", -1, msg);
         goto fail;
@@ -242,17 +340,21 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
     m->appended = m->group;
     handoff_done(m->ho, bytes);
     ack_publish(m->ack, seq, always);
+    pthread_mutex_lock(&m->pmu);
     pend_add(&m->pend, chunks, m->group, seq, bytes, util_now_ns());
-    mut_drain_pend(m, 0, 0);
+    pthread_mutex_unlock(&m->pmu);
+    mut_window_added(m);
     return 1;
 fail:
     handoff_done(m->ho, bytes);
     return 0;
 }
 
-/* The number, puts and last seq of the records in chunks; their bytes. */
+/* The number, puts, puts with a ring reference and last seq of the
+ * records in chunks; their bytes. */
 static uint64_t
-mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *seq, size_t *bytes)
+mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *ring, uint64_t *seq,
+         size_t *bytes)
 {
     uint64_t n = 0;
     EncRec r;
@@ -261,6 +363,7 @@ mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *seq, size_t *bytes)
         for (size_t off = c->start; off < c->len; n++) {
             off += enc_rec_get(c->p + off, &r);
             *puts += r.op == ENC_OP_PUT;
+            *ring += r.ref != 0;
             *seq = r.seq;
         }
         *bytes += c->len - c->start;
@@ -393,12 +496,17 @@ mut_group(StoreMut *m, Chunk *chunks)
 {
     uint64_t seq = 0, puts = 0;
     size_t bytes = 0;
-    uint64_t records = mut_scan(chunks, &puts, &seq, &bytes);
+    uint64_t ring = 0;
+    uint64_t records = mut_scan(chunks, &puts, &ring, &seq, &bytes);
     int rc = -1;
 
     if (ack_is_failed(m->ack)) records = 0;
-    m->prev_records = records;
-    m->prev_puts = puts;
+    /* the next group's gathering waits for as many records as this one
+     * had (store/handoff.h), but puts whose bodies went through the body
+     * ring come when the ring's sync ends, not a round trip after this
+     * group's replies: they are not counted */
+    m->prev_records = records - (records ? ring : 0);
+    m->prev_puts = puts - (records ? ring : 0);
     if (records) {
         m->group++;
         atomic_fetch_add_explicit(&m->ack->st_records, records,
@@ -421,25 +529,72 @@ mut_group(StoreMut *m, Chunk *chunks)
 
 /* ---- journal replay (main thread, before the thread starts) ---- */
 
+/* Replay: room for need more bytes after the first have in m->rbuf. */
+static unsigned char *
+mut_rbuf(StoreMut *m, size_t have, size_t need)
+{
+    if (have + need > m->rcap) {
+        m->rcap = 2 * (have + need);
+        m->rbuf = util_xrealloc(m->rbuf, m->rcap);
+    }
+    return m->rbuf + have;
+}
+
+/* Replay: copies the records of the journal payload p[0..len) that a
+ * shard lacks into m->rbuf as the loop encoded them (a ring reference's
+ * body read back and appended). Returns their bytes, or (size_t)-1 if a
+ * ring body does not verify, -2 on a read error (failure recorded). */
+static size_t
+mut_replay_expand(StoreMut *m, uint64_t group, const unsigned char *p,
+                  size_t len)
+{
+    size_t have = 0;
+    char err[256];
+
+    for (size_t off = 0; off < len;) {
+        EncRec r;
+        enc_rec_get(p + off, &r);
+        size_t jl = enc_rec_jlen(&r);
+        if (group > m->shard[store_shard_of(r.id, m->nshards)].jgroup) {
+            memcpy(mut_rbuf(m, have, jl), p + off, jl);
+            have += jl;
+            if (r.ref) {
+                const unsigned char *q = p + off + ENC_REC_HDR + r.meta_len;
+                StoreRingRef ref = {.gen = le_get64(q),
+                                    .off = le_get64(q + 8),
+                                    .len = le_get32(q + 16),
+                                    .crc = le_get32(q + 20)};
+                if (ref.len != r.body_len) return (size_t)-1;
+                int rc =
+                    bodyring_read(m->ring, &ref, mut_rbuf(m, have, r.body_len),
+                                  err, sizeof err);
+                if (rc < 0) {
+                    ack_fail(m->ack, "commit journal", -1, strdup(err));
+                    return (size_t)-2;
+                }
+                if (rc > 0) return (size_t)-1;
+                have += r.body_len;
+            }
+        }
+        off += jl;
+    }
+    return have;
+}
+
 int
 mut_replay(void *arg, uint64_t group, const unsigned char *p, size_t len,
            uint32_t nrec)
 {
     StoreMut *m = arg;
     uint64_t seq;
-    int any = 0;
     (void)nrec;
 
-    for (size_t off = 0; off < len;) {
-        EncRec r;
-        size_t rl = enc_rec_get(p + off, &r);
-        if (group > m->shard[store_shard_of(r.id, m->nshards)].jgroup) {
-            sbatch_add(&m->sb, p + off, &seq);
-            any = 1;
-        }
-        off += rl;
-    }
-    if (!any) return 0;
+    size_t n = mut_replay_expand(m, group, p, len);
+    if (n == (size_t)-1) return 1;
+    if (n == (size_t)-2) return -1;
+    for (size_t off = 0; off < n;)
+        off += sbatch_add(&m->sb, m->rbuf + off, &seq);
+    if (!n) return 0;
     m->group = group;
     atomic_fetch_add_explicit(&m->ack->st_replayed, 1, memory_order_relaxed);
     return mut_write_group(m, 0, group);
@@ -459,11 +614,13 @@ mut_replay_end(StoreMut *m, Journal *j, uint64_t top_group)
 
 /* What handoff_wait needs to know from this thread. */
 static HandoffWait
-mut_wait_args(const StoreMut *m)
+mut_wait_args(StoreMut *m)
 {
     const StoreSync *y = m->sync;
 
+    pthread_mutex_lock(&m->pmu); /* the applier takes from it */
     int64_t pend = pend_deadline(&m->pend);
+    pthread_mutex_unlock(&m->pmu);
     int interval = m->mode == STORE_SYNC_INTERVAL && sync_any_dirty(y);
     int64_t due = y->last_sync_mono + (int64_t)y->interval_ms * 1000000;
 
@@ -483,9 +640,11 @@ mut_wait_args(const StoreMut *m)
 static void
 mut_backup_point(StoreMut *m)
 {
-    if (m->journal) mut_drain_pend(m, 1, 0);
+    pthread_mutex_lock(&m->wmu);
+    if (m->journal) drain_locked(m, 1, 0);
     snapreq_serve(&m->snapreq, m->shard, m->nshards,
                   atomic_load(&m->ack->applied_seq), ack_is_failed(m->ack));
+    pthread_mutex_unlock(&m->wmu);
 }
 
 static void
@@ -505,6 +664,55 @@ mut_snapshots(StoreMut *m, const rocksdb_snapshot_t **snaps, uint64_t *seq,
                         seq, err, errcap);
 }
 
+/* The applier thread (commit journal): writes the write-behind window's
+ * groups to the shards as they fall due, so that the mutation thread's
+ * journal commits never wait behind a RocksDB write (a group of large
+ * bodies takes milliseconds of copying and checksums). */
+static void *
+applier_main(void *arg)
+{
+    StoreMut *m = arg;
+
+    rocksdb_set_perf_level(rocksdb_disable);
+    /* below the loop and the mutation thread: what it writes is published
+     * already, so it may wait for a core (the window holds it meanwhile) */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), APPLIER_NICE);
+    pthread_mutex_lock(&m->pmu);
+    while (!m->applier_stop) {
+        int64_t now = util_now_ns();
+        int64_t at = pend_deadline(&m->pend);
+        if (at != INT64_MAX) at += APPLIER_GRACE_NS;
+        if (!(m->pend.bytes > APPLIER_BYTES && pend_due(&m->pend, now)) &&
+            now < at) {
+            if (at == INT64_MAX) {
+                pthread_cond_wait(&m->acv, &m->pmu);
+            } else {
+                struct timespec ts = {at / 1000000000, at % 1000000000};
+                pthread_cond_timedwait(&m->acv, &m->pmu, &ts);
+            }
+            continue;
+        }
+        pthread_mutex_unlock(&m->pmu);
+        mut_drain_pend(m, 0, 0);
+        pthread_mutex_lock(&m->pmu);
+    }
+    pthread_mutex_unlock(&m->pmu);
+    return NULL;
+}
+
+/* Stops and joins the applier thread, if it runs. */
+static void
+applier_stop(StoreMut *m)
+{
+    if (!m->applier_on) return;
+    pthread_mutex_lock(&m->pmu);
+    m->applier_stop = 1;
+    pthread_cond_signal(&m->acv);
+    pthread_mutex_unlock(&m->pmu);
+    pthread_join(m->applier, NULL);
+    m->applier_on = 0;
+}
+
 void
 mut_run(StoreMut *m)
 {
@@ -516,12 +724,16 @@ mut_run(StoreMut *m)
         if (group && !mut_group(m, group)) handoff_recycle(m->ho, group);
         /* a reader waits for bodies still in the window: write it all */
         int asked = atomic_exchange(&m->ack->drain_asked, 0);
-        if (m->journal) mut_drain_pend(m, asked, 0);
+        if (m->journal && asked)
+            mut_drain_pend(m, 1, 0);
+        else if (m->journal)
+            mut_window_added(m); /* what fell due meanwhile */
         if (m->mode == STORE_SYNC_INTERVAL) sync_interval(m->sync);
         if (snapreq_pending(&m->snapreq)) mut_backup_point(m);
         if (stop && !group) break;
     }
     snapreq_stop(&m->snapreq);
+    applier_stop(m);
     mut_drain_pend(m, 1, 0);
     sync_final(m->sync);
 }
@@ -540,7 +752,15 @@ mut_main(void *arg)
 int
 mut_start(StoreMut *m, char *err, size_t errcap)
 {
-    int e = pthread_create(&m->thread, NULL, mut_main, m);
+    int e;
+
+    if (m->journal && !m->propose) {
+        if ((e = pthread_create(&m->applier, NULL, applier_main, m)))
+            return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+        pthread_setname_np(m->applier, "rs-applier");
+        m->applier_on = 1;
+    }
+    e = pthread_create(&m->thread, NULL, mut_main, m);
 
     if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
     pthread_setname_np(m->thread, "rs-mutation"); /* top -H, perf */

@@ -1,4 +1,5 @@
-/* store/mut.h - the mutation thread: the only writer of RocksDB. It takes
+/* store/mut.h - the mutation thread: the only writer of RocksDB (with the
+ * commit journal, it and its applier thread, one at a time). It takes
  * each group from the hand-off queue, applies its records to one
  * WriteBatch per shard, writes the batches of the shards the group touched
  * (group commit), has them synced as the sync mode says and publishes the
@@ -7,16 +8,21 @@
  * group is first written to the journal and synced, published, and then,
  * after a short wait in the write-behind window that cancels jobs put and
  * deleted within it (store/pend.h), written to RocksDB with the WAL
- * unsynced (store/journal.h). In cluster mode the loop thread proposes
- * each chunk it flushes as Raft entries itself (mut_propose_direct, the
- * hand-off's direct hook: no thread wake-up on a reply's path), and the
- * raft thread writes the shards (store/raft.h); this thread then has
- * nothing to do.
+ * unsynced (store/journal.h): by this thread itself, after the replies
+ * it published, while the window holds little; by the applier thread once
+ * it holds more than APPLIER_BYTES (large bodies, store/bodyring.h), so
+ * that a journal commit never waits behind a long RocksDB write. In cluster
+ * mode the loop thread proposes each chunk it flushes as Raft entries itself
+ * (mut_propose_direct, the hand-off's direct hook: no thread wake-up on a
+ * reply's path), and the raft thread writes the shards (store/raft.h); this
+ * thread then has nothing to do.
  *
  * Threads: mut_init, mut_start, mut_join and mut_destroy on the main
  * thread; mut_run is the mutation thread's body (or runs on the main thread
- * for a store that was never started); mut_propose_direct on the loop
- * thread. Calls: store_handoff (input),
+ * for a store that was never started: no applier then); the applier
+ * thread is mut.c's own (started by mut_start with a journal, stopped by
+ * mut_run before its final drain); mut_propose_direct on the loop
+ * thread. Calls: store_bodyring (replay's ring bodies), store_handoff (input),
  * store_sync (syncs), store_ack (publication, fail-stop, counters),
  * store_shard (RocksDB handles), store_journal, store_pend, store_enc
  * (records), store_snapreq (a backup's moment), store_util.
@@ -31,6 +37,7 @@
 
 #include "store/ack.h"
 #include "store/batch.h"
+#include "store/bodyring.h"
 #include "store/handoff.h"
 #include "store/journal.h"
 #include "store/pend.h"
@@ -63,6 +70,17 @@ typedef struct StoreMut {
                               every group up to this */
     struct iovec *iov;     /* journal_append's pieces: [0] header, chunks */
     int iov_cap;
+    /* the applier thread (commit journal): writes the window's groups to
+     * the shards. pmu guards pend (the mutation thread adds, the applier
+     * takes); wmu guards the shards' writes and what they publish: sb,
+     * drained, cover_need, cover_posted, ack_applied (either thread) */
+    pthread_mutex_t pmu, wmu;
+    pthread_cond_t acv; /* under pmu: a group fell due, or stop */
+    pthread_t applier;
+    int applier_on, applier_stop;
+    BodyRing *ring;      /* borrowed: the body ring replay reads from */
+    unsigned char *rbuf; /* replay: a group's records with ring bodies */
+    size_t rcap;
     /* cluster mode (store/raft.h): each chunk is proposed as Raft entries
      * by the loop thread instead of written; NULL: standalone. Only the
      * loop thread touches these then. */
@@ -89,8 +107,10 @@ void mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
 
 /* Main thread, before mut_start: one journal record (journal_replay's
  * JournalReplayFn; ctx is m): its records whose shard does not hold the
- * group yet (StoreShard.jgroup) are written to RocksDB, unsynced. Returns
- * 0, or -1 after recording the failure (store_ack). */
+ * group yet (StoreShard.jgroup) are written to RocksDB, unsynced, a ring
+ * reference's body read back from m->ring. Returns 0, 1 (nothing
+ * written) if such a body does not verify (store/bodyring.h), or -1
+ * after recording the failure (store_ack). */
 int mut_replay(void *m, uint64_t group, const unsigned char *p, size_t len,
                uint32_t nrec);
 

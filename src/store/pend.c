@@ -179,6 +179,13 @@ pend_take(Pend *p, int64_t now_ns, int force, uint64_t upto, int more)
     return g;
 }
 
+int
+pend_due(const Pend *p, int64_t now_ns)
+{
+    return p->head && (p->bytes > PEND_MAX_BYTES ||
+                       now_ns - p->head->at_ns >= PEND_WINDOW_NS);
+}
+
 int64_t
 pend_deadline(const Pend *p)
 {

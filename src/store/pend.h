@@ -101,4 +101,8 @@ PendGroup *pend_take(Pend *p, int64_t now_ns, int force, uint64_t upto,
 /* When the oldest group falls due (CLOCK_MONOTONIC ns), or INT64_MAX. */
 int64_t pend_deadline(const Pend *p);
 
+/* Nonzero if pend_take(p, now_ns, 0, 0, 0) would take a group: the oldest
+ * is due by time, or the window holds more than PEND_MAX_BYTES. */
+int pend_due(const Pend *p, int64_t now_ns);
+
 #endif

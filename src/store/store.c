@@ -4,11 +4,11 @@
  *   store.c                       this facade (store.h)
  *   store/mut.c                   the mutation thread, group commit
  *   store/sync.c  store/handoff.c  store/recover.c  store/ship.c
- *   store/journal.c
+ *   store/journal.c  store/bodyring.c
  *                                 syncs and syncers; the loop's hand-off
  *                                 queue; the recovery scan; the snapshot
  *                                 stream of cluster mode; the commit
- *                                 journal
+ *                                 journal; the body ring and its writer
  *   store/ack.c  store/shard.c  store/dir.c  store/fault.c
  *                                 publication and fail-stop; a RocksDB
  *                                 shard; the data directory; fault injection
@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "store/ack.h"
+#include "store/bodyring.h"
 #include "store/dir.h"
 #include "store/enc.h"
 #include "store/fault.h"
@@ -53,6 +54,7 @@ struct Store {
                           fault.wrap */
     StoreIO io_cfg;    /* cfg.io with the plain journal IO where it has none */
     Journal journal;
+    BodyRing ring; /* the body writer's (store/bodyring.h) */
     int nshards;
     StoreShard shard[STORE_SHARDS_MAX];
     int started;
@@ -69,17 +71,57 @@ struct Store {
 void
 store_add_put(Store *s, uint64_t seq, const StoreJob *job, const void *body)
 {
-    unsigned char *p = handoff_reserve(&s->ho, ENC_REC_HDR + STORE_META_MAX +
-                                                   (size_t)job->body_size);
-    size_t ml = store_meta_encode(job, p + ENC_REC_HDR);
+    store_add_put_ring(s, seq, job, body, NULL);
+}
 
-    if (job->body_size) memcpy(p + ENC_REC_HDR + ml, body, job->body_size);
+void
+store_add_put_ring(Store *s, uint64_t seq, const StoreJob *job,
+                   const void *body, const StoreRingRef *ref)
+{
+    size_t rl = ref ? ENC_RING_REF : 0;
+    unsigned char *p = handoff_reserve(&s->ho, ENC_REC_HDR + STORE_META_MAX +
+                                                   rl + (size_t)job->body_size);
+    size_t ml = store_meta_encode(job, p + ENC_REC_HDR);
+    unsigned char *q = p + ENC_REC_HDR + ml;
+
+    if (ref) {
+        le_put64(q, ref->gen);
+        le_put64(q + 8, ref->off);
+        le_put32(q + 16, ref->len);
+        le_put32(q + 20, ref->crc);
+    }
+    if (job->body_size) memcpy(q + rl, body, job->body_size);
     handoff_commit(&s->ho, p,
                    &(EncRec){.seq = seq,
                              .id = job->id,
                              .body_len = job->body_size,
                              .meta_len = (uint16_t)ml,
-                             .op = ENC_OP_PUT});
+                             .op = ENC_OP_PUT,
+                             .flag = ref ? ENC_PUT_RING : 0});
+}
+
+size_t
+store_ring_min(const Store *s)
+{
+    return s->ring.started ? s->ring.min : 0;
+}
+
+uint64_t
+store_ring_submit(Store *s, char *body, size_t len)
+{
+    return bodyring_submit(&s->ring, body, len);
+}
+
+size_t
+store_ring_take(Store *s, StoreRingDone **out)
+{
+    return bodyring_take(&s->ring, out);
+}
+
+void
+store_ring_resolved(Store *s, uint64_t seq)
+{
+    bodyring_resolved(&s->ring, seq);
 }
 
 void
@@ -220,6 +262,13 @@ config_check(const StoreConfig *cfg, char *err, size_t errcap)
         return util_fail(err, errcap, "journal size %llu below %llu bytes",
                          (unsigned long long)cfg->journal_bytes,
                          (unsigned long long)STORE_JOURNAL_SIZE_MIN);
+    if (cfg->ring_min && cfg->ring_min < STORE_RING_MIN_LOW)
+        return util_fail(err, errcap, "body ring threshold %u below %u bytes",
+                         cfg->ring_min, STORE_RING_MIN_LOW);
+    if (cfg->ring_file_bytes && cfg->ring_file_bytes < STORE_RING_FILE_MIN)
+        return util_fail(err, errcap, "body ring file size %llu below %llu",
+                         (unsigned long long)cfg->ring_file_bytes,
+                         (unsigned long long)STORE_RING_FILE_MIN);
     return 0;
 }
 
@@ -233,6 +282,7 @@ store_free(Store *s)
     mut_destroy(&s->mut);
     sraft_destroy(&s->raft);
     journal_close(&s->journal);
+    bodyring_close(&s->ring);
     sync_destroy(&s->sync);
     shard_opts_destroy(&s->opts);
     handoff_destroy(&s->ho);
@@ -275,8 +325,15 @@ store_journal_open(Store *s, char *err, size_t errcap)
 {
     uint64_t size =
         s->cfg.sync_mode != STORE_SYNC_NEVER ? s->cfg.journal_bytes : 0;
+    uint64_t rsize = s->cfg.ring_file_bytes ? s->cfg.ring_file_bytes
+                                            : STORE_RING_FILE_DEFAULT;
     char msg[sizeof s->ack.failmsg];
 
+    if (bodyring_open(&s->ring, s->dir.path, rsize,
+                      size && !s->cfg.raft_log ? s->cfg.ring_min : 0, s->io,
+                      err, errcap) < 0)
+        return -1;
+    s->mut.ring = &s->ring;
     if (journal_open(&s->journal, s->dir.path, size, s->io, err, errcap) < 0 ||
         journal_replay(&s->journal, mut_replay, &s->mut, err, errcap) < 0)
         goto failed;
@@ -284,7 +341,8 @@ store_journal_open(Store *s, char *err, size_t errcap)
                        s->journal.top_group) < 0)
         goto failed;
     if (size) sync_use_journal(&s->sync, s->journal.fd, JOURNAL_FILES);
-    return journal_reset(&s->journal, err, errcap);
+    if (journal_reset(&s->journal, err, errcap) < 0) return -1;
+    return bodyring_reset(&s->ring, err, errcap);
 failed:
     if (store_failed(s, msg, sizeof msg))
         util_fail(err, errcap, "journal replay: %s", msg);
@@ -510,6 +568,11 @@ store_start(Store *s, char *err, size_t errcap)
         sync_stop(&s->sync);
         return -1;
     }
+    if (bodyring_start(&s->ring, s->shard, s->nshards, &s->ack, &s->ho,
+                       s->cfg.notify, s->cfg.notify_arg, err, errcap) < 0) {
+        s->started = 1; /* store_close joins the mutation thread */
+        return -1;
+    }
     s->started = 1;
     return 0;
 }
@@ -521,6 +584,7 @@ store_close(Store *s, char *err, size_t errcap)
     char msg[sizeof s->ack.failmsg];
 
     store_flush(s);
+    bodyring_stop(&s->ring); /* it may wait for the mutation thread */
     handoff_stop(&s->ho);
     mut_join(&s->mut);
     if (store_failed(s, msg, sizeof msg))

@@ -73,6 +73,38 @@ int store_start(Store *s, char *err, size_t errcap);
 void store_add_put(Store *s, uint64_t seq, const StoreJob *job,
                    const void *body);
 void store_add_update(Store *s, uint64_t seq, const StoreJob *job);
+
+/* Loop thread: store_add_put for a body the body ring holds at ref (from
+ * store_ring_take): the commit journal writes ref instead of the body
+ * (PROTOCOL.md 11.5); RocksDB takes the body as store_add_put's. ref
+ * NULL: store_add_put. */
+void store_add_put_ring(Store *s, uint64_t seq, const StoreJob *job,
+                        const void *body, const StoreRingRef *ref);
+
+/* ---- the body ring (store/bodyring.h; PROTOCOL.md 11.5) ----
+ * A large put body is written and synced by the body writer thread before
+ * the put is applied, so that the commit of small records never waits for
+ * it. Loop thread. */
+
+/* The smallest body the ring takes, bytes; 0: no ring (no journal, or
+ * StoreConfig.ring_min 0, or the store is not started). */
+size_t store_ring_min(const Store *s);
+
+/* Hands body (malloc'd, len bytes; owned by the store until
+ * store_ring_take hands it back, whatever happens to the caller) to the
+ * body writer. Returns its ticket (> 0), or 0 if the ring does not take it
+ * (the caller keeps body). */
+uint64_t store_ring_submit(Store *s, char *body, size_t len);
+
+/* Takes every finished ring write, in the order written; *out points at
+ * them until the next call; the caller owns their bodies. The caller
+ * then applies each (store_add_put_ring) or drops it, and says
+ * store_ring_resolved. Cheap when none (no lock). */
+size_t store_ring_take(Store *s, StoreRingDone **out);
+
+/* Every body taken so far is in a record of sequence seq or below, or was
+ * dropped: the ring may reuse its place once RocksDB holds seq. */
+void store_ring_resolved(Store *s, uint64_t seq);
 void store_add_delete(Store *s, uint64_t seq, uint64_t id, int flags);
 
 /* Loop thread: on, the records added until it is turned off are one unit,

@@ -155,6 +155,13 @@ typedef struct StoreConfig {
                                   the loop passes a function that does
                                   ev_async_send (thread-safe, ev(3)) */
     void *notify_arg;
+    uint32_t ring_min;        /* STORE_SYNC_ALWAYS and STORE_SYNC_INTERVAL
+                                 with a journal: a put body of at least this
+                                 many bytes may go through the body ring
+                                 (store/bodyring.h, store_ring_submit); 0:
+                                 no ring. At least STORE_RING_MIN_LOW. */
+    uint64_t ring_file_bytes; /* bytes of each of the STORE_RING_FILES
+                                 ring files (0: STORE_RING_FILE_DEFAULT) */
     int raft_log; /* cluster mode: the Raft log is the durable copy (with
                      STORE_SYNC_NEVER): RocksDB's WAL is kept in its buffer
                      (manual_wal_flush) and written when full, at a sync
@@ -163,6 +170,35 @@ typedef struct StoreConfig {
 } StoreConfig;
 
 #define STORE_DEFAULT_SHARDS 1
+
+/* The body ring (store/bodyring.h): its files, the default and smallest
+ * size of one, the default and lowest body size that goes through it
+ * (above STORE_INLINE_MAX: a ring body is never inline). */
+#define STORE_RING_FILES 4
+#define STORE_RING_FILE_DEFAULT ((uint64_t)64 << 20)
+#define STORE_RING_FILE_MIN ((uint64_t)1 << 20)
+#define STORE_RING_MIN_DEFAULT 65536
+#define STORE_RING_MIN_LOW 4096
+
+/* Where a body went in the body ring (its ENC_RING_REF bytes, store/enc.h):
+ * the file generation, the entry's offset in that file (bytes), the body's
+ * length (bytes) and its zlib crc32. */
+typedef struct StoreRingRef {
+    uint64_t gen, off;
+    uint32_t len, crc;
+} StoreRingRef;
+
+/* A finished body ring write (store_ring_take): the ticket store_ring_submit
+ * gave, the body handed back (malloc'd, len bytes as submitted; the taker
+ * owns it), ok (1: the body is synced at ref; 0: the write failed or the
+ * store stops, ref unset). */
+typedef struct StoreRingDone {
+    uint64_t ticket;
+    char *body;
+    size_t len;
+    StoreRingRef ref;
+    int ok;
+} StoreRingDone;
 
 /* Smallest and default size of one commit journal file, bytes
  * (StoreConfig.journal_bytes, store/journal.h). */

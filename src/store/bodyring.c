@@ -1,0 +1,521 @@
+/* store/bodyring.c - the body ring and its writer (see store/bodyring.h). */
+#include "store/bodyring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/bytes.h"
+#include "store/util.h"
+
+struct RingReq {
+    struct RingReq *next;
+    StoreRingDone d;
+};
+
+/* How long a cover waits for the write-behind window to write what it
+ * needs before it asks for a drain (microseconds): a drain of the whole
+ * window stalls the small records' commit behind it. */
+#define RING_DRAIN_WAIT_US 1500000
+
+/* Bodies one trip of the writer writes before its sync, at most. */
+#define TRIP_BYTES ((size_t)16 << 20)
+
+static size_t
+entry_bytes(size_t len)
+{
+    return (RING_HDR + len + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+}
+
+static int
+file_path(const BodyRing *r, int i, char *buf, size_t cap, char *err,
+          size_t errcap)
+{
+    int n = snprintf(buf, cap, "%s/ring-%d", r->dir, i);
+
+    if (n < 0 || (size_t)n >= cap)
+        return util_fail(err, errcap, "path too long: %s", r->dir);
+    return 0;
+}
+
+int
+bodyring_open(BodyRing *r, const char *datadir, uint64_t size, uint32_t min,
+              const StoreIO *io, char *err, size_t errcap)
+{
+    char path[4096];
+    struct stat st;
+
+    *r = (BodyRing){.io = io, .size = size, .min = min, .next_ticket = 1};
+    r->qtail = &r->q;
+    r->dtail = &r->done;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    for (int i = 0; i < STORE_RING_FILES; i++)
+        r->fd[i] = -1;
+    if (asprintf(&r->dir, "%s/bodies", datadir) < 0) {
+        r->dir = NULL;
+        return util_fail(err, errcap, "out of memory");
+    }
+    for (int i = 0; i < STORE_RING_FILES; i++) {
+        if (file_path(r, i, path, sizeof path, err, errcap) < 0) return -1;
+        r->fd[i] = open(path, O_RDWR | O_CLOEXEC);
+        if (r->fd[i] < 0 && errno == ENOENT) continue;
+        if (r->fd[i] < 0 || fstat(r->fd[i], &st) < 0)
+            return util_fail(err, errcap, "open %s: %s", path, strerror(errno));
+        r->fsize[i] = (uint64_t)st.st_size;
+    }
+    return 0;
+}
+
+/* ---- entries ---- */
+
+static void
+hdr_put(unsigned char *h, uint32_t len, uint64_t gen, uint32_t crc)
+{
+    le_put32(h, RING_MAGIC);
+    le_put32(h + 4, len);
+    le_put64(h + 8, gen);
+    le_put32(h + 16, crc);
+    le_put32(h + 20, (uint32_t)crc32(0L, h, 20));
+}
+
+/* Reads exactly n bytes at off: 0, 1 at a short read, -1 on error. */
+static int
+read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+
+    while (got < n) {
+        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) return 1;
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+int
+bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
+              size_t errcap)
+{
+    int i = (int)(ref->gen % STORE_RING_FILES);
+    unsigned char h[RING_HDR];
+    int rc;
+
+    if (r->fd[i] < 0 || ref->off % RING_ALIGN || ref->off > r->fsize[i] ||
+        r->fsize[i] - ref->off < RING_HDR + (uint64_t)ref->len)
+        return 1;
+    if ((rc = read_at(r->fd[i], h, RING_HDR, ref->off)) == 0)
+        rc = read_at(r->fd[i], buf, ref->len, ref->off + RING_HDR);
+    if (rc < 0)
+        return util_fail(err, errcap, "body ring read: %s", strerror(errno));
+    if (rc > 0 || le_get32(h) != RING_MAGIC || le_get32(h + 4) != ref->len ||
+        le_get64(h + 8) != ref->gen || le_get32(h + 16) != ref->crc ||
+        le_get32(h + 20) != (uint32_t)crc32(0L, h, 20))
+        return 1;
+    return (uint32_t)crc32(0L, buf, ref->len) == ref->crc ? 0 : 1;
+}
+
+/* ---- reset ---- */
+
+/* The generation of file i's first entry (0: none readable). */
+static uint64_t
+first_gen(const BodyRing *r, int i)
+{
+    unsigned char h[RING_HDR];
+
+    if (r->fd[i] < 0 || read_at(r->fd[i], h, RING_HDR, 0) != 0 ||
+        le_get32(h) != RING_MAGIC ||
+        le_get32(h + 20) != (uint32_t)crc32(0L, h, 20))
+        return 0;
+    return le_get64(h + 8);
+}
+
+/* No ring this run: removes the files an earlier run left (replayed
+ * already) and the directory. */
+static int
+remove_files(BodyRing *r, char *err, size_t errcap)
+{
+    char path[4096];
+
+    for (int i = 0; i < STORE_RING_FILES; i++) {
+        if (file_path(r, i, path, sizeof path, err, errcap) < 0) return -1;
+        if (r->fd[i] >= 0) close(r->fd[i]);
+        r->fd[i] = -1;
+        if (unlink(path) < 0 && errno != ENOENT)
+            return util_fail(err, errcap, "unlink %s: %s", path,
+                             strerror(errno));
+    }
+    if (rmdir(r->dir) < 0 && errno != ENOENT)
+        return util_fail(err, errcap, "rmdir %s: %s", r->dir, strerror(errno));
+    return 0;
+}
+
+int
+bodyring_reset(BodyRing *r, char *err, size_t errcap)
+{
+    char path[4096];
+    int made = 0;
+
+    for (int i = 0; i < STORE_RING_FILES; i++) {
+        uint64_t g = first_gen(r, i);
+        if (g > r->top_gen) r->top_gen = g;
+    }
+    if (!r->min) return remove_files(r, err, errcap);
+    if (mkdir(r->dir, 0755) < 0 && errno != EEXIST)
+        return util_fail(err, errcap, "mkdir %s: %s", r->dir, strerror(errno));
+    for (int i = 0; i < STORE_RING_FILES; i++) {
+        if (file_path(r, i, path, sizeof path, err, errcap) < 0) return -1;
+        if (r->fd[i] < 0) {
+            r->fd[i] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+            made = 1;
+        }
+        if (r->fd[i] < 0 ||
+            (r->fsize[i] != r->size && ftruncate(r->fd[i], (off_t)r->size)))
+            return util_fail(err, errcap, "size %s: %s", path, strerror(errno));
+        r->fsize[i] = r->size;
+    }
+    if (made) {
+        int fd = open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int rc = fd < 0 ? -1 : fsync(fd);
+        if (fd >= 0) close(fd);
+        if (rc < 0)
+            return util_fail(err, errcap, "fsync %s: %s", r->dir,
+                             strerror(errno));
+    }
+    /* the first generation of this run goes to file 0 (any file would do) */
+    r->gen = (r->top_gen / STORE_RING_FILES + 1) * STORE_RING_FILES;
+    r->start_gen = r->gen;
+    r->off = 0;
+    return 0;
+}
+
+/* ---- the writer thread ---- */
+
+static int
+stopping(BodyRing *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int stop = r->stop;
+    pthread_mutex_unlock(&r->mu);
+    return stop || ack_is_failed(r->ack);
+}
+
+/* The writer's samples of the loop's (res_pos, res_seq), one per trip,
+ * oldest first: a cover uses the oldest that resolves what it needs, whose
+ * sequence the write-behind window has most likely written already. */
+static void
+sample(BodyRing *r)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t pos = r->res_pos, seq = r->res_seq;
+    pthread_mutex_unlock(&r->mu);
+    if (r->nsamples && r->samples[r->nsamples - 1][0] == pos) return;
+    if (r->nsamples == RING_SAMPLES) {
+        memmove(r->samples[0], r->samples[1],
+                (RING_SAMPLES - 1) * sizeof r->samples[0]);
+        r->nsamples--;
+    }
+    r->samples[r->nsamples][0] = pos;
+    r->samples[r->nsamples++][1] = seq;
+}
+
+/* The oldest sample whose position reaches need (1), or 0. */
+static int
+sample_for(BodyRing *r, uint64_t need, uint64_t *pos, uint64_t *seq)
+{
+    for (int i = 0; i < r->nsamples; i++) {
+        if (r->samples[i][0] >= need) {
+            *pos = r->samples[i][0];
+            *seq = r->samples[i][1];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Makes every entry up to linear position need reusable (the reuse rule,
+ * store/bodyring.h): waits until the loop has resolved them, then until
+ * the mutation thread has applied the sequence it named (the write-behind
+ * window writes it within PEND_WINDOW_NS, store/pend.h; after
+ * RING_DRAIN_WAIT_US the writer asks for a drain instead), then syncs
+ * every shard's WAL. Returns 0, or -1 if the store stops or failed first. */
+static int
+cover(BodyRing *r, uint64_t need)
+{
+    uint64_t pos, seq;
+    char *msg = NULL;
+
+    if (r->covered >= need) return 0;
+    atomic_fetch_add_explicit(&r->st_waits, 1, memory_order_relaxed);
+    while (!sample_for(r, need, &pos, &seq)) {
+        if (stopping(r)) return -1;
+        usleep(200); /* the loop takes what was written at its next turn */
+        sample(r);
+    }
+    for (int us = 0; atomic_load(&r->ack->applied_seq) < seq; us += 100) {
+        if (stopping(r)) return -1;
+        if (us >= RING_DRAIN_WAIT_US) {
+            atomic_store(&r->ack->drain_asked, 1);
+            handoff_kick(r->ho);
+        }
+        usleep(100);
+    }
+    for (int i = 0; i < r->nshards; i++) {
+        if (r->io->sync(r->io->ctx, r->shard[i].db, &msg) < 0) {
+            ack_fail(r->ack, "body ring: WAL sync of", i, msg);
+            return -1;
+        }
+    }
+    r->covered = pos;
+    return 0;
+}
+
+/* Syncs file i; on failure the store fails. */
+static int
+sync_file(BodyRing *r, int i)
+{
+    char *msg = NULL;
+
+    if (r->io->jsync(r->io->ctx, r->fd[i], &msg) == 0) return 0;
+    ack_fail(r->ack, "body ring", -1, msg);
+    return -1;
+}
+
+/* Starts the next generation's file, once what it holds may go. */
+static int
+roll(BodyRing *r)
+{
+    r->gen++;
+    r->off = 0;
+    int i = (int)(r->gen % STORE_RING_FILES);
+    if (r->gen >= r->start_gen + STORE_RING_FILES && cover(r, r->end_pos[i]))
+        return -1;
+    r->end_pos[i] = 0;
+    return 0;
+}
+
+/* Writes one body as an entry at the current place (rolling first if it
+ * does not fit); *dirty: the file written (sync pending), or -1. */
+static int
+write_one(BodyRing *r, StoreRingDone *d, int *dirty)
+{
+    size_t need = entry_bytes(d->len);
+    unsigned char h[RING_HDR];
+    char *msg = NULL;
+
+    if (r->off + need > r->size) {
+        if (*dirty >= 0 && sync_file(r, *dirty) < 0) return -1;
+        *dirty = -1;
+        if (roll(r) < 0) return -1;
+    }
+    int i = (int)(r->gen % STORE_RING_FILES);
+    uint32_t crc =
+        (uint32_t)crc32(0L, (const unsigned char *)d->body, (uInt)d->len);
+    hdr_put(h, (uint32_t)d->len, r->gen, crc);
+    struct iovec iov[2] = {{h, RING_HDR}, {d->body, d->len}};
+    if (r->io->jwrite(r->io->ctx, r->fd[i], iov, 2, r->off, &msg) < 0) {
+        ack_fail(r->ack, "body ring", -1, msg);
+        return -1;
+    }
+    d->ref = (StoreRingRef){
+        .gen = r->gen, .off = r->off, .len = (uint32_t)d->len, .crc = crc};
+    r->off += need;
+    r->end_pos[i] = r->gen * r->size + r->off;
+    *dirty = i;
+    atomic_fetch_add_explicit(&r->st_bodies, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->st_bytes, d->len, memory_order_relaxed);
+    return 0;
+}
+
+/* Writes the bodies of list (as many as fit in TRIP_BYTES and in the
+ * current file, after a roll for the first one if need be; the rest is
+ * returned in *rest), syncs, and marks each ok or not. */
+static void
+write_trip(BodyRing *r, RingReq *list, RingReq **rest)
+{
+    int dirty = -1, rc = ack_is_failed(r->ack) ? -1 : 0;
+    size_t bytes = 0;
+    RingReq *x = list, *last = NULL;
+
+    for (; x && (bytes < TRIP_BYTES || x == list); last = x, x = x->next) {
+        /* a trip never rolls after its first body: the roll may wait for
+         * the loop to take bodies, this trip's among them */
+        if (x != list && r->off + entry_bytes(x->d.len) > r->size) break;
+        if (rc == 0) rc = write_one(r, &x->d, &dirty);
+        bytes += x->d.len;
+        x->d.ok = rc == 0;
+    }
+    *rest = x;
+    if (last) last->next = NULL;
+    if (rc == 0 && dirty >= 0 && sync_file(r, dirty) < 0) rc = -1;
+    if (rc < 0)
+        for (RingReq *y = list; y; y = y->next)
+            y->d.ok = 0;
+}
+
+static void *
+ring_main(void *arg)
+{
+    BodyRing *r = arg;
+    RingReq *list = NULL, *rest;
+
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        while (!list && !r->q && !r->stop)
+            pthread_cond_wait(&r->cv, &r->mu);
+        if (!list) {
+            list = r->q;
+            r->q = NULL;
+            r->qtail = &r->q;
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (!list) break; /* stopping, nothing queued */
+        write_trip(r, list, &rest);
+        sample(r);
+        pthread_mutex_lock(&r->mu);
+        int was_empty = !r->done;
+        *r->dtail = list;
+        while (*r->dtail)
+            r->dtail = &(*r->dtail)->next;
+        atomic_store(&r->has_done, 1);
+        pthread_mutex_unlock(&r->mu);
+        if (was_empty && r->notify) r->notify(r->notify_arg);
+        list = rest;
+    }
+    return NULL;
+}
+
+int
+bodyring_start(BodyRing *r, StoreShard *shard, int nshards, StoreAck *ack,
+               Handoff *ho, void (*notify)(void *), void *arg, char *err,
+               size_t errcap)
+{
+    r->shard = shard;
+    r->nshards = nshards;
+    r->ack = ack;
+    r->ho = ho;
+    r->notify = notify;
+    r->notify_arg = arg;
+    if (!r->min) return 0;
+    int e = pthread_create(&r->thread, NULL, ring_main, r);
+    if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+    pthread_setname_np(r->thread, "rs-bodyring");
+    r->started = 1;
+    return 0;
+}
+
+/* ---- loop side ---- */
+
+uint64_t
+bodyring_submit(BodyRing *r, char *body, size_t len)
+{
+    if (!r->started || len < r->min || entry_bytes(len) > r->size ||
+        len > UINT32_MAX)
+        return 0;
+    RingReq *x = util_xrealloc(NULL, sizeof *x);
+    *x = (RingReq){.d = {.ticket = r->next_ticket++, .body = body, .len = len}};
+    pthread_mutex_lock(&r->mu);
+    if (r->stop) {
+        pthread_mutex_unlock(&r->mu);
+        free(x);
+        return 0;
+    }
+    *r->qtail = x;
+    r->qtail = &x->next;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return x->d.ticket;
+}
+
+size_t
+bodyring_take(BodyRing *r, StoreRingDone **out)
+{
+    RingReq *list, *next;
+    size_t n = 0;
+
+    if (!atomic_load_explicit(&r->has_done, memory_order_acquire)) return 0;
+    pthread_mutex_lock(&r->mu);
+    list = r->done;
+    r->done = NULL;
+    r->dtail = &r->done;
+    atomic_store(&r->has_done, 0);
+    pthread_mutex_unlock(&r->mu);
+    for (; list; list = next, n++) {
+        next = list->next;
+        if (n == r->out_cap) {
+            r->out_cap = r->out_cap ? 2 * r->out_cap : 16;
+            r->out = util_xrealloc(r->out, r->out_cap * sizeof *r->out);
+        }
+        r->out[n] = list->d;
+        if (list->d.ok) {
+            uint64_t end = list->d.ref.gen * r->size + list->d.ref.off +
+                           entry_bytes(list->d.len);
+            if (end > r->taken_pos) r->taken_pos = end;
+        }
+        free(list);
+    }
+    r->out_len = n;
+    *out = r->out;
+    return n;
+}
+
+void
+bodyring_resolved(BodyRing *r, uint64_t seq)
+{
+    pthread_mutex_lock(&r->mu);
+    r->res_pos = r->taken_pos;
+    r->res_seq = seq;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- stop, close ---- */
+
+void
+bodyring_stop(BodyRing *r)
+{
+    if (!r->started) return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+    r->started = 0;
+}
+
+static void
+free_list(RingReq *x)
+{
+    for (RingReq *next; x; x = next) {
+        next = x->next;
+        free(x->d.body);
+        free(x);
+    }
+}
+
+void
+bodyring_close(BodyRing *r)
+{
+    if (!r->qtail) return; /* never opened */
+    bodyring_stop(r);
+    free_list(r->q);
+    free_list(r->done);
+    r->q = r->done = NULL;
+    free(r->out);
+    r->out = NULL;
+    for (int i = 0; i < STORE_RING_FILES; i++) {
+        if (r->fd[i] >= 0) close(r->fd[i]);
+        r->fd[i] = -1;
+    }
+    free(r->dir);
+    r->dir = NULL;
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    r->qtail = NULL;
+}
