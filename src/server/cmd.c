@@ -152,9 +152,12 @@ put_to_ring(Conn *c, char *body)
     Server *s = c->srv;
     size_t min = s->store ? store_ring_min(s->store) : 0;
     if (!min || c->put_key_len || c->put.body_size < min) return 0;
+    if (ptrset_append(&s->ringwait, c) < 0) return 0; /* the plain path */
     uint64_t t = store_ring_submit(s->store, body, c->put.body_size);
-    if (!t) return 0;
-    if (ptrset_append(&s->ringwait, c) < 0) abort(); /* out of memory */
+    if (!t) {
+        ptrset_remove(&s->ringwait, c);
+        return 0;
+    }
     c->ring_ticket = t;
     conn_pause(c);
     return 1;
