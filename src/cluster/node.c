@@ -27,12 +27,17 @@ cb_apply(void *arg, uint64_t index, const void *data, size_t len, uint64_t seq)
      * would acknowledge the changes of the lost one */
     int rc = store_raft_apply(n->store, index, data, len,
                               seq != 0 && !atomic_load(&n->gap));
-    /* the entry's records for the loop (cb_replay) with one wake-up: one
-     * per record cost a follower an eventfd write, an epoll round and two
-     * context switches per job */
+    /* the records for the loop (cb_replay) in bulk: a wake-up per record,
+     * then per entry, cost a follower an eventfd write, an epoll round and
+     * two context switches each (node.h, NODE_REPLAY_WAKE) */
     if (n->rqueued) {
-        n->rqueued = 0;
-        ev_async_send(n->loop, &n->async_w);
+        int64_t now = mono_ns();
+        if (n->rqueued >= NODE_REPLAY_WAKE ||
+            now - n->rwoke_ns >= (int64_t)NODE_REPLAY_WAKE_MS * 1000000) {
+            n->rqueued = 0;
+            n->rwoke_ns = now;
+            ev_async_send(n->loop, &n->async_w);
+        }
     }
     return rc;
 }
@@ -202,7 +207,7 @@ cb_replay(void *arg, int op, uint64_t id, const StoreJob *job)
     r->id = id;
     if (job) r->job = *job;
     pthread_mutex_unlock(&n->rmu);
-    n->rqueued = 1;
+    n->rqueued++;
 }
 
 void
