@@ -170,7 +170,8 @@ node_members(Node *n, ClusterConfig *out)
 typedef struct Replay {
     int op; /* STORE_REPLAY_* */
     uint64_t id;
-    StoreJob job; /* put, update */
+    int64_t at_ns; /* put: wall_ns() when applied (queue_clock_sample) */
+    StoreJob job;  /* put, update */
 } Replay;
 
 static void cb_notify(void *arg);
@@ -205,6 +206,7 @@ cb_replay(void *arg, int op, uint64_t id, const StoreJob *job)
     Replay *r = &n->rbuf[n->rlen++];
     r->op = op;
     r->id = id;
+    if (op == STORE_REPLAY_PUT) r->at_ns = wall_ns();
     if (job) r->job = *job;
     pthread_mutex_unlock(&n->rmu);
     n->rqueued++;
@@ -224,7 +226,7 @@ node_drain_replay(Server *s)
     pthread_cond_broadcast(&n->rcv);
     pthread_mutex_unlock(&n->rmu);
     for (size_t i = 0; i < len; i++) {
-        if (queue_replay(s, b[i].op, b[i].id, &b[i].job) < 0) {
+        if (queue_replay(s, b[i].op, b[i].id, &b[i].job, b[i].at_ns) < 0) {
             log_msg(0, "cluster: out of memory replaying job %llu",
                     (unsigned long long)b[i].id);
             _exit(2);
