@@ -100,6 +100,9 @@ struct Node {
      * entry, and only past NODE_REPLAY_WAKE records or NODE_REPLAY_WAKE_MS */
     size_t rqueued;
     int64_t rwoke_ns;
+    /* raft thread only: wall_ns() at the first put record of the entry
+     * being applied (its records' Replay.at_ns), 0 between entries */
+    int64_t rstamp_ns;
     _Atomic unsigned fetched; /* states fetched by restore (fetch_state) */
     unsigned fetched_seen;    /* ... when the queue was loaded */
     /* links the peers opened to this node (cb_serve, raft thread) for the
