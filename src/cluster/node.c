@@ -192,11 +192,10 @@ job_copy(StoreJob *d, const StoreJob *j)
 /* Raft thread: a committed record for the in-memory queue of a node that
  * does not serve (StoreReplayFn), queued for the loop (node_step), which
  * cb_apply wakes for the queued records in bulk (NODE_REPLAY_WAKE); past
- * NODE_REPLAY_MAX records
- * this wakes the loop and waits for it, as it does nothing else on such a
- * node. On a serving leader (every entry applied there is
- * its own) such a record means its memory is not the log: it only marks
- * foreign, and node_step restarts the process. */
+ * NODE_REPLAY_MAX records this wakes the loop and waits for it, as it does
+ * nothing else on such a node. On a serving leader (every entry applied
+ * there is its own) such a record means its memory is not the log: it only
+ * marks foreign, and node_step restarts the process. */
 static void
 cb_replay(void *arg, int op, uint64_t id, const StoreJob *job)
 {
