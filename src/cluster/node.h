@@ -78,7 +78,7 @@ typedef struct Node Node; /* in Server.node */
  * its next wake-up for anything else (at the latest its 1 s tick, or a
  * change of the Raft status: a promotion takes them all first). */
 #define NODE_REPLAY_WAKE 4096
-#define NODE_REPLAY_WAKE_MS 20
+#define NODE_REPLAY_WAKE_MS 5
 
 /* Milliseconds a member stays in a configuration that has it as no voter
  * (demoted, the first step of its removal, or without it) before it takes
