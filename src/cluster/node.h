@@ -72,6 +72,13 @@ typedef struct Node Node; /* in Server.node */
 /* Committed records a node that does not serve holds for its loop before
  * the raft thread waits for it (about 500 bytes each). */
 #define NODE_REPLAY_MAX 32768
+/* A node that does not serve wakes its loop for the queued records once
+ * NODE_REPLAY_WAKE of them wait, or at the first entry applied
+ * NODE_REPLAY_WAKE_MS after the last wake-up; else the loop takes them at
+ * its next wake-up for anything else (at the latest its 1 s tick, or a
+ * change of the Raft status: a promotion takes them all first). */
+#define NODE_REPLAY_WAKE 4096
+#define NODE_REPLAY_WAKE_MS 5
 
 /* Milliseconds a member stays in a configuration that has it as no voter
  * (demoted, the first step of its removal, or without it) before it takes

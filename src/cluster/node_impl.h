@@ -95,9 +95,14 @@ struct Node {
     struct Replay *rbuf, *rspare;  /* filling; the loop's last one */
     size_t rlen, rcap, rspare_cap; /* records */
     int rstop;                     /* stopping: cb_replay waits no more */
-    /* raft thread only: records were queued since the loop was last
-     * woken for them (cb_apply wakes it once per entry, not per record) */
-    int rqueued;
+    /* raft thread only: records queued since the loop was last woken for
+     * them, and when that was (mono_ns); cb_apply wakes it at most once per
+     * entry, and only past NODE_REPLAY_WAKE records or NODE_REPLAY_WAKE_MS */
+    size_t rqueued;
+    int64_t rwoke_ns;
+    /* raft thread only: wall_ns() at the first put record of the entry
+     * being applied (its records' Replay.at_ns), 0 between entries */
+    int64_t rstamp_ns;
     _Atomic unsigned fetched; /* states fetched by restore (fetch_state) */
     unsigned fetched_seen;    /* ... when the queue was loaded */
     /* links the peers opened to this node (cb_serve, raft thread) for the

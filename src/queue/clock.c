@@ -18,10 +18,10 @@ shift_delays(Server *s, int64_t delta)
 }
 
 void
-queue_clock_sample(Server *s, int64_t leader_ns)
+queue_clock_sample(Server *s, int64_t leader_ns, int64_t local_ns)
 {
     int64_t now = mono_ns();
-    int64_t sample = leader_ns - (wall_ns() + s->clock_skew_ns);
+    int64_t sample = leader_ns - (local_ns + s->clock_skew_ns);
 
     if (now - s->clock_window >= QUEUE_CLOCK_WINDOW_NS) {
         s->clock_max[1] = s->clock_max[0];

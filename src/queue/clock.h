@@ -10,14 +10,16 @@
 
 /* Following, this node learns the leader's clock from the creation time
  * of each job put there (leader_ns, the leader's cluster time,
- * state_wall_ns): clock_offset_ns becomes the highest leader_ns less this
- * node's clock seen in the last one or two windows of
+ * state_wall_ns) against this node's wall clock when the put was applied
+ * (local_ns, wall_ns(); the loop may take the record later):
+ * clock_offset_ns becomes the highest leader_ns less local_ns seen in the
+ * last one or two windows of
  * QUEUE_CLOCK_WINDOW_NS (a job is applied after it was made, so each
  * sample is at most the true offset; the highest is the closest, within
  * the fastest replication's delay). A change of QUEUE_CLOCK_STEP_NS or more
  * moves the due times of the delayed jobs replayed so far with it. */
 #define QUEUE_CLOCK_WINDOW_NS (30 * NS_PER_SEC)
 #define QUEUE_CLOCK_STEP_NS (10 * 1000000LL)
-void queue_clock_sample(Server *s, int64_t leader_ns);
+void queue_clock_sample(Server *s, int64_t leader_ns, int64_t local_ns);
 
 #endif

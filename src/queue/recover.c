@@ -54,9 +54,15 @@ queue_recover_job(void *ctx, const StoreJob *sj)
 }
 
 int
-queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj)
+queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj,
+             int64_t applied_ns)
 {
-    if (op == STORE_REPLAY_PUT) queue_clock_sample(s, sj->created_at_ns);
+    if (op == STORE_REPLAY_PUT)
+        queue_clock_sample(s, sj->created_at_ns, applied_ns);
+    /* a put of an id at or above next_id is of no job or key held yet
+     * (recover.h): the two lookups, cache misses in large tables, go */
+    if (op == STORE_REPLAY_PUT && id >= s->next_id)
+        return queue_recover_job(s, sj);
     Job *j = jobtable_find(&s->jobs, id);
     DedupKey *k = dedup_of_job(&s->dedup, id);
 

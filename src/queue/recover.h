@@ -25,7 +25,13 @@ int queue_recover_job(void *ctx, const StoreJob *sj);
  * replaces the job and its put-unique key with what sj says, as recovery
  * would read it), or STORE_REPLAY_DELETE (sj unused; the job or key record
  * goes). Nothing is stored. Such a node has no sessions, so no job is
- * reserved. Returns 0 or -1 out of memory. */
-int queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj);
+ * reserved. applied_ns: this node's wall clock (wall_ns()) when the
+ * record was applied, for a put (queue_clock_sample). The caller keeps
+ * s->next_id above the id of every job and
+ * put-unique key it holds (the scan's next id, raised past each put
+ * replayed): a put at or above it is then taken as new, unlooked-up.
+ * Returns 0 or -1 out of memory. */
+int queue_replay(Server *s, int op, uint64_t id, const StoreJob *sj,
+                 int64_t applied_ns);
 
 #endif

@@ -211,6 +211,11 @@ int
 sraft_apply(StoreRaft *r, uint64_t index, const void *data, size_t len,
             int ours)
 {
+    /* RocksDB's per-thread perf context counts by default: thread-local
+     * accesses in a shared library on every key comparison of the
+     * memtable inserts, read by nobody (as on the mutation thread,
+     * store/mut.c). The level is per thread: set on the applier's. */
+    rocksdb_set_perf_level(rocksdb_disable);
     pthread_mutex_lock(&r->apply_mu); /* uncontended but for a backup */
     int rc = apply_locked(r, index, data, len, ours);
     pthread_mutex_unlock(&r->apply_mu);
