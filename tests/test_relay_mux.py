@@ -1,0 +1,108 @@
+"""The multiplexed relay (ROCKSTALKD_RELAY_MUX=1; cluster/muxrelay.h,
+muxserve.h): a follower's plaintext clients reach the leader as streams of
+one mutual-TLS link. Its own risks: many clients on one link, a client
+that does not read stalling the others, the link's end closing every
+client. The protocol through it is the follower suites' (make
+ptest-follower with the same variable)."""
+import os
+import socket
+import time
+
+import pytest
+
+from cluster import Cluster
+
+MUX = {"ROCKSTALKD_RELAY_MUX": os.environ.get("T_MUX", "1")}
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path / "c", (), MUX)
+    yield c
+    c.stop()
+
+
+def line(s):
+    buf = b""
+    while not buf.endswith(b"\r\n"):
+        chunk = s.recv(1)
+        if not chunk:
+            return buf
+        buf += chunk
+    return buf[:-2]
+
+
+def established_to(port):
+    """TCP connections on this host whose remote port is port."""
+    n = 0
+    for path in ("/proc/net/tcp",):
+        with open(path) as f:
+            for row in f.readlines()[1:]:
+                f_ = row.split()
+                if f_[3] == "01" and int(f_[2].split(":")[1], 16) == port:
+                    n += 1
+    return n
+
+
+def put_reserve(s, body):
+    s.sendall(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+    assert line(s).startswith(b"INSERTED")
+
+
+def test_many_clients_share_one_link(cluster):
+    f = cluster.follower()
+    lead = cluster.node(cluster.wait_leader())
+    before = established_to(lead.raft_port)
+    socks = [f.connect() for _ in range(30)]
+    try:
+        for i, s in enumerate(socks):
+            s.settimeout(10)
+            put_reserve(s, b"job%d" % i)
+        # the per-client relay would hold 30 more links to the leader
+        assert established_to(lead.raft_port) <= before + 2
+        with lead.connect() as s:
+            s.settimeout(10)
+            s.sendall(b"stats\r\n")
+            head = line(s)
+            body = s.recv(int(head.split()[1]) + 2, socket.MSG_WAITALL)
+        conns = int(body.split(b"current-connections: ")[1].split()[0])
+        assert conns >= 31  # every stream is one of its connections
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_non_reading_client_does_not_stall_another(cluster):
+    f = cluster.follower()
+    hog = f.connect()
+    hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        hog.settimeout(10)
+        put_reserve(hog, b"x" * 60000)
+        # pipelined peeks it never reads: megabytes of replies
+        hog.sendall(b"peek-ready\r\n" * 200)
+        time.sleep(1.0)
+        with f.connect() as s:
+            s.settimeout(5)
+            t0 = time.monotonic()
+            for i in range(50):
+                put_reserve(s, b"small%d" % i)
+            assert time.monotonic() - t0 < 5
+    finally:
+        hog.close()
+
+
+def test_leader_dying_closes_every_relayed_client(cluster):
+    f = cluster.follower()
+    lead = cluster.node(cluster.wait_leader())
+    socks = [f.connect() for _ in range(5)]
+    for s in socks:
+        s.settimeout(10)
+        put_reserve(s, b"a")
+    lead.kill9()
+    for s in socks:
+        try:
+            assert s.recv(64) == b""
+        except ConnectionError:
+            pass
+        s.close()
