@@ -210,7 +210,7 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
             die(l);
             return;
         }
-        if (!tls_sock_more(l->x) && l->ilen < MUX_HDR) break;
+        if (!tls_sock_more(l->x)) break; /* the socket says when more */
     }
     if (tls_sock_want_write(l->x) && !ev_is_active(&l->wr))
         ev_io_start(l->loop, &l->wr);

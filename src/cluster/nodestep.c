@@ -343,10 +343,11 @@ node_step(Server *s)
         return;
     }
     if (st.leader_id != n->proxied_leader) {
-        if (n->proxies.count)
+        if (n->proxies.count + n->relays.count)
             log_msg(1, "cluster: leader %llu -> %llu: closing %zu relays",
                     (unsigned long long)n->proxied_leader,
-                    (unsigned long long)st.leader_id, n->proxies.count);
+                    (unsigned long long)st.leader_id,
+                    n->proxies.count + n->relays.count);
         proxy_close_all(&n->proxies);
         mux_relay_close_all(&n->relays);
         n->proxied_leader = st.leader_id;

@@ -176,7 +176,8 @@ backup_serve(Conn *c)
      * takes the socket over); in a cluster the leader sends it (a follower
      * relays the connection to it) */
     int serves = !strcmp(ns.role, "standalone") || !strcmp(ns.role, "leader");
-    if (!s->store || !serves || c->osent != c->oend) {
+    /* a multiplexed relay's stream has no socket to take over */
+    if (!s->store || !serves || c->osent != c->oend || c->fd < 0) {
         conn_reply_lit(c, "BACKUP_UNAVAILABLE\r\n");
         return;
     }
