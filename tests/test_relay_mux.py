@@ -1,10 +1,10 @@
-"""The multiplexed relay (ROCKSTALKD_RELAY_MUX=1; cluster/muxrelay.h,
+"""The multiplexed relay (the default with mTLS between the nodes;
+ROCKSTALKD_RELAY_MUX=0 turns it off; cluster/muxrelay.h,
 muxserve.h): a follower's plaintext clients reach the leader as streams of
 one mutual-TLS link. Its own risks: many clients on one link, a client
 that does not read stalling the others, the link's end closing every
 client. The protocol through it is the follower suites' (make
 ptest-follower with the same variable)."""
-import os
 import socket
 import time
 
@@ -12,7 +12,7 @@ import pytest
 
 from cluster import Cluster
 
-MUX = {"ROCKSTALKD_RELAY_MUX": os.environ.get("T_MUX", "1")}
+MUX = {"ROCKSTALKD_RELAY_MUX": "1"}
 
 
 @pytest.fixture

@@ -433,7 +433,8 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     proxy_set_init(&n->proxies, s->loop);
     mux_relay_init(&n->relays, s->loop);
     mux_serve_init(&n->muxserve, s);
-    n->relay_mux = env_uint("ROCKSTALKD_RELAY_MUX") == 1;
+    const char *mux = getenv("ROCKSTALKD_RELAY_MUX"); /* "0": one link each */
+    n->relay_mux = !mux || strcmp(mux, "0") != 0;
     ev_async_init(&n->async_w, async_cb);
     ev_async_start(s->loop, &n->async_w);
     ev_timer_init(&n->grace_w, grace_cb, 0., 0.);
