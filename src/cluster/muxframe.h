@@ -23,12 +23,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MUX_HDR 8                  /* header bytes */
-#define MUX_FRAME_MAX (64 * 1024)  /* payload bytes of a frame, at most */
-#define MUX_WINDOW (256 * 1024)    /* credit per stream and direction */
-#define MUX_GRANT (64 * 1024)      /* bytes drained before a WINDOW goes */
-#define MUX_STREAMS_MAX 4096       /* open streams per link */
-#define MUX_CN_MAX 64              /* = PEER_CN_MAX */
+#define MUX_HDR 8                 /* header bytes */
+#define MUX_FRAME_MAX (64 * 1024) /* payload bytes of a frame, at most */
+#define MUX_WINDOW (256 * 1024)   /* credit per stream and direction */
+#define MUX_GRANT (64 * 1024)     /* bytes drained before a WINDOW goes */
+#define MUX_STREAMS_MAX 4096      /* open streams per link */
+#define MUX_CN_MAX 64             /* = PEER_CN_MAX */
 
 enum { MUX_OPEN = 1, MUX_DATA, MUX_EOF, MUX_CLOSE, MUX_WINDOW_T };
 enum { MUX_KIND_TCP = 0, MUX_KIND_UNIX = 1 }; /* CONN_VIA_RELAY(_UNIX) */

@@ -132,8 +132,8 @@ out_flush(MuxLink *l)
 {
     if (tls_sock_flush(l->x, l->fd) < 0) return -1;
     while (l->osent < l->olen) {
-        ssize_t n = tls_sock_write(l->x, l->fd, l->obuf + l->osent,
-                                   l->olen - l->osent);
+        ssize_t n =
+            tls_sock_write(l->x, l->fd, l->obuf + l->osent, l->olen - l->osent);
         if (n < 0) {
             if (!again()) return -1;
             break;
@@ -233,7 +233,8 @@ on_write(struct ev_loop *loop, ev_io *w, int revents)
     }
     if (l->state == ST_HANDSHAKE) {
         ev_io_stop(l->loop, &l->wr);
-        if (dial_step(l) < 0) die(l);
+        if (dial_step(l) < 0)
+            die(l);
         else if (l->state != ST_READY && tls_sock_want_write(l->x))
             ev_io_start(l->loop, &l->wr);
         return;

@@ -131,8 +131,8 @@ static int
 out_write(RStream *st)
 {
     while (st->obeg < st->oend) {
-        ssize_t n = send(st->fd, st->out + st->obeg, st->oend - st->obeg,
-                         MSG_NOSIGNAL);
+        ssize_t n =
+            send(st->fd, st->out + st->obeg, st->oend - st->obeg, MSG_NOSIGNAL);
         if (n < 0) {
             if (again()) break;
             stream_end(st, true);
@@ -286,8 +286,8 @@ mux_relay_dial(MuxRelaySet *set, const struct sockaddr_in *up, TlsConn *t,
     }
     r->set = set;
     r->next_id = 1;
-    r->l = mux_link_dial(set->loop, up, t, want_id, pre, pre_len, timeout,
-                         &OPS, r);
+    r->l = mux_link_dial(set->loop, up, t, want_id, pre, pre_len, timeout, &OPS,
+                         r);
     if (!r->l) {
         free(r);
         return -1;

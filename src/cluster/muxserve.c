@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cluster/nodestep.h"
 #include "conn/conn.h"
 
 #define BUCKETS 256
@@ -134,7 +133,7 @@ on_open(MuxServe *m, const MuxFrame *f)
     if (*p) return -1; /* an id reused: malformed */
     if (m->count >= MUX_STREAMS_MAX || s->stopping ||
         (s->cfg.max_conns &&
-         s->cur_conns + node_relayed(s) >= s->cfg.max_conns) ||
+         s->cur_conns + m->set->others(s) >= s->cfg.max_conns) ||
         !(st = calloc(1, sizeof *st))) {
         mux_link_send(m->l, MUX_CLOSE, f->id, NULL, 0);
         return 0;
@@ -145,8 +144,8 @@ on_open(MuxServe *m, const MuxFrame *f)
     *p = st;
     m->count++;
     m->set->streams++;
-    uint8_t via = f->kind == MUX_KIND_UNIX ? CONN_VIA_RELAY_UNIX
-                                          : CONN_VIA_RELAY;
+    uint8_t via =
+        f->kind == MUX_KIND_UNIX ? CONN_VIA_RELAY_UNIX : CONN_VIA_RELAY;
     st->c = conn_new_sink(s, via, &SINK, st);
     if (!st->c) {
         mux_link_send(m->l, MUX_CLOSE, f->id, NULL, 0);
@@ -162,8 +161,7 @@ static int
 on_data(MStream *st, const MuxFrame *f)
 {
     size_t n = f->len, k = 0;
-    if (st->eof || st->iend - st->ibeg + st->grant + n > MUX_WINDOW)
-        return -1;
+    if (st->eof || st->iend - st->ibeg + st->grant + n > MUX_WINDOW) return -1;
     if (st->ibeg == st->iend && st->c) {
         k = conn_feed(st->c, (const char *)f->data, n);
         st->grant += k;
@@ -253,10 +251,12 @@ on_dead(void *arg, MuxLink *l)
 static const MuxLinkOps OPS = {on_frame, on_dead};
 
 void
-mux_serve_init(MuxServeSet *set, Server *srv)
+mux_serve_init(MuxServeSet *set, Server *srv,
+               size_t (*others)(const Server *srv))
 {
     memset(set, 0, sizeof *set);
     set->srv = srv;
+    set->others = others;
 }
 
 int

@@ -27,10 +27,13 @@ typedef struct MuxServeSet {
     struct MuxServe *head;
     size_t links;
     size_t streams; /* open streams over every link */
+    /* connections srv holds beyond cur_conns, for --max-connections */
+    size_t (*others)(const Server *srv);
 } MuxServeSet;
 
-/* An empty set for srv (borrowed). */
-void mux_serve_init(MuxServeSet *set, Server *srv);
+/* An empty set for srv (borrowed); others as above. */
+void mux_serve_init(MuxServeSet *set, Server *srv,
+                    size_t (*others)(const Server *srv));
 
 /* Takes an authenticated link of the mux channel: fd (non-blocking) and x
  * (handshake done), owned from now on; head (n bytes) was read past the

@@ -67,8 +67,8 @@ struct Node {
     ProxySet proxies;
     MuxRelaySet relays;   /* follower: clients multiplexed to the leader */
     MuxServeSet muxserve; /* leader: the followers' multiplexed links */
-    int relay_mux; /* multiplex relays over mTLS (ROCKSTALKD_RELAY_MUX=0:
-                    * a link per client, as before; for comparison) */
+    int relay_mux;        /* multiplex relays over mTLS (ROCKSTALKD_RELAY_MUX=0:
+                           * a link per client, as before; for comparison) */
     uint64_t proxied_leader; /* the leader the relays go to */
     int serving;
     uint64_t serving_term; /* the term it began serving in (promote) */

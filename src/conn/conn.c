@@ -229,7 +229,8 @@ conn_update_read(Conn *c)
     if (c->fd < 0) { /* virtual (or not yet a sink's): pulled, not read */
         int was = c->reading;
         c->reading = (uint8_t)want;
-        if (want && !was && c->sink) ev_feed_event(s->loop, &c->read_w, EV_READ);
+        if (want && !was && c->sink)
+            ev_feed_event(s->loop, &c->read_w, EV_READ);
         return;
     }
     if (want && !c->reading)

@@ -61,8 +61,8 @@ typedef struct ConnSink {
 
 typedef struct Conn {
     Server *srv;
-    int fd;                 /* -1 with a sink */
-    const ConnSink *sink;   /* a virtual connection's, else NULL */
+    int fd;               /* -1 with a sink */
+    const ConnSink *sink; /* a virtual connection's, else NULL */
     void *sink_arg;
     ev_io read_w, write_w;
     struct Conn *prev, *next; /* Server.conns */

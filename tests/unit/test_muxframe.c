@@ -36,7 +36,10 @@ test_round_trip(void **state)
     for (size_t k = 0; k < n; k++) /* any cut: more is needed */
         assert_int_equal(mux_frame_parse(buf, k, &f), 0);
 
-    n = make(MUX_OPEN, 7, "\x01\x03" "abc", 5);
+    n = make(MUX_OPEN, 7,
+             "\x01\x03"
+             "abc",
+             5);
     assert_int_equal(mux_frame_parse(buf, n, &f), (long)n);
     assert_int_equal(f.kind, MUX_KIND_UNIX);
     assert_int_equal(f.cn_len, 3);
@@ -75,11 +78,9 @@ test_malformed(void **state)
     mux_frame_head(buf, MUX_DATA, 1, 0xffffff);
     assert_int_equal(mux_frame_parse(buf, MUX_HDR, &f), -1);
     /* empty DATA; EOF, CLOSE with a payload; WINDOW of another size */
-    assert_int_equal(mux_frame_parse(buf, make(MUX_DATA, 1, NULL, 0), &f),
-                     -1);
+    assert_int_equal(mux_frame_parse(buf, make(MUX_DATA, 1, NULL, 0), &f), -1);
     assert_int_equal(mux_frame_parse(buf, make(MUX_EOF, 1, "x", 1), &f), -1);
-    assert_int_equal(mux_frame_parse(buf, make(MUX_CLOSE, 1, "xy", 2), &f),
-                     -1);
+    assert_int_equal(mux_frame_parse(buf, make(MUX_CLOSE, 1, "xy", 2), &f), -1);
     assert_int_equal(mux_frame_parse(buf, make(MUX_WINDOW_T, 1, "x", 1), &f),
                      -1);
     mux_frame_head(buf, MUX_WINDOW_T, 1, 9);
@@ -88,18 +89,32 @@ test_malformed(void **state)
     assert_int_equal(
         mux_frame_parse(buf, make(MUX_WINDOW_T, 1, "\0\0\0\0", 4), &f), -1);
     assert_int_equal(
-        mux_frame_parse(buf, make(MUX_WINDOW_T, 1, "\x01\0\x04\0", 4), &f),
-        -1);
+        mux_frame_parse(buf, make(MUX_WINDOW_T, 1, "\x01\0\x04\0", 4), &f), -1);
     /* OPEN: a bad kind, a CN length that disagrees, over the bound, NUL */
     assert_int_equal(mux_frame_parse(buf, make(MUX_OPEN, 1, "\x02\0", 2), &f),
                      -1);
     assert_int_equal(mux_frame_parse(buf, make(MUX_OPEN, 1, "\0", 1), &f), -1);
-    assert_int_equal(
-        mux_frame_parse(buf, make(MUX_OPEN, 1, "\0\x04" "abc", 5), &f), -1);
-    assert_int_equal(
-        mux_frame_parse(buf, make(MUX_OPEN, 1, "\0\x02" "abc", 5), &f), -1);
-    assert_int_equal(
-        mux_frame_parse(buf, make(MUX_OPEN, 1, "\0\x03" "a\0c", 5), &f), -1);
+    assert_int_equal(mux_frame_parse(buf,
+                                     make(MUX_OPEN, 1,
+                                          "\0\x04"
+                                          "abc",
+                                          5),
+                                     &f),
+                     -1);
+    assert_int_equal(mux_frame_parse(buf,
+                                     make(MUX_OPEN, 1,
+                                          "\0\x02"
+                                          "abc",
+                                          5),
+                                     &f),
+                     -1);
+    assert_int_equal(mux_frame_parse(buf,
+                                     make(MUX_OPEN, 1,
+                                          "\0\x03"
+                                          "a\0c",
+                                          5),
+                                     &f),
+                     -1);
     char cn[2 + MUX_CN_MAX + 1];
     memset(cn, 'a', sizeof cn);
     cn[0] = 0;
@@ -122,8 +137,8 @@ test_noise(void **state)
             buf[i] = (unsigned char)(x >> 16);
         }
         if (round % 3 == 0) buf[0] = (unsigned char)(1 + round % 5);
-        if (round % 3 == 0) buf[5] = (unsigned char)(round % 7), buf[6] = 0,
-                            buf[7] = 0;
+        if (round % 3 == 0)
+            buf[5] = (unsigned char)(round % 7), buf[6] = 0, buf[7] = 0;
         long k = mux_frame_parse(buf, n, &f);
         assert_true(k >= -1 && k <= (long)n);
     }
