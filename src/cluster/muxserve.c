@@ -133,7 +133,8 @@ on_open(MuxServe *m, const MuxFrame *f)
     if (*p) return -1; /* an id reused: malformed */
     if (m->count >= MUX_STREAMS_MAX || s->stopping ||
         (s->cfg.max_conns &&
-         s->cur_conns + m->set->others(s) >= s->cfg.max_conns) ||
+         s->cur_conns + (m->set->others ? m->set->others(s) : 0) >=
+             s->cfg.max_conns) ||
         !(st = calloc(1, sizeof *st))) {
         mux_link_send(m->l, MUX_CLOSE, f->id, NULL, 0);
         return 0;

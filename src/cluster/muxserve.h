@@ -31,7 +31,7 @@ typedef struct MuxServeSet {
     size_t (*others)(const Server *srv);
 } MuxServeSet;
 
-/* An empty set for srv (borrowed); others as above. */
+/* An empty set for srv (borrowed); others as above (NULL: none). */
 void mux_serve_init(MuxServeSet *set, Server *srv,
                     size_t (*others)(const Server *srv));
 

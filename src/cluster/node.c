@@ -432,7 +432,7 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     if (n->ship_timeout_s <= 0) n->ship_timeout_s = NODE_SHIP_SEND_S;
     proxy_set_init(&n->proxies, s->loop);
     mux_relay_init(&n->relays, s->loop);
-    mux_serve_init(&n->muxserve, s, node_relayed);
+    mux_serve_init(&n->muxserve, s, NULL);            /* others: serve_mux's */
     const char *mux = getenv("ROCKSTALKD_RELAY_MUX"); /* "0": one link each */
     n->relay_mux = !mux || strcmp(mux, "0") != 0;
     ev_async_init(&n->async_w, async_cb);

@@ -386,6 +386,7 @@ serve_mux(Node *n, PeerService *svc)
     }
     x = tls_sock_new(svc->tls); /* frees the session if it fails */
     svc->tls = NULL;
+    n->muxserve.others = node_relayed; /* relays and parked: node.c cannot */
     if (x) mux_serve_accept(&n->muxserve, svc->fd, x, svc->head, svc->head_len);
     if (x) svc->fd = -1;
     peer_service_free(svc);
