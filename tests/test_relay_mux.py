@@ -106,3 +106,33 @@ def test_leader_dying_closes_every_relayed_client(cluster):
         except ConnectionError:
             pass
         s.close()
+
+
+def test_leader_counts_streams_in_max_connections(tmp_path):
+    c = Cluster(tmp_path / "m", ("--max-connections", "4"), MUX)
+    try:
+        f = c.follower()
+        lead = c.node(c.wait_leader())
+        time.sleep(0.5)  # the probes' connections are gone
+        mine = [lead.connect() for _ in range(4)]  # the leader is full
+        for s in mine:
+            s.settimeout(5)
+            s.sendall(b"list-tube-used\r\n")
+            assert line(s) == b"USING default"
+        with f.connect() as s:  # its stream is refused: closed at once
+            s.settimeout(5)
+            try:
+                s.sendall(b"list-tube-used\r\n")
+                assert s.recv(64) == b""
+            except ConnectionError:
+                pass
+        mine.pop().close()
+        time.sleep(0.3)
+        with f.connect() as s:
+            s.settimeout(5)
+            s.sendall(b"list-tube-used\r\n")
+            assert line(s) == b"USING default"
+        for s in mine:
+            s.close()
+    finally:
+        c.stop()
