@@ -1,8 +1,10 @@
 /* muxserve.c - see muxserve.h. */
 #include "cluster/muxserve.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "conn/conn.h"
@@ -24,6 +26,9 @@ typedef struct MStream {
     int eof;       /* EOF came: fed once in is empty */
     int gone;      /* the follower forgot it (CLOSE, link dead) */
     int dead;      /* closed while busy: freed by its frame's handler */
+    int pipe_fd;   /* detached (a backup's sender): our end, or -1 */
+    ev_io pipe_w;  /* ... read into DATA while credit lasts, once the
+                    * connection has closed */
 } MStream;
 
 struct MuxServe {
@@ -48,6 +53,10 @@ static void
 stream_free(MStream *st)
 {
     MuxServe *m = st->m;
+    if (st->pipe_fd >= 0) {
+        ev_io_stop(m->set->srv->loop, &st->pipe_w);
+        close(st->pipe_fd);
+    }
     MStream **p = slot(m, st->id);
     if (*p == st) *p = st->hnext;
     m->count--;
@@ -56,11 +65,56 @@ stream_free(MStream *st)
     free(st);
 }
 
+/* A detached stream's pipe: its bytes as DATA, within the credit; its
+ * end (or an error) ends the stream. */
+static void
+on_pipe(struct ev_loop *loop, ev_io *w, int revents)
+{
+    MStream *st = w->data;
+    (void)revents;
+    if (!st->credit) {
+        ev_io_stop(loop, w);
+        return;
+    }
+    size_t max = st->credit < MUX_FRAME_MAX ? st->credit : MUX_FRAME_MAX;
+    unsigned char *p = mux_link_data_begin(st->m->l, max);
+    ssize_t n = read(st->pipe_fd, p, max);
+    mux_link_data_end(st->m->l, st->id, n > 0 ? (size_t)n : 0);
+    if (n > 0) {
+        st->credit -= (size_t)n;
+        if (!st->credit) ev_io_stop(loop, w);
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        if (!st->gone) mux_link_send(st->m->l, MUX_CLOSE, st->id, NULL, 0);
+        stream_free(st);
+    }
+}
+
+/* ConnSink: a socketpair whose far end carries the rest of the output. */
+static int
+sink_detach(void *arg)
+{
+    MStream *st = arg;
+    int sp[2];
+    if (st->pipe_fd >= 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp) <
+            0)
+        return -1;
+    st->pipe_fd = sp[0];
+    ev_io_init(&st->pipe_w, on_pipe, sp[0], EV_READ);
+    st->pipe_w.data = st;
+    return sp[1];
+}
+
 /* ConnSink: the connection closed. */
 static void
 sink_closed(void *arg)
 {
     MStream *st = arg;
+    if (st->pipe_fd >= 0 && !st->gone) { /* detached: the pipe goes on */
+        st->c = NULL;
+        ev_io_start(st->m->set->srv->loop, &st->pipe_w);
+        return;
+    }
     if (!st->gone) mux_link_send(st->m->l, MUX_CLOSE, st->id, NULL, 0);
     st->gone = 1;
     st->c = NULL;
@@ -122,7 +176,7 @@ sink_pull(void *arg)
     if (st->dead) stream_free(st);
 }
 
-static const ConnSink SINK = {sink_write, sink_pull, sink_closed};
+static const ConnSink SINK = {sink_write, sink_pull, sink_closed, sink_detach};
 
 /* OPEN: a new connection, or CLOSE back when over a bound. */
 static int
@@ -142,6 +196,7 @@ on_open(MuxServe *m, const MuxFrame *f)
     st->m = m;
     st->id = f->id;
     st->credit = MUX_WINDOW;
+    st->pipe_fd = -1;
     *p = st;
     m->count++;
     m->set->streams++;
@@ -202,7 +257,10 @@ on_frame(void *arg, MuxLink *l, const MuxFrame *f)
         break;
     case MUX_CLOSE:
         st->gone = 1;
-        if (st->c) conn_close(st->c);
+        if (st->c)
+            conn_close(st->c);
+        else
+            st->dead = 1; /* detached: the sender sees its socket close */
         break;
     case MUX_WINDOW_T:
         if (st->credit + f->credit > MUX_WINDOW) {
@@ -211,6 +269,8 @@ on_frame(void *arg, MuxLink *l, const MuxFrame *f)
         }
         st->credit += f->credit;
         if (st->c) conn_sink_writable(st->c);
+        if (!st->c && st->pipe_fd >= 0) /* detached */
+            ev_io_start(m->set->srv->loop, &st->pipe_w);
         break;
     }
     m->busy = NULL;

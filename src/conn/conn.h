@@ -55,8 +55,14 @@ typedef struct ConnSink {
     size_t (*write)(void *arg, const char *p, size_t n);
     /* The connection reads again: conn_feed what is waiting. */
     void (*pull)(void *arg);
-    /* The connection closed (conn_close): the sink forgets it. */
+    /* The connection closed (conn_close): the sink forgets it, unless it
+     * was detached (it goes on for the descriptor detach gave). */
     void (*closed)(void *arg);
+    /* A descriptor (non-blocking, close-on-exec, owned by the caller)
+     * whose written bytes reach the peer after the connection's output
+     * and whose close ends the stream; for a backup's sender thread,
+     * which takes a socket over (server/backup.c). -1 on failure. */
+    int (*detach)(void *arg);
 } ConnSink;
 
 typedef struct Conn {
