@@ -6,6 +6,8 @@ that does not read stalling the others, the link's end closing every
 client. The protocol through it is the follower suites' (make
 ptest-follower with the same variable)."""
 import socket
+import ssl
+import struct
 import time
 
 import pytest
@@ -136,3 +138,51 @@ def test_leader_counts_streams_in_max_connections(tmp_path):
             s.close()
     finally:
         c.stop()
+
+
+def frame(kind, sid, payload=b""):
+    return bytes([kind]) + struct.pack("<I", sid) + \
+        len(payload).to_bytes(3, "little") + payload
+
+
+def read_frame(s):
+    head = b""
+    while len(head) < 8:
+        chunk = s.recv(8 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    n = int.from_bytes(head[5:8], "little")
+    body = b""
+    while len(body) < n:
+        body += s.recv(n - len(body))
+    return head[0], struct.unpack("<I", head[1:5])[0], body
+
+
+def test_a_malformed_frame_ends_the_link_only(cluster):
+    """A peer (a voter's certificate and preamble, channel 6) gets its
+    stream served; a malformed frame then closes its link, and the leader
+    goes on serving."""
+    lead_id = cluster.wait_leader()
+    lead = cluster.node(lead_id)
+    me = next(nd.id for nd in cluster.nodes if nd.id != lead_id)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.load_cert_chain(cluster.cert(me), cluster.cert(me, "key"))
+    raw = socket.create_connection(("127.0.0.1", lead.raft_port), 5)
+    with ctx.wrap_socket(raw) as s:
+        s.settimeout(10)
+        s.sendall(b"RSPEER01" + struct.pack("<QQ", me, 6) +
+                  frame(1, 5, b"\x00\x00") +
+                  frame(2, 5, b"list-tube-used\r\n"))
+        assert read_frame(s) == (2, 5, b"USING default\r\n")
+        s.sendall(frame(2, 5, b"x" * 10) + frame(9, 5, b"junk"))
+        try:
+            assert s.recv(64) == b""
+        except (ConnectionError, ssl.SSLError):
+            pass
+    with lead.connect() as c:
+        c.settimeout(5)
+        c.sendall(b"list-tube-used\r\n")
+        assert line(c) == b"USING default"
