@@ -215,8 +215,8 @@ clean:
 
 # --- fuzzing ---
 # libFuzzer targets in tests/fuzz/ (the command-line parser, the on-disk
-# job record codec, the TLS server's handshake and the HTTP API's own
-# parsing), built with clang under ASan+UBSan. `make fuzz` builds
+# job record codec, the TLS server's handshake, the HTTP API's own
+# parsing and the multiplexed relay's framing), built with clang under ASan+UBSan. `make fuzz` builds
 # them and runs each for FUZZ_SECONDS (default 30) from its seed corpus in
 # tests/fuzz/corpus/<target>/ (read only; new inputs go to
 # $(BUILD)/fuzz/corpus-<target>/); any crash or failed check fails the run
@@ -229,7 +229,7 @@ FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra \
                -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined -Isrc
-FUZZ_TARGETS := proto meta tls http
+FUZZ_TARGETS := proto meta tls http mux
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
@@ -257,6 +257,12 @@ $(FUZZ_DIR)/fuzz_tls: tests/fuzz/fuzz_tls.c src/net/tls.c src/net/tlscreds.c \
 # (libmicrohttpd parses the HTTP; these are the bytes of ours after it).
 $(FUZZ_DIR)/fuzz_http: tests/fuzz/fuzz_http.c src/http/httpparse.c \
                        $(wildcard src/*/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^)
+
+# The multiplexed relay's framing alone: cluster/muxframe.c needs libc.
+$(FUZZ_DIR)/fuzz_mux: tests/fuzz/fuzz_mux.c src/cluster/muxframe.c \
+                      $(wildcard src/*/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^)
 

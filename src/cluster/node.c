@@ -452,6 +452,10 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     n->ship_timeout_s = (int)env_uint("ROCKSTALKD_SNAPSHOT_SEND_TIMEOUT");
     if (n->ship_timeout_s <= 0) n->ship_timeout_s = NODE_SHIP_SEND_S;
     proxy_set_init(&n->proxies, s->loop);
+    mux_relay_init(&n->relays, s->loop);
+    mux_serve_init(&n->muxserve, s, NULL);            /* others: serve_mux's */
+    const char *mux = getenv("ROCKSTALKD_RELAY_MUX"); /* "0": one link each */
+    n->relay_mux = !mux || strcmp(mux, "0") != 0;
     ev_async_init(&n->async_w, async_cb);
     ev_async_start(s->loop, &n->async_w);
     ev_timer_init(&n->grace_w, grace_cb, 0., 0.);
@@ -579,6 +583,8 @@ node_close(Server *s)
     if (n->raft) hand_over(n);
     stop_raft(n);
     proxy_close_all(&n->proxies);
+    mux_relay_close_all(&n->relays);
+    mux_serve_close_all(&n->muxserve);
     for (int i = 0; i < n->nparked; i++) {
         close(n->parked[i].fd);
         tls_sock_free(n->parked[i].tls);

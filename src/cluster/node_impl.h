@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 #include "cluster/node.h"
+#include "cluster/muxrelay.h"
+#include "cluster/muxserve.h"
 #include "cluster/proxy.h"
 #include "cluster/raftnode.h"
 #include "net/tls.h"
@@ -63,6 +65,10 @@ struct Node {
     struct ev_loop *loop;
     ev_async async_w; /* the raft thread's "status changed" */
     ProxySet proxies;
+    MuxRelaySet relays;   /* follower: clients multiplexed to the leader */
+    MuxServeSet muxserve; /* leader: the followers' multiplexed links */
+    int relay_mux;        /* multiplex relays over mTLS (ROCKSTALKD_RELAY_MUX=0:
+                           * a link per client, as before; for comparison) */
     uint64_t proxied_leader; /* the leader the relays go to */
     int serving;
     uint64_t serving_term; /* the term it began serving in (promote) */

@@ -370,6 +370,28 @@ serve_client(Node *n, PeerService *svc)
     peer_service_free(svc); /* the head, copied */
 }
 
+/* A follower's multiplexed relay link: its streams become connections
+ * (muxserve.h), while this node serves. */
+static void
+serve_mux(Node *n, PeerService *svc)
+{
+    int flags = fcntl(svc->fd, F_GETFL);
+    TlsSock *x;
+
+    if (!n->serving || n->srv->stopping || flags < 0 ||
+        fcntl(svc->fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+        svc->head_len > MUX_HDR + MUX_FRAME_MAX) {
+        peer_service_free(svc);
+        return;
+    }
+    x = tls_sock_new(svc->tls); /* frees the session if it fails */
+    svc->tls = NULL;
+    n->muxserve.others = node_relayed; /* relays and parked: node.c cannot */
+    if (x) mux_serve_accept(&n->muxserve, svc->fd, x, svc->head, svc->head_len);
+    if (x) svc->fd = -1;
+    peer_service_free(svc);
+}
+
 /* A peer that fell behind asks for the state: a sender, if one is free. */
 static void
 serve_snapshot(Node *n, PeerService *svc)
@@ -409,6 +431,8 @@ node_served_cb(struct ev_loop *loop, ev_async *w, int revents)
             svc[i].channel == PEER_CHANNEL_CLIENT_UNIX ||
             (svc[i].channel == PEER_CHANNEL_CLIENT_CN && svc[i].tls))
             serve_client(n, &svc[i]);
+        else if (svc[i].channel == PEER_CHANNEL_MUX && svc[i].tls)
+            serve_mux(n, &svc[i]);
         else if (svc[i].channel == PEER_CHANNEL_SNAPSHOT && !svc[i].tls)
             serve_snapshot(n, &svc[i]);
         else

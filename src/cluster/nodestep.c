@@ -74,6 +74,34 @@ relay_tls(Node *n, int fd, TlsSock *x, uint64_t leader, int k, int via)
                     n);
 }
 
+/* A plaintext client of the listener kind via relayed as a stream of the
+ * multiplexed link to the leader (member k), dialled first if there is
+ * none: 0, or -1 (fd not taken: the caller relays it on its own link). */
+static int
+relay_mux(Node *n, int fd, uint64_t leader, int k, int via)
+{
+    struct sockaddr_in a;
+    unsigned char pre[PEER_PREAMBLE_LEN];
+    unsigned kind = via == CONN_VIA_UNIX && !n->srv->cfg.auth_unix
+                        ? MUX_KIND_UNIX
+                        : MUX_KIND_TCP;
+
+    if (!mux_relay_linked(&n->relays)) {
+        TlsCreds *c = tls_source_get(n->tls);
+        TlsConn *t = tls_conn_new(c, 0);
+        tls_creds_unref(c);
+        if (!t || peer_parse_addr(n->cfg.voters[k].addr, &a) != 0) {
+            tls_conn_free(t);
+            return -1;
+        }
+        peer_preamble_put(pre, n->cfg.self_id, PEER_CHANNEL_MUX);
+        if (mux_relay_dial(&n->relays, &a, t, leader, pre, sizeof pre,
+                           n->proxies.connect_timeout) < 0)
+            return -1;
+    }
+    return mux_relay_add(&n->relays, fd, kind);
+}
+
 /* A client (x: its TLS session, or NULL) of the listener kind via
  * (CONN_VIA_*) relayed to the leader. */
 static void
@@ -87,6 +115,8 @@ relay(Node *n, int fd, TlsSock *x, uint64_t leader, int via)
         tls_sock_free(x);
         return;
     }
+    if (n->tls && n->relay_mux && !x && relay_mux(n, fd, leader, k, via) == 0)
+        return;
     if (n->tls) { /* to the leader's Raft port, over the nodes' mTLS */
         relay_tls(n, fd, x, leader, k, via);
         return;
@@ -126,6 +156,7 @@ promote(Server *s, const RaftNodeStatus *st)
     Node *n = s->node;
 
     proxy_close_all(&n->proxies);
+    mux_relay_close_all(&n->relays);
     n->proxied_leader = n->cfg.self_id;
     node_drain_replay(s); /* every entry before the barrier */
     n->serving = 1;
@@ -312,11 +343,13 @@ node_step(Server *s)
         return;
     }
     if (st.leader_id != n->proxied_leader) {
-        if (n->proxies.count)
+        if (n->proxies.count + n->relays.count)
             log_msg(1, "cluster: leader %llu -> %llu: closing %zu relays",
                     (unsigned long long)n->proxied_leader,
-                    (unsigned long long)st.leader_id, n->proxies.count);
+                    (unsigned long long)st.leader_id,
+                    n->proxies.count + n->relays.count);
         proxy_close_all(&n->proxies);
+        mux_relay_close_all(&n->relays);
         n->proxied_leader = st.leader_id;
     }
     if (n->nparked) unpark(n, &st);
@@ -348,7 +381,7 @@ node_relayed(const Server *s)
 {
     const Node *n = s->node;
 
-    return n ? n->proxies.count + (size_t)n->nparked : 0;
+    return n ? n->proxies.count + n->relays.count + (size_t)n->nparked : 0;
 }
 
 void

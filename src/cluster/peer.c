@@ -91,7 +91,8 @@ hand_whole(Link *l, const unsigned char *rest, size_t n)
 
     if ((l->channel != PEER_CHANNEL_CLIENT &&
          l->channel != PEER_CHANNEL_CLIENT_CN &&
-         l->channel != PEER_CHANNEL_CLIENT_UNIX) ||
+         l->channel != PEER_CHANNEL_CLIENT_UNIX &&
+         l->channel != PEER_CHANNEL_MUX) ||
         l->to_tcp || l->to_inner || tls_conn_pending_out(l->tls) ||
         uv_fileno((uv_handle_t *)&l->tcp, &fd) != 0)
         return 0;
@@ -124,7 +125,9 @@ hand_service(Link *l, const unsigned char *rest, size_t n)
     if (!p->serve) return -1;
     if ((rc = hand_whole(l, rest, n)) != 0) return rc;
     /* a certificate's CN comes first: only the loop's connection reads it */
-    if (l->channel == PEER_CHANNEL_CLIENT_CN) return -1;
+    if (l->channel == PEER_CHANNEL_CLIENT_CN ||
+        l->channel == PEER_CHANNEL_MUX) /* the loop's link only */
+        return -1;
     if ((svc.fd = link_open_pair(l)) < 0) return -1;
     l->state = LINK_OPEN;
     p->serve(p->serve_arg, &svc);

@@ -39,7 +39,10 @@ enum {
                                      (no --auth-unix): the leader trusts it
                                      as one of its unix clients (PROTOCOL.md
                                      16), else as PEER_CHANNEL_CLIENT */
-    PEER_CHANNEL_MAX = 5
+    PEER_CHANNEL_MUX = 6,         /* a follower's multiplexed relay: many
+                                     clients over one link, framed
+                                     (cluster/muxframe.h) */
+    PEER_CHANNEL_MAX = 6
 };
 
 /* The cluster's security policy, checked before anything is opened: the

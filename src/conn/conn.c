@@ -80,6 +80,16 @@ conn_new_via(Server *s, int fd, uint8_t via, TlsSock *tls, const void *head,
     return c;
 }
 
+Conn *
+conn_new_sink(Server *s, uint8_t via, const ConnSink *sink, void *arg)
+{
+    Conn *c = conn_new_via(s, -1, via, NULL, NULL, 0);
+    if (!c) return NULL;
+    c->sink = sink; /* read_w was never started: fd -1 */
+    c->sink_arg = arg;
+    return c;
+}
+
 void
 conn_close(Conn *c)
 {
@@ -90,7 +100,10 @@ conn_close(Conn *c)
     ev_io_stop(s->loop, &c->write_w);
     hs_remove(c);
     if (c->tls) (void)tls_sock_close_notify(c->tls, c->fd); /* best effort */
-    close(c->fd);
+    if (c->sink)
+        c->sink->closed(c->sink_arg);
+    else
+        close(c->fd);
     s->handler->closed(c);
     if (c->producer) s->cur_producers--;
     if (c->worker) s->cur_workers--;
@@ -213,6 +226,13 @@ conn_update_read(Conn *c)
                    : !c->closed && !c->eof && !s->stopping && !out_parked(c) &&
                          !(s->throttled && c->producer) &&
                          !(c->iend - c->ibeg >= IBUF_MAX);
+    if (c->fd < 0) { /* virtual (or not yet a sink's): pulled, not read */
+        int was = c->reading;
+        c->reading = (uint8_t)want;
+        if (want && !was && c->sink)
+            ev_feed_event(s->loop, &c->read_w, EV_READ);
+        return;
+    }
     if (want && !c->reading)
         ev_io_start(s->loop, &c->read_w);
     else if (!want && c->reading)
@@ -382,6 +402,12 @@ out_write(Conn *c)
     while (c->orel > c->osent && !c->writing) {
         const char *p = c->obuf + (c->osent - c->obase);
         size_t len = (size_t)(c->orel - c->osent);
+        if (c->sink) {
+            size_t k = c->sink->write(c->sink_arg, p, len);
+            c->osent += k;
+            if (k < len) c->writing = 1; /* until conn_sink_writable */
+            continue;
+        }
         ssize_t n = c->tls ? tls_sock_write(c->tls, c->fd, p, len)
                            : write(c->fd, p, len);
         if (n > 0) {
@@ -577,6 +603,10 @@ read_target(Conn *c, size_t *room)
 void
 conn_linger(Conn *c)
 {
+    if (c->sink) { /* its replies are the sink's already */
+        conn_close(c);
+        return;
+    }
     if (c->closed || c->lingering) return;
     c->lingering = 1;
     if (c->tls) (void)tls_sock_close_notify(c->tls, c->fd); /* best effort */
@@ -601,6 +631,57 @@ linger_read(Conn *c)
     }
 }
 
+/* Where the next bytes of input went (dst, n > 0 bytes): counts them. */
+static void
+in_took(Conn *c, const char *dst, size_t n)
+{
+    if (c->active_window != c->srv->active_window) {
+        c->active_window = c->srv->active_window;
+        c->srv->active_now++;
+    }
+    if (dst == c->ibuf + c->iend)
+        c->iend += n;
+    else if ((c->in_read += n) == (size_t)c->put.body_size + 2) {
+        c->in_state = IN_CMD;
+        c->srv->handler->body(c);
+    }
+}
+
+size_t
+conn_feed(Conn *c, const char *p, size_t n)
+{
+    size_t took = 0, room;
+    while (took < n && !c->closed && c->reading) {
+        char *dst = read_target(c, &room);
+        if (!dst) {
+            conn_update_read(c);
+            break;
+        }
+        size_t k = n - took < room ? n - took : room;
+        memcpy(dst, p + took, k);
+        took += k;
+        in_took(c, dst, k);
+        conn_process(c);
+    }
+    return took;
+}
+
+void
+conn_feed_eof(Conn *c)
+{
+    if (c->closed) return;
+    c->eof = 1;
+    conn_process(c);
+}
+
+void
+conn_sink_writable(Conn *c)
+{
+    if (c->closed || !c->writing) return;
+    c->writing = 0;
+    conn_flush(c);
+}
+
 static void
 read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -608,6 +689,10 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
     size_t room;
     (void)loop;
     (void)revents;
+    if (c->sink) {
+        if (!c->closed && c->reading) c->sink->pull(c->sink_arg);
+        return;
+    }
     if (c->lingering) {
         linger_read(c);
         return;
@@ -626,17 +711,9 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
             conn_close(c);
         return;
     }
-    if (n > 0 && c->active_window != c->srv->active_window) {
-        c->active_window = c->srv->active_window;
-        c->srv->active_now++;
-    }
     if (n == 0)
         c->eof = 1;
-    else if (dst == c->ibuf + c->iend)
-        c->iend += (size_t)n;
-    else if ((c->in_read += (size_t)n) == (size_t)c->put.body_size + 2) {
-        c->in_state = IN_CMD;
-        c->srv->handler->body(c);
-    }
+    else
+        in_took(c, dst, (size_t)n);
     conn_process(c);
 }

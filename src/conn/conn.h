@@ -46,9 +46,30 @@ typedef struct OutMark {
     uint64_t end;
 } OutMark;
 
+/* Where a connection without a socket of its own (a stream of a
+ * multiplexed relay link, cluster/muxserve.h) sends its output and learns
+ * it may take input. arg is ConnSink's user's. */
+typedef struct ConnSink {
+    /* Takes up to n bytes of output; returns how many (fewer: the rest
+     * waits for conn_sink_writable). */
+    size_t (*write)(void *arg, const char *p, size_t n);
+    /* The connection reads again: conn_feed what is waiting. */
+    void (*pull)(void *arg);
+    /* The connection closed (conn_close): the sink forgets it, unless it
+     * was detached (it goes on for the descriptor detach gave). */
+    void (*closed)(void *arg);
+    /* A descriptor (non-blocking, close-on-exec, owned by the caller)
+     * whose written bytes reach the peer after the connection's output
+     * and whose close ends the stream; for a backup's sender thread,
+     * which takes a socket over (server/backup.c). -1 on failure. */
+    int (*detach)(void *arg);
+} ConnSink;
+
 typedef struct Conn {
     Server *srv;
-    int fd;
+    int fd;               /* -1 with a sink */
+    const ConnSink *sink; /* a virtual connection's, else NULL */
+    void *sink_arg;
     ev_io read_w, write_w;
     struct Conn *prev, *next; /* Server.conns */
     struct Conn *pnext;       /* Server.pending */
@@ -138,6 +159,23 @@ Conn *conn_new(Server *s, int fd);
  * NULL (fd and tls freed) when memory lacks or the handler refuses. */
 Conn *conn_new_via(Server *s, int fd, uint8_t via, TlsSock *tls,
                    const void *head, size_t n);
+
+/* A virtual connection (no socket: fd -1) of kind via whose output goes
+ * to sink (borrowed, with arg: both outlive it, until sink->closed) and
+ * whose input comes from conn_feed. Counted, limited and shown like any
+ * other. NULL when memory lacks or the handler refuses. */
+Conn *conn_new_sink(Server *s, uint8_t via, const ConnSink *sink, void *arg);
+
+/* A virtual connection's input: takes what fits of p (n bytes) while it
+ * reads, runs the commands, and returns the bytes taken (0..n). c may be
+ * closed on return (conn_close: sink->closed ran). */
+size_t conn_feed(Conn *c, const char *p, size_t n);
+
+/* A virtual connection's peer sent FIN (after the bytes fed so far). */
+void conn_feed_eof(Conn *c);
+
+/* A virtual connection's sink takes output again. */
+void conn_sink_writable(Conn *c);
 
 /* Closes the connection now (the handler's closed releases its protocol
  * state first); conn_reap frees it. */

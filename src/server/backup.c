@@ -191,8 +191,10 @@ backup_serve(Conn *c)
     /* the socket itself, not a copy: a TLS session may be bound to its
      * descriptor (net/tlssock.h, direct); close-on-exec, so that nothing
      * the server runs keeps the stream open */
-    fd = c->fd;
-    if ((sd->slot = take_slot(b, fd)) < 0) {
+    /* a multiplexed relay's stream: a socket the relay pumps (detach) */
+    fd = c->sink ? c->sink->detach(c->sink_arg) : c->fd;
+    if (fd < 0 || (sd->slot = take_slot(b, fd)) < 0) {
+        if (c->sink && fd >= 0) close(fd);
         free(sd);
         conn_reply_lit(c, "BACKUP_BUSY\r\n");
         return;
