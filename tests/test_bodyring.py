@@ -310,6 +310,10 @@ def test_ring_pipeline_order(rockstalkd):
         assert got == sorted(got), r
         assert c.peek(got[2]) == big and c.peek(got[3]) == b"t"
         x.close()
+    # stats counts the bodies that went through the ring, and only those
+    assert c.stat("rockstalk-body-ring-puts") == 9
+    assert c.stat("rockstalk-body-ring-bytes") == 9 * len(big)
+    assert c.stat("rockstalk-body-ring-waits") >= 0
     c.close()
 
 

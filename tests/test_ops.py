@@ -106,6 +106,7 @@ def test_metrics_endpoint(rockstalkd):
     wait_for(scrape, what="the put in /metrics")
     assert 'rockstalk_tube_jobs{tube="mt",state="ready"} 1' in body
     assert "rockstalk_store_sync_seconds_count" in body
+    assert "rockstalk_store_body_ring_puts_total 0" in body
     for line in body.splitlines():  # Prometheus text format, line by line
         assert re.fullmatch(
             r'# TYPE [a-z_]+ (counter|gauge|histogram)|'

@@ -236,6 +236,9 @@ stats_process(Server *s, Out *o)
     kv_u(o, "rockstalk-syncs", st.syncs);
     kv_f(o, "rockstalk-sync-latency-us", "%.1f",
          st.syncs ? (double)st.sync_ns / (double)st.syncs / 1000.0 : 0.0);
+    kv_u(o, "rockstalk-body-ring-puts", st.ring_bodies);
+    kv_u(o, "rockstalk-body-ring-bytes", st.ring_bytes);
+    kv_u(o, "rockstalk-body-ring-waits", st.ring_waits);
 }
 
 static void
@@ -411,6 +414,14 @@ prom_store(Server *s, StatsBuf *b)
         st.syncs);
     put(b, "rockstalk_store_sync_seconds_sum %.6f\n", (double)st.sync_ns / 1e9);
     put(b, "rockstalk_store_sync_seconds_count %" PRIu64 "\n", st.syncs);
+    put(b,
+        "# TYPE rockstalk_store_body_ring_puts_total counter\n"
+        "rockstalk_store_body_ring_puts_total %" PRIu64 "\n"
+        "# TYPE rockstalk_store_body_ring_bytes_total counter\n"
+        "rockstalk_store_body_ring_bytes_total %" PRIu64 "\n"
+        "# TYPE rockstalk_store_body_ring_waits_total counter\n"
+        "rockstalk_store_body_ring_waits_total %" PRIu64 "\n",
+        st.ring_bodies, st.ring_bytes, st.ring_waits);
 }
 
 /* rockstalk_auth_*: the same as stats' rockstalk-auth-* lines. */

@@ -191,6 +191,12 @@ void
 store_stats(const Store *s, StoreStats *out)
 {
     ack_stats(&s->ack, out);
+    out->ring_bodies =
+        atomic_load_explicit(&s->ring.st_bodies, memory_order_relaxed);
+    out->ring_bytes =
+        atomic_load_explicit(&s->ring.st_bytes, memory_order_relaxed);
+    out->ring_waits =
+        atomic_load_explicit(&s->ring.st_waits, memory_order_relaxed);
     out->nshards = s->nshards;
 }
 

@@ -222,6 +222,10 @@ typedef struct StoreStats {
     uint64_t replayed;     /* commit journal records replayed at start-up
                               (RocksDB lacked them in a shard) */
     uint64_t sync_hist[STORE_SYNC_BUCKETS]; /* fsyncs per latency bucket */
+    /* the body ring (store/bodyring.h): bodies written and synced there,
+     * their bytes, and the times its writer waited before reusing a file
+     * (for the shards to take what the file held) */
+    uint64_t ring_bodies, ring_bytes, ring_waits;
     int nshards;
 } StoreStats;
 
