@@ -2,7 +2,7 @@
 the command-line parser, the on-disk job record codec, the TLS server's
 handshake, the HTTP API's own parsing and the multiplexed relay's framing
 (every target the Makefile's FUZZ_TARGETS names), under ASan+UBSan, each
-for 15 s from its seed corpus. Needs clang
+for 10 s from its seed corpus. Needs clang
 with libFuzzer (Debian: clang, libclang-rt-14-dev); without them this test
 fails, on purpose, so CI installs them rather than skipping the fuzzers.
 
@@ -56,7 +56,7 @@ def test_fuzz_targets():
         pytest.fail("libFuzzer is not available (%s); install the Debian "
                     "packages: apt-get install %s" % (why, PACKAGES),
                     pytrace=False)
-    r = subprocess.run(["make", "-C", ROOT, "fuzz", "FUZZ_SECONDS=15"],
+    r = subprocess.run(["make", "-C", ROOT, "fuzz", "FUZZ_SECONDS=10"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        timeout=600)
     out = r.stdout.decode("utf-8", "replace")
