@@ -13,6 +13,7 @@ import time
 import pytest
 
 from cluster import Cluster
+from test_cluster_peer import line
 
 MUX = {"ROCKSTALKD_RELAY_MUX": "1"}
 
@@ -22,16 +23,6 @@ def cluster(tmp_path):
     c = Cluster(tmp_path / "c", (), MUX)
     yield c
     c.stop()
-
-
-def line(s):
-    buf = b""
-    while not buf.endswith(b"\r\n"):
-        chunk = s.recv(1)
-        if not chunk:
-            return buf
-        buf += chunk
-    return buf[:-2]
 
 
 def established_to(port):
