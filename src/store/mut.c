@@ -1,6 +1,7 @@
 /* store/mut.c - the mutation thread and group commit (see store/mut.h). */
 #include "store/mut.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -11,7 +12,8 @@
 #include "store/raft.h"
 #include "store/util.h"
 
-/* The applier's nice(2) value, relative to none: see applier_main. */
+/* How much nicer (nice(2)) the applier runs than the thread that started
+ * it, capped at 19: see applier_nice. */
 #define APPLIER_NICE 10
 
 /* The window's bytes above which the applier thread writes it
@@ -664,6 +666,20 @@ mut_snapshots(StoreMut *m, const rocksdb_snapshot_t **snaps, uint64_t *seq,
                         seq, err, errcap);
 }
 
+/* Lowers the calling thread's priority to APPLIER_NICE above the nice
+ * value it inherited (so a daemon started under `nice -n 15` runs its
+ * applier at 19, never above the rest of the process); a failure only
+ * leaves the priority as it was. */
+static void
+applier_nice(void)
+{
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (base == -1 && errno != 0) return;
+    int want = base + APPLIER_NICE;
+    setpriority(PRIO_PROCESS, (id_t)gettid(), want > 19 ? 19 : want);
+}
+
 /* The applier thread (commit journal): writes the write-behind window's
  * groups to the shards as they fall due, so that the mutation thread's
  * journal commits never wait behind a RocksDB write (a group of large
@@ -676,7 +692,7 @@ applier_main(void *arg)
     rocksdb_set_perf_level(rocksdb_disable);
     /* below the loop and the mutation thread: what it writes is published
      * already, so it may wait for a core (the window holds it meanwhile) */
-    setpriority(PRIO_PROCESS, (id_t)gettid(), APPLIER_NICE);
+    applier_nice();
     pthread_mutex_lock(&m->pmu);
     while (!m->applier_stop) {
         int64_t now = util_now_ns();
