@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cluster/proxy.h"
+
 #define BUCKETS 256
 
 typedef struct MuxRelay MuxRelay;
@@ -85,15 +87,6 @@ stream_end(RStream *st, bool tell)
     free(st);
 }
 
-static void
-io_set(struct ev_loop *loop, ev_io *w, bool on)
-{
-    if (on && !ev_is_active(w))
-        ev_io_start(loop, w);
-    else if (!on && ev_is_active(w))
-        ev_io_stop(loop, w);
-}
-
 /* Grants back what the client took, once it is worth a frame. */
 static void
 grant(RStream *st)
@@ -121,8 +114,8 @@ update(RStream *st)
         stream_end(st, false);
         return -1;
     }
-    io_set(loop, &st->rd, !st->cl_eof && (st->credit > 0 || st->up_done));
-    io_set(loop, &st->wr, pending);
+    proxy_io_set(loop, &st->rd, !st->cl_eof && (st->credit > 0 || st->up_done));
+    proxy_io_set(loop, &st->wr, pending);
     return 0;
 }
 

@@ -50,8 +50,8 @@ again(void)
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
-static void
-io_set(struct ev_loop *loop, ev_io *w, bool on)
+void
+proxy_io_set(struct ev_loop *loop, ev_io *w, bool on)
 {
     if (on && !ev_is_active(w))
         ev_io_start(loop, w);
@@ -225,9 +225,10 @@ pair_update(Proxy *p)
         bool wait_up = up && p->connecting && !p->handshaking;
         bool tls_out = s->tls && tls_sock_want_write(s->tls);
         bool rd = !s->eof && !wait_up && s->end - s->start < PROXY_BUF_SIZE;
-        io_set(loop, &s->rd, rd);
-        io_set(loop, &s->wr,
-               wait_up || tls_out || (!p->connecting && o->end > o->start));
+        proxy_io_set(loop, &s->rd, rd);
+        proxy_io_set(loop, &s->wr,
+                     wait_up || tls_out ||
+                         (!p->connecting && o->end > o->start));
         /* plaintext TLS decrypted past the buffer's end */
         if (rd && s->tls && tls_sock_more(s->tls))
             ev_feed_event(loop, &s->rd, EV_READ);

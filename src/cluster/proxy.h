@@ -24,6 +24,7 @@
 #ifndef ROCKSTALK_PROXY_H
 #define ROCKSTALK_PROXY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,10 @@
  * pair). */
 typedef size_t (*ProxyHelloFn)(void *arg, TlsSock *client_tls,
                                unsigned char *buf, size_t cap);
+
+/* Starts (on) or stops (!on) watcher w on loop unless it already is so;
+ * shared by the relays (proxy.c, muxrelay.c). Loop thread only. */
+void proxy_io_set(struct ev_loop *loop, ev_io *w, bool on);
 
 /* One client <-> upstream pair; opaque, owned by its ProxySet. */
 typedef struct Proxy Proxy;
