@@ -62,6 +62,11 @@
  * cluster rows; the leader creates DIR/LEADER, and only it may be given
  * clients (elsewhere a generation is never synced).
  *
+ * -B IP:PORT (with -R): the address this node's Raft listens on, where
+ * not its address in -r (raft_uv_tcp_set_bind_address, raft/uv.h): the
+ * Raft ceiling over mutual TLS (run.sh's ceiling-raftt) puts a TLS
+ * proxy between -r's addresses and the bound ones.
+ *
  * -u (with -b -o): the in-loop async sync ceiling. No syncer thread: the
  * loop itself writes each generation into the preallocated log through
  * io_uring (liburing, io_uring_prep_write(3)), the file opened with
@@ -77,7 +82,8 @@
  * put c=1 row: beanstalkd -f0 syncs in its loop, blocking it).
  *
  * usage: ceiling [-l ADDR] [-p PORT]
- *                [-b DIR [-n SYNCERS] [-o [-u]] [-w] [-k] [-R ID -r CL]]
+ *                [-b DIR [-n SYNCERS] [-o [-u]] [-w] [-k]
+ *                 [-R ID -r CL [-B ADDR]]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
 #include <errno.h>
@@ -169,6 +175,7 @@ static StoreShard kshard;     /* -k: the shard */
 static int in_loop;           /* -u */
 static int raft_id_opt;       /* -R: this node's id; 0: no Raft */
 static const char *raft_spec; /* -r: the cluster */
+static const char *raft_bind; /* -B: the Raft address to bind, if not -r's */
 
 /* -R: the Raft node that stands in for the syncers (raft thread). */
 static struct rnode {
@@ -784,6 +791,9 @@ rnode_start(const char *dir, int id, const char *spec)
     }
     if ((rv = raft_uv_tcp_init(&rn.transport, &rn.loop)) != 0)
         raft_die("raft_uv_tcp_init", rv);
+    if (raft_bind &&
+        (rv = raft_uv_tcp_set_bind_address(&rn.transport, raft_bind)) != 0)
+        raft_die("raft_uv_tcp_set_bind_address", rv);
     if ((rv = raft_uv_init(&rn.io, &rn.loop, rdir, &rn.transport)) != 0)
         raft_die("raft_uv_init", rv);
     rn.fsm = (struct raft_fsm){.version = 1,
@@ -854,7 +864,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:owukR:r:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:owukR:r:B:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -875,10 +885,12 @@ main(int argc, char **argv)
             raft_id_opt = atoi(optarg);
         else if (o == 'r')
             raft_spec = optarg;
+        else if (o == 'B')
+            raft_bind = optarg;
         else
             return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] "
                                    "[-b DIR [-n 1-16] [-o [-u]] [-w] [-k] [-R "
-                                   "ID -r CL]]\n"),
+                                   "ID -r CL [-B ADDR]]]\n"),
                    2;
     }
     if (raft_id_opt && (!raft_spec || !dir))

@@ -23,7 +23,9 @@
 #                       between the nodes, scripts/cluster-certs.sh),
 #                       ceiling-raft
 #                       (the Raft ceiling: 3 ceiling nodes on libraft,
-#                       measured through the leader), rs-tls (rs
+#                       measured through the leader), ceiling-raftt (the
+#                       same with mutual TLS between the nodes through
+#                       stunnel; not in the default set), rs-tls (rs
 #                       measured through its tls:// listener), bs-stunnel
 #                       (bs-b behind an stunnel TLS server with the same
 #                       certificate; the CPU of both counted), or also
@@ -190,7 +192,11 @@ pin_cmd() { if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi; }
 # Is configuration $1 a 3-node cluster (rs-cl: measured through the leader's
 # client port, rs-clf: through a follower's, which relays to the leader;
 # ceiling-raft: the Raft ceiling, through its leader)?
-is_cluster() { case $1 in rs-cl | rs-clf | rs-clt | rs-clft | ceiling-raft) ;; *) return 1 ;; esac; }
+is_cluster() { case $1 in rs-cl | rs-clf | rs-clt | rs-clft | ceiling-raft*) ;; *) return 1 ;; esac; }
+
+# Is configuration $1 the Raft ceiling (ceiling-raft, or ceiling-raftt: the
+# same over mutual TLS between the nodes, through stunnel)?
+is_raft_ceiling() { [ "$1" = ceiling-raft ] || [ "$1" = ceiling-raftt ]; }
 
 # Is cluster configuration $1 measured through a follower?
 via_follower() { [ "$1" = rs-clf ] || [ "$1" = rs-clft ]; }
@@ -241,6 +247,42 @@ socket = l:TCP_NODELAY=1
 socket = r:TCP_NODELAY=1
 EOF
     SRV_PIDS=($! "${SRV_PIDS[0]}")
+}
+
+# ceiling-raftt's TLS between the nodes (log $1): one stunnel process with,
+# for each node i, a client side accepting plaintext on ${$3[i]} (the
+# address the other nodes know node i by) and connecting with TLS to
+# ${$4[i]}, and a server side accepting that TLS and connecting to node i's
+# bound Raft port ${$2[i]}; both sides present a certificate of the run's
+# CA and require one (mutual TLS, as rs-clt's nodes), TLS 1.3 with
+# AES-128-GCM first (as rockstalkd's peer TLS), TCP_NODELAY. Appends
+# stunnel's pid to SRV_PIDS, so its CPU counts as the cluster's.
+start_raft_tls() {
+    local -n _rp=$2 _ap=$3 _tp=$4
+    local i c="$BUILD/certs"
+    ensure_certs
+    {
+        printf 'foreground = yes\npid =\ndebug = 4\n'
+        printf 'sslVersionMin = TLSv1.3\n'
+        printf 'ciphersuites = TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384\n'
+        printf 'CAfile = %s/ca.pem\nverifyChain = yes\n' "$c"
+        printf 'socket = l:TCP_NODELAY=1\nsocket = r:TCP_NODELAY=1\n'
+        for i in 0 1 2; do
+            printf '[c%d]\nclient = yes\naccept = 127.0.0.1:%s\n' \
+                "$i" "${_ap[i]}"
+            printf 'connect = 127.0.0.1:%s\n' "${_tp[i]}"
+            printf 'cert = %s/node%d.pem\nkey = %s/node%d.key\n' \
+                "$c" $(((i + 1) % 3 + 1)) "$c" $(((i + 1) % 3 + 1))
+            printf '[s%d]\naccept = 127.0.0.1:%s\n' "$i" "${_tp[i]}"
+            printf 'connect = 127.0.0.1:%s\n' "${_rp[i]}"
+            printf 'cert = %s/node%d.pem\nkey = %s/node%d.key\n' \
+                "$c" $((i + 1)) "$c" $((i + 1))
+        done
+    } >"$BUILD/raftt.conf"
+    CMD=("$STUNNEL" "$BUILD/raftt.conf")
+    pin_cmd
+    "${CMD[@]}" >>"$1" 2>&1 &
+    SRV_PIDS+=($!)
 }
 
 # The Raft ceiling's leader: the node whose data dir $1/nodeN holds LEADER.
@@ -401,20 +443,27 @@ serving_leader() {
 # to it. Sets SRV_PIDS to the nodes' pids and SRV_PORT to the leader's
 # client port (rs-cl) or the next node's after the leader (rs-clf).
 start_cluster() {
-    local i p spec rspec lead
-    local -a cp rp
+    local i p spec rspec lead n=6
+    local -a cp rp ap tp ports
+    [ "$1" = ceiling-raftt ] && n=12
     for _ in 1 2 3; do
-        cp=() rp=()
-        while [ ${#rp[@]} -lt 3 ]; do
+        ports=()
+        while [ ${#ports[@]} -lt $n ]; do
             p=$((20000 + RANDOM % 12000))
             listening "$p" && continue
-            case " ${cp[*]} ${rp[*]} " in *" $p "*) continue ;; esac
-            if [ ${#cp[@]} -lt 3 ]; then cp+=("$p"); else rp+=("$p"); fi
+            case " ${ports[*]} " in *" $p "*) continue ;; esac
+            ports+=("$p")
         done
+        # client ports, Raft ports; ceiling-raftt: the TLS proxy's client
+        # side (the addresses the nodes know each other by) and server side
+        cp=("${ports[@]:0:3}") rp=("${ports[@]:3:3}")
+        ap=("${ports[@]:6:3}") tp=("${ports[@]:9:3}")
         spec="" rspec=""
         for i in 0 1 2; do
             spec="$spec${spec:+,}$((i + 1))@127.0.0.1:${rp[i]}/${cp[i]}"
-            rspec="$rspec${rspec:+,}$((i + 1))@127.0.0.1:${rp[i]}"
+            p=${rp[i]}
+            [ "$1" = ceiling-raftt ] && p=${ap[i]}
+            rspec="$rspec${rspec:+,}$((i + 1))@127.0.0.1:$p"
         done
         SRV_PIDS=()
         for i in 0 1 2; do
@@ -422,19 +471,22 @@ start_cluster() {
             CMD=("$ROCKSTALKD" -l 127.0.0.1 -p "${cp[i]}" -b "$2/node$((i + 1))"
                 --cluster "$spec" --node-id "$((i + 1))"
                 $(tls_flags "$1" "$((i + 1))"))
-            if [ "$1" = ceiling-raft ]; then
+            if is_raft_ceiling "$1"; then
                 mkdir -p "$2/node$((i + 1))"
                 CMD=("$BUILD/ceiling" -l 127.0.0.1 -p "${cp[i]}"
-                    -b "$2/node$((i + 1))" -R "$((i + 1))" -r "$rspec")
+                    -b "$2/node$((i + 1))" -R "$((i + 1))" -r "$rspec"
+                    -B "127.0.0.1:${rp[i]}")
             fi
             pin_cmd
             echo "${CMD[*]}" >>"${3%.log}.node$((i + 1)).log"
             "${CMD[@]}" >>"${3%.log}.node$((i + 1)).log" 2>&1 &
             SRV_PIDS+=($!)
         done
+        [ "$1" = ceiling-raftt ] &&
+            start_raft_tls "${3%.log}.stunnel.log" rp ap tp
         for i in $(seq 300); do
             srv_alive || break
-            if [ "$1" = ceiling-raft ]; then
+            if is_raft_ceiling "$1"; then
                 lead=$(ceiling_leader "$2")
             else
                 lead=$(serving_leader "${cp[@]}")
