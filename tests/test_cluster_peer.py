@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from cluster import ROCKSTALKD, Cluster, node_port
+from cluster import ROCKSTALKD, Cluster, make_certs, node_port
 
 # libraft 0.15's uv TCP transport (src/uv_tcp_connect.c, uv_encoding.c)
 RAFT_HANDSHAKE_PROTOCOL = 1
@@ -275,6 +275,48 @@ def test_relay_to_itself_refused(tmp_path, listen):
     assert p.returncode == 1, out
     assert "voter 2" in out and "/CLIENTPORT" in out, out
     assert not os.path.exists(os.path.join(d, "CLUSTER")), out
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_raft_port_in_use_is_named(tmp_path, tls):
+    """A node whose Raft port is taken cannot start; its log must say why
+    (libraft 0.15 leaves its own message empty and keeps the transport's
+    apart: the node printed "raft start in DIR: " and nothing more)."""
+    raft = [node_port() for _ in range(3)]
+    spec = ",".join("%d@127.0.0.1:%d/%d" % (i + 1, p, node_port())
+                    for i, p in enumerate(raft))
+    flags = []
+    if tls:
+        certs = str(tmp_path / "certs")
+        make_certs(certs, 3)
+        flags = ["--cluster-cert", os.path.join(certs, "node1.pem"),
+                 "--cluster-key", os.path.join(certs, "node1.key"),
+                 "--cluster-ca", os.path.join(certs, "ca.pem")]
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", raft[0]))
+    taken.listen(1)
+    try:
+        p = subprocess.Popen([ROCKSTALKD, "-l", "127.0.0.1",
+                              "-p", str(node_port()),
+                              "-b", str(tmp_path / "n1"), "--cluster", spec,
+                              "--node-id", "1"] + flags,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise AssertionError("the node started on a taken Raft port")
+    finally:
+        taken.close()
+    out = out.decode()
+    assert p.returncode != 0, out
+    line = [x for x in out.splitlines() if "raft start in" in x]
+    assert line, out
+    # the address it could not listen on, and why (the plaintext transport
+    # of libraft gives no reason of its own; the mutual-TLS one does)
+    assert "127.0.0.1:%d" % raft[0] in line[0] or "in use" in line[0], out
+    assert "in use" in line[0], out
 
 
 # ---- --max-connections on a follower ----

@@ -390,6 +390,26 @@ on_check(uv_check_t *h)
     publish_view(n);
 }
 
+/* Writes why raft_start failed (rv, a RAFT_* code) into err: libraft's
+ * message, else its I/O's, else the transport's (libraft 0.15 copies
+ * neither up, and its TCP transport says nothing when uv_listen fails:
+ * a Raft port already in use printed "raft start in DIR: " alone), else
+ * the code's name with the address this node listens on. */
+static void
+start_error(RaftNode *n, int rv, char *err, size_t errcap)
+{
+    const char *m = raft_errmsg(&n->raft);
+    if (!m || !*m) m = n->io.errmsg;
+    if (!*m) m = n->transport.errmsg;
+    if (*m)
+        cluster_errf(err, errcap, "raft start in %s: %s", n->dir, m);
+    else
+        cluster_errf(err, errcap,
+                     "raft start in %s: %s (could it listen on %s? a port "
+                     "in use is one cause)",
+                     n->dir, raft_strerror(rv), n->self_addr);
+}
+
 /* Raft thread: sets up the loop, libraft and the bootstrap. Returns 0 with
  * everything running, or -1 (err set) with everything closed but the loop,
  * which the caller runs to its end and closes. */
@@ -476,8 +496,7 @@ node_open(RaftNode *n, char *err, size_t errcap)
         if (atomic_load(&n->failed))
             cluster_errf(err, errcap, "%s", n->fail_msg);
         else
-            cluster_errf(err, errcap, "raft start in %s: %s", n->dir,
-                         raft_errmsg(&n->raft));
+            start_error(n, rv, err, errcap);
         goto fail_raft;
     }
     publish(n);
