@@ -239,6 +239,8 @@ stats_process(Server *s, Out *o)
     kv_u(o, "rockstalk-body-ring-puts", st.ring_bodies);
     kv_u(o, "rockstalk-body-ring-bytes", st.ring_bytes);
     kv_u(o, "rockstalk-body-ring-waits", st.ring_waits);
+    kv_u(o, "rockstalk-body-ring-flushes", st.ring_flushes);
+    kv_u(o, "rockstalk-body-ring-restored", st.ring_restored);
 }
 
 static void

@@ -226,6 +226,9 @@ typedef struct StoreStats {
      * their bytes, and the times its writer waited before reusing a file
      * (for the shards to take what the file held) */
     uint64_t ring_bodies, ring_bytes, ring_waits;
+    /* its flushes of the shards' body CFs before reusing a file, and the
+     * bodies put back from it at start-up (store/bodyring.h) */
+    uint64_t ring_flushes, ring_restored;
     int nshards;
 } StoreStats;
 
