@@ -478,10 +478,12 @@ def test_ring_lapped_unflushed_sigkill(rockstalkd):
     c.close()
 
 
-def test_ring_unflushed_body_damaged_refuses(rockstalkd):
-    """(d) a ring entry damaged whose body RocksDB lacks (applied without
-    the WAL, not flushed, then kill -9): the restart refuses, naming the
-    job, instead of serving a wrong body."""
+@pytest.mark.parametrize("how", ["crc", "missing"])
+def test_ring_unflushed_body_damaged_refuses(rockstalkd, how):
+    """(d) a ring entry damaged (a body byte flipped, or its file gone)
+    whose body RocksDB lacks (applied without the WAL, not flushed, then
+    kill -9): the restart refuses, naming the job, instead of serving a
+    wrong body."""
     srv = rockstalkd(*BIGRING)
     c = Conn(srv.port)
     ids = put_many(c, [body_of(i, 100000) for i in range(4)])
@@ -491,8 +493,16 @@ def test_ring_unflushed_body_damaged_refuses(rockstalkd):
     refs = {r[0]: r[1:] for _, _, p in journal_records(srv.dir)
             for r in ring_refs(p)}
     assert sorted(refs) == ids, refs
-    damage_entry(srv.dir, refs[ids[2]], "crc")
+    if how == "missing":
+        os.unlink(os.path.join(srv.dir, "bodies",
+                               "ring-%d" % (refs[ids[2]][0] % RING_FILES)))
+    else:
+        damage_entry(srv.dir, refs[ids[2]], how)
     p = subprocess.run(srv.argv, capture_output=True, timeout=30)
     out = p.stdout + p.stderr
     assert p.returncode != 0, out
-    assert b"does not verify" in out and b"job %d" % ids[2] in out, out
+    # the file gone: its first job is the first without its body
+    bad, good = (ids[0], None) if how == "missing" else (ids[2], ids[0])
+    assert b"does not verify" in out and b"job %d'" % bad in out, out
+    if good:
+        assert b"job %d'" % good not in out, out
