@@ -26,14 +26,16 @@ sbatch_destroy(ShardBatches *b)
     }
 }
 
-/* Deletes the body of the job of key and its ring reference, if any: each
+/* Deletes the body of the job of key and (ring) its ring reference: each
  * was Put at most once (sbatch_add: a replay does not put a ring body
  * again). */
 static void
-del_body(rocksdb_writebatch_t *wb, const StoreShard *sh, const char *key)
+del_body(rocksdb_writebatch_t *wb, const StoreShard *sh, const char *key,
+         int ring)
 {
     rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_BODY], key, 8);
-    rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_RING], key, 8);
+    if (ring)
+        rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_RING], key, 8);
 }
 
 size_t
@@ -85,13 +87,14 @@ sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
         }
         rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
         if (r.flag) /* STORE_GONE: the job's body goes, its key stays */
-            del_body(wb, sh, key);
+            del_body(wb, sh, key, 1);
         break;
     case ENC_OP_DELETE:
         /* SingleDelete is valid on the body because it is Put exactly once
          * (a STORE_GONE record has none left), and on the meta only if it
          * was never rewritten (store.h). */
-        if (!(r.flag & STORE_DEL_NO_BODY)) del_body(wb, sh, key);
+        if (!(r.flag & STORE_DEL_NO_BODY))
+            del_body(wb, sh, key, !(r.flag & STORE_DEL_SMALL));
         if (r.flag & STORE_DEL_REWRITTEN)
             rocksdb_writebatch_delete_cf(wb, meta, key, 8);
         else

@@ -148,7 +148,8 @@ store_add_delete(Store *s, uint64_t seq, uint64_t id, int flags)
                              .id = id,
                              .op = ENC_OP_DELETE,
                              .flag = (uint8_t)(flags & (STORE_DEL_REWRITTEN |
-                                                        STORE_DEL_NO_BODY))});
+                                                        STORE_DEL_NO_BODY |
+                                                        STORE_DEL_SMALL))});
 }
 
 void
