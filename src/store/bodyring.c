@@ -125,6 +125,19 @@ bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
 
 /* ---- restore ---- */
 
+/* The generation of file i's first entry (0: none readable). */
+static uint64_t
+first_gen(const BodyRing *r, int i)
+{
+    unsigned char h[RING_HDR];
+
+    if (r->fd[i] < 0 || read_at(r->fd[i], h, RING_HDR, 0) != 0 ||
+        le_get32(h) != RING_MAGIC ||
+        le_get32(h + 20) != (uint32_t)crc32(0L, h, 20))
+        return 0;
+    return le_get64(h + 8);
+}
+
 /* Restores the body of the job of key (k, 8 bytes) in shard sh from the
  * reference v (vlen bytes) into b, unless the body CF holds it. */
 static int
@@ -134,12 +147,7 @@ restore_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
 {
     uint64_t id = enc_key_get(k);
     const unsigned char *q = (const unsigned char *)v;
-    int has = shard_has_body(sh, k);
 
-    if (has < 0)
-        return util_fail(err, errcap, "shard-%02d: read of job %llu's body",
-                         sh->index, (unsigned long long)id);
-    if (has) return 0;
     if (vlen != ENC_RING_REF)
         return util_fail(err, errcap,
                          "shard-%02d: job %llu's ring reference has %zu bytes",
@@ -148,6 +156,14 @@ restore_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
                         .off = le_get64(q + 8),
                         .len = le_get32(q + 16),
                         .crc = le_get32(q + 20)};
+    /* a later generation started in its file: it was flushed before (the
+     * reuse rule), no need to read it back to know */
+    if (ref.gen < r->restore_gen[ref.gen % STORE_RING_FILES]) return 0;
+    int has = shard_has_body(sh, k);
+    if (has < 0)
+        return util_fail(err, errcap, "shard-%02d: read of job %llu's body",
+                         sh->index, (unsigned long long)id);
+    if (has) return 0;
     *buf = util_xrealloc(*buf, ref.len ? ref.len : 1);
     int rc = bodyring_read(r, &ref, *buf, err, errcap);
     if (rc < 0) return -1;
@@ -213,6 +229,8 @@ bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards, char *err,
     char *buf = NULL;
     int rc = 0;
 
+    for (int i = 0; i < STORE_RING_FILES; i++)
+        r->restore_gen[i] = first_gen(r, i);
     for (int i = 0; rc == 0 && i < nshards; i++)
         rc = restore_shard(r, &shard[i], &buf, err, errcap);
     free(buf);
@@ -220,19 +238,6 @@ bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards, char *err,
 }
 
 /* ---- reset ---- */
-
-/* The generation of file i's first entry (0: none readable). */
-static uint64_t
-first_gen(const BodyRing *r, int i)
-{
-    unsigned char h[RING_HDR];
-
-    if (r->fd[i] < 0 || read_at(r->fd[i], h, RING_HDR, 0) != 0 ||
-        le_get32(h) != RING_MAGIC ||
-        le_get32(h + 20) != (uint32_t)crc32(0L, h, 20))
-        return 0;
-    return le_get64(h + 8);
-}
 
 /* No ring this run: removes the files an earlier run left (replayed
  * already) and the directory. */

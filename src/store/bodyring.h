@@ -121,6 +121,9 @@ typedef struct BodyRing {
     _Atomic uint64_t st_flushes; /* covers done (a flush of every shard's
                                     body CF each) */
     uint64_t restored;           /* bodies bodyring_restore put back */
+    uint64_t restore_gen[STORE_RING_FILES]; /* bodyring_restore: the
+                                               generation of each file's
+                                               first entry (0: none) */
 } BodyRing;
 
 /* Opens the ring files of datadir that exist (none is created here), for
@@ -142,8 +145,11 @@ int bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
  * back every body a shard's ring CF refers to that its body CF lacks (the
  * WAL did not carry it), read from the ring and verified, then flushes
  * every shard's body CF (the replay's bodies, written without the WAL,
- * too), so the ring may be reused. Returns 0, or -1 with a message in err
- * (a body that does not verify names its job). */
+ * too), so the ring may be reused. A reference to a generation older than
+ * the one its file starts with is skipped unread: that generation was
+ * flushed before its file was reused, so the start-up reads back at most
+ * the ring's worth of bodies, not every live ring job's. Returns 0, or -1 with
+ * a message in err (a body that does not verify names its job). */
 int bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards,
                      char *err, size_t errcap);
 
