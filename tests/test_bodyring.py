@@ -370,3 +370,139 @@ def test_ring_refusals(rockstalkd):
     assert re.fullmatch(r"INSERTED \d+", r), r
     assert c.peek(int(r.split()[1])) == big
     c.close()
+
+
+# ---- ring bodies kept out of RocksDB's WAL (store/bodyring.h) ----
+#
+# A put through the ring writes its reference to RocksDB with the WAL (ring
+# column family) and its body without it; a kill -9 before a flush of the
+# body column family loses the body from RocksDB, and the start-up puts it
+# back from the ring (rockstalk-body-ring-restored). These tests kill
+# without ROCKSTALKD_FAULT_DEFER_UNSYNCED, after waiting for the write-
+# behind window (1 s, store/pend.h) to apply the puts, so the references
+# are in RocksDB's WAL and the bodies only in the memtable.
+
+BIGRING = ["--journal-size", str(4 * MiB), "--body-ring", "4096",
+           "--body-ring-size", str(8 * MiB), "-z", str(MiB)]
+APPLIED = 1.6   # s: the write-behind window (1 s) and the applier's grace
+
+
+def test_ring_unflushed_bodies_sigkill(rockstalkd):
+    """(a) ring bodies applied to RocksDB without the WAL and not flushed
+    are back byte-exact after kill -9, read from the ring; (c) a deleted
+    ring job's reference went with it (nothing restored for it)."""
+    srv = rockstalkd(*BIGRING)
+    c = Conn(srv.port)
+    bodies = [body_of(i, [70000, 150000, 20, 9000][i % 4]) for i in range(16)]
+    ids = dict(zip(put_many(c, bodies), bodies))
+    ring = [j for j, b in ids.items() if len(b) >= 4096]
+    gone = ring[::3]
+    for jid in gone:
+        assert c.cmd("delete %d" % jid) == "DELETED"
+        del ids[jid]
+    assert c.stat("rockstalk-body-ring-flushes") == 0
+    c.close()
+    time.sleep(APPLIED)
+    srv.kill9()
+    srv.restart()
+    c = Conn(srv.port)
+    for jid, body in sorted(ids.items()):
+        assert c.peek(jid) == body, "job %d after the restart" % jid
+    for jid in gone:
+        assert c.peek(jid) is None, "deleted job %d came back" % jid
+    assert c.stat("current-jobs-ready") == len(ids)
+    assert c.stat("rockstalk-body-ring-restored") == len(ring) - len(gone)
+    c.close()
+    # now they are in RocksDB for good: the next start restores none, and
+    # a damaged ring does not matter any more
+    assert srv.stop() == 0
+    for name in os.listdir(os.path.join(srv.dir, "bodies")):
+        with open(os.path.join(srv.dir, "bodies", name), "r+b") as f:
+            f.write(b"\xff" * 8192)
+    srv.restart()
+    c = Conn(srv.port)
+    assert c.stat("rockstalk-body-ring-restored") == 0
+    for jid, body in sorted(ids.items()):
+        assert c.peek(jid) == body, "job %d after the clean restart" % jid
+    c.close()
+
+
+def test_ring_deleted_refs_gone(rockstalkd):
+    """(c) deleting every ring job deletes its body and its reference: a
+    kill -9 then restores nothing and brings none back."""
+    srv = rockstalkd(*BIGRING)
+    c = Conn(srv.port)
+    ids = put_many(c, [body_of(i, 80000) for i in range(8)])
+    for jid in ids:
+        assert c.cmd("delete %d" % jid) == "DELETED"
+    c.close()
+    time.sleep(APPLIED)
+    srv.kill9()
+    srv.restart()
+    c = Conn(srv.port)
+    assert c.stat("rockstalk-body-ring-restored") == 0
+    assert c.stat("current-jobs-ready") == 0
+    for jid in ids:
+        assert c.peek(jid) is None
+    c.close()
+
+
+def test_ring_lapped_unflushed_sigkill(rockstalkd):
+    """(b) after the ring lapped several times (its files reused, each
+    reuse after a flush of the shards' body column families), every live
+    job's body is right after kill -9, with 3 shards."""
+    srv = rockstalkd(*FLAGS, "--shards", "3")
+    conns = [Conn(srv.port) for _ in range(3)]
+    ids, rng = {}, random.Random(11)
+    for rnd in range(16):           # ~10 MiB of ring entries: > 2 laps
+        for k, c in enumerate(conns):
+            bodies = [body_of(rnd * 100 + k * 10 + i,
+                              rng.choice([30, 5000, 70000, 200000]))
+                      for i in range(4)]
+            for jid, b in zip(put_many(c, bodies), bodies):
+                ids[jid] = b
+    for jid in sorted(ids)[::5]:
+        assert conns[0].cmd("delete %d" % jid) == "DELETED"
+        del ids[jid]
+    assert conns[0].stat("rockstalk-body-ring-flushes") >= 4
+    for c in conns:
+        c.close()
+    time.sleep(APPLIED)
+    srv.kill9()
+    srv.restart()
+    c = Conn(srv.port)
+    assert c.stat("rockstalk-body-ring-restored") > 0
+    for jid, body in sorted(ids.items()):
+        assert c.peek(jid) == body, "job %d after the restart" % jid
+    assert c.stat("current-jobs-ready") == len(ids)
+    c.close()
+
+
+@pytest.mark.parametrize("how", ["crc", "missing"])
+def test_ring_unflushed_body_damaged_refuses(rockstalkd, how):
+    """(d) a ring entry damaged (a body byte flipped, or its file gone)
+    whose body RocksDB lacks (applied without the WAL, not flushed, then
+    kill -9): the restart refuses, naming the job, instead of serving a
+    wrong body."""
+    srv = rockstalkd(*BIGRING)
+    c = Conn(srv.port)
+    ids = put_many(c, [body_of(i, 100000) for i in range(4)])
+    c.close()
+    time.sleep(APPLIED)
+    srv.kill9()
+    refs = {r[0]: r[1:] for _, _, p in journal_records(srv.dir)
+            for r in ring_refs(p)}
+    assert sorted(refs) == ids, refs
+    if how == "missing":
+        os.unlink(os.path.join(srv.dir, "bodies",
+                               "ring-%d" % (refs[ids[2]][0] % RING_FILES)))
+    else:
+        damage_entry(srv.dir, refs[ids[2]], how)
+    p = subprocess.run(srv.argv, capture_output=True, timeout=30)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    # the file gone: its first job is the first without its body
+    bad, good = (ids[0], None) if how == "missing" else (ids[2], ids[0])
+    assert b"does not verify" in out and b"job %d'" % bad in out, out
+    if good:
+        assert b"job %d'" % good not in out, out

@@ -90,9 +90,11 @@ void
 queue_persist_delete(Server *s, Job *j)
 {
     if (!s->store) return;
-    store_add_delete(s->store, ++s->applied_seq, j->id,
-                     ((j->flags & JOB_F_REWRITTEN) ? STORE_DEL_REWRITTEN : 0) |
-                         ((j->flags & JOB_F_INLINE) ? STORE_DEL_NO_BODY : 0));
+    store_add_delete(
+        s->store, ++s->applied_seq, j->id,
+        ((j->flags & JOB_F_REWRITTEN) ? STORE_DEL_REWRITTEN : 0) |
+            ((j->flags & JOB_F_INLINE) ? STORE_DEL_NO_BODY : 0) |
+            (j->body_size < STORE_RING_MIN_LOW ? STORE_DEL_SMALL : 0));
 }
 
 void

@@ -239,6 +239,8 @@ stats_process(Server *s, Out *o)
     kv_u(o, "rockstalk-body-ring-puts", st.ring_bodies);
     kv_u(o, "rockstalk-body-ring-bytes", st.ring_bytes);
     kv_u(o, "rockstalk-body-ring-waits", st.ring_waits);
+    kv_u(o, "rockstalk-body-ring-flushes", st.ring_flushes);
+    kv_u(o, "rockstalk-body-ring-restored", st.ring_restored);
 }
 
 static void
@@ -420,8 +422,13 @@ prom_store(Server *s, StatsBuf *b)
         "# TYPE rockstalk_store_body_ring_bytes_total counter\n"
         "rockstalk_store_body_ring_bytes_total %" PRIu64 "\n"
         "# TYPE rockstalk_store_body_ring_waits_total counter\n"
-        "rockstalk_store_body_ring_waits_total %" PRIu64 "\n",
-        st.ring_bodies, st.ring_bytes, st.ring_waits);
+        "rockstalk_store_body_ring_waits_total %" PRIu64 "\n"
+        "# TYPE rockstalk_store_body_ring_flushes_total counter\n"
+        "rockstalk_store_body_ring_flushes_total %" PRIu64 "\n"
+        "# TYPE rockstalk_store_body_ring_restored gauge\n"
+        "rockstalk_store_body_ring_restored %" PRIu64 "\n",
+        st.ring_bodies, st.ring_bytes, st.ring_waits, st.ring_flushes,
+        st.ring_restored);
 }
 
 /* rockstalk_auth_*: the same as stats' rockstalk-auth-* lines. */

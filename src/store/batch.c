@@ -10,8 +10,10 @@ sbatch_init(ShardBatches *b, StoreShard *shard, int nshards)
 {
     b->shard = shard;
     b->nshards = nshards;
-    for (int i = 0; i < nshards; i++)
+    for (int i = 0; i < nshards; i++) {
         b->batch[i] = rocksdb_writebatch_create();
+        b->nowal[i] = rocksdb_writebatch_create();
+    }
 }
 
 void
@@ -19,8 +21,21 @@ sbatch_destroy(ShardBatches *b)
 {
     for (int i = 0; i < STORE_SHARDS_MAX; i++) {
         if (b->batch[i]) rocksdb_writebatch_destroy(b->batch[i]);
-        b->batch[i] = NULL;
+        if (b->nowal[i]) rocksdb_writebatch_destroy(b->nowal[i]);
+        b->batch[i] = b->nowal[i] = NULL;
     }
+}
+
+/* Deletes the body of the job of key and (ring) its ring reference: each
+ * was Put at most once (sbatch_add: a replay does not put a ring body
+ * again). */
+static void
+del_body(rocksdb_writebatch_t *wb, const StoreShard *sh, const char *key,
+         int ring)
+{
+    rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_BODY], key, 8);
+    if (ring)
+        rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_RING], key, 8);
 }
 
 size_t
@@ -45,10 +60,20 @@ sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
         if (inl) { /* one entry: the meta, then the body (store/enc.c) */
             rocksdb_writebatch_put_cf(wb, meta, key, 8, v,
                                       (size_t)r.meta_len + r.body_len);
+        } else if (r.ref) { /* the body without the WAL (store/batch.h) */
+            rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
+            rocksdb_writebatch_put_cf(wb, sh->cf[SHARD_CF_RING], key, 8,
+                                      v + r.meta_len, r.ref);
+            if (!b->replay || shard_has_body(sh, key) != 1) {
+                rocksdb_writebatch_put_cf(b->nowal[i], sh->cf[SHARD_CF_BODY],
+                                          key, 8, v + r.meta_len + r.ref,
+                                          r.body_len);
+                b->nowal_touched[i] = 1;
+            }
         } else {
             rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
             rocksdb_writebatch_put_cf(wb, sh->cf[SHARD_CF_BODY], key, 8,
-                                      v + r.meta_len + r.ref, r.body_len);
+                                      v + r.meta_len, r.body_len);
         }
         if (r.id > sh->hwm) {
             sh->hwm = r.id;
@@ -62,16 +87,14 @@ sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
         }
         rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
         if (r.flag) /* STORE_GONE: the job's body goes, its key stays */
-            rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_BODY], key,
-                                               8);
+            del_body(wb, sh, key, 1);
         break;
     case ENC_OP_DELETE:
         /* SingleDelete is valid on the body because it is Put exactly once
          * (a STORE_GONE record has none left), and on the meta only if it
          * was never rewritten (store.h). */
         if (!(r.flag & STORE_DEL_NO_BODY))
-            rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_BODY], key,
-                                               8);
+            del_body(wb, sh, key, !(r.flag & STORE_DEL_SMALL));
         if (r.flag & STORE_DEL_REWRITTEN)
             rocksdb_writebatch_delete_cf(wb, meta, key, 8);
         else
@@ -120,6 +143,7 @@ sbatch_clear(ShardBatches *b)
 {
     for (int i = 0; i < b->nshards; i++) {
         rocksdb_writebatch_clear(b->batch[i]);
-        b->touched[i] = 0;
+        rocksdb_writebatch_clear(b->nowal[i]);
+        b->touched[i] = b->nowal_touched[i] = 0;
     }
 }

@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "base/bytes.h"
+#include "store/enc.h"
 #include "store/util.h"
 
 struct RingReq {
@@ -122,7 +123,7 @@ bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
     return (uint32_t)crc32(0L, buf, ref->len) == ref->crc ? 0 : 1;
 }
 
-/* ---- reset ---- */
+/* ---- restore ---- */
 
 /* The generation of file i's first entry (0: none readable). */
 static uint64_t
@@ -136,6 +137,107 @@ first_gen(const BodyRing *r, int i)
         return 0;
     return le_get64(h + 8);
 }
+
+/* Restores the body of the job of key (k, 8 bytes) in shard sh from the
+ * reference v (vlen bytes) into b, unless the body CF holds it. */
+static int
+restore_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
+            size_t vlen, rocksdb_writebatch_t *b, char **buf, char *err,
+            size_t errcap)
+{
+    uint64_t id = enc_key_get(k);
+    const unsigned char *q = (const unsigned char *)v;
+
+    if (vlen != ENC_RING_REF)
+        return util_fail(err, errcap,
+                         "shard-%02d: job %llu's ring reference has %zu bytes",
+                         sh->index, (unsigned long long)id, vlen);
+    StoreRingRef ref = {.gen = le_get64(q),
+                        .off = le_get64(q + 8),
+                        .len = le_get32(q + 16),
+                        .crc = le_get32(q + 20)};
+    /* a later generation started in its file: it was flushed before (the
+     * reuse rule), no need to read it back to know */
+    if (ref.gen < r->restore_gen[ref.gen % STORE_RING_FILES]) return 0;
+    int has = shard_has_body(sh, k);
+    if (has < 0)
+        return util_fail(err, errcap, "shard-%02d: read of job %llu's body",
+                         sh->index, (unsigned long long)id);
+    if (has) return 0;
+    *buf = util_xrealloc(*buf, ref.len ? ref.len : 1);
+    int rc = bodyring_read(r, &ref, *buf, err, errcap);
+    if (rc < 0) return -1;
+    if (rc > 0)
+        return util_fail(
+            err, errcap,
+            "body ring: job %llu's body is not in shard-%02d and its ring "
+            "entry (generation %llu, offset %llu, %u bytes) does not verify",
+            (unsigned long long)id, sh->index, (unsigned long long)ref.gen,
+            (unsigned long long)ref.off, ref.len);
+    rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_BODY], k, ENC_KEY_LEN, *buf,
+                              ref.len);
+    r->restored++;
+    return 0;
+}
+
+/* bodyring_restore of one shard, its body CF flushed after. */
+static int
+restore_shard(BodyRing *r, const StoreShard *sh, char **buf, char *err,
+              size_t errcap)
+{
+    rocksdb_iterator_t *it =
+        rocksdb_create_iterator_cf(sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING]);
+    rocksdb_writebatch_t *b = rocksdb_writebatch_create();
+    char *e = NULL, *msg = NULL;
+    size_t klen, vlen;
+    int rc = 0;
+
+    for (rocksdb_iter_seek_to_first(it); rc == 0 && rocksdb_iter_valid(it);
+         rocksdb_iter_next(it)) {
+        const char *k = rocksdb_iter_key(it, &klen);
+        const char *v = rocksdb_iter_value(it, &vlen);
+        if (klen == ENC_KEY_LEN)
+            rc = restore_one(r, sh, k, v, vlen, b, buf, err, errcap);
+        if (rc == 0 && rocksdb_writebatch_data(b, &klen) && klen > TRIP_BYTES) {
+            rocksdb_write(sh->db, sh->opt->wo_nosync, b, &e);
+            rocksdb_writebatch_clear(b);
+            if (e) break;
+        }
+    }
+    if (!e) rocksdb_iter_get_error(it, &e);
+    if (!e && rc == 0) rocksdb_write(sh->db, sh->opt->wo_nosync, b, &e);
+    rocksdb_iter_destroy(it);
+    rocksdb_writebatch_destroy(b);
+    if (e) {
+        util_fail(err, errcap, "shard-%02d: restoring ring bodies: %s",
+                  sh->index, e);
+        rocksdb_free(e);
+        return -1;
+    }
+    if (rc == 0 && shard_flush_bodies(sh, &msg) < 0) {
+        util_fail(err, errcap, "shard-%02d: flush: %s", sh->index, msg);
+        free(msg);
+        return -1;
+    }
+    return rc;
+}
+
+int
+bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards, char *err,
+                 size_t errcap)
+{
+    char *buf = NULL;
+    int rc = 0;
+
+    for (int i = 0; i < STORE_RING_FILES; i++)
+        r->restore_gen[i] = first_gen(r, i);
+    for (int i = 0; rc == 0 && i < nshards; i++)
+        rc = restore_shard(r, &shard[i], &buf, err, errcap);
+    free(buf);
+    return rc;
+}
+
+/* ---- reset ---- */
 
 /* No ring this run: removes the files an earlier run left (replayed
  * already) and the directory. */
@@ -244,8 +346,10 @@ sample_for(BodyRing *r, uint64_t need, uint64_t *pos, uint64_t *seq)
  * store/bodyring.h): waits until the loop has resolved them, then until
  * the mutation thread has applied the sequence it named (the write-behind
  * window writes it within PEND_WINDOW_NS, store/pend.h; after
- * RING_DRAIN_WAIT_US the writer asks for a drain instead), then syncs
- * every shard's WAL. Returns 0, or -1 if the store stops or failed first. */
+ * RING_DRAIN_WAIT_US the writer asks for a drain instead), then flushes
+ * every shard's body CF (the bodies written to it without the WAL) and
+ * syncs its WAL (the references, the metas). Returns 0, or -1 if the store
+ * stops or failed first. */
 static int
 cover(BodyRing *r, uint64_t need)
 {
@@ -268,11 +372,16 @@ cover(BodyRing *r, uint64_t need)
         usleep(100);
     }
     for (int i = 0; i < r->nshards; i++) {
+        if (shard_flush_bodies(&r->shard[i], &msg) < 0) {
+            ack_fail(r->ack, "body ring: flush of the bodies of", i, msg);
+            return -1;
+        }
         if (r->io->sync(r->io->ctx, r->shard[i].db, &msg) < 0) {
             ack_fail(r->ack, "body ring: WAL sync of", i, msg);
             return -1;
         }
     }
+    atomic_fetch_add_explicit(&r->st_flushes, 1, memory_order_relaxed);
     r->covered = pos;
     return 0;
 }

@@ -10,8 +10,12 @@
  * fdatasyncs (one sync for every body queued meanwhile) and hands it back
  * with its reference (bodyring_take). Only then does the loop apply the
  * put: its mutation record carries the reference (ENC_PUT_RING), the
- * journal writes the reference instead of the body, RocksDB still takes
- * the body. So every journal record's references point at synced entries.
+ * journal writes the reference instead of the body, and RocksDB takes the
+ * reference with its WAL (ring CF) and the body without it (body CF,
+ * store/batch.h): a large body reaches the device once before its put is
+ * acknowledged (here), and once more only if a flush finds it still
+ * live. So every journal record's and every ring CF entry's references
+ * point at synced entries.
  *
  * An entry (little-endian), at an offset that is a multiple of RING_ALIGN:
  *     0  u32 magic  RING_MAGIC
@@ -24,17 +28,27 @@
  *
  * Reuse rule: the file of generation g is overwritten (as generation
  * g + STORE_RING_FILES) only once every journal record that may refer to
- * it is in RocksDB and the shards' WALs were synced after that: the loop
- * says up to which sequence the bodies it took are in records
- * (bodyring_resolved), the writer waits until the mutation thread has
- * applied that sequence (asking it to drain its write-behind window) and
- * then syncs every shard's WAL itself. Until then the writer waits: the
- * large producers are held back, nobody else.
+ * it is in RocksDB, the bodies it holds are durable there and the shards'
+ * WALs were synced after that: the loop says up to which sequence the
+ * bodies it took are in records (bodyring_resolved), the writer waits
+ * until the mutation thread has applied that sequence (asking it to drain
+ * its write-behind window), then flushes every shard's body CF (waiting
+ * for the flush) and syncs its WAL itself. Until then the writer waits:
+ * the large producers are held back, nobody else.
  *
- * Threads: open, reset, read, start and stop on the main thread;
+ * After a crash, bodies written without the WAL may be missing from the
+ * body CF while their references (ring CF) are back: bodyring_restore
+ * reads them from the ring (intact by the reuse rule) before anything
+ * else reads the store or the ring is reset; a body neither place holds
+ * intact is a hard error, never a wrong body. So a running store's body
+ * CF always holds every live job's body, and its readers (reserve, peek,
+ * the recovery scan, a backup, a snapshot stream) need not know the ring.
+ *
+ * Threads: open, restore, reset, read, start and stop on the main thread;
  * submit, take and resolved on the loop thread; the writer thread does the
  * rest. Shared state is under mu. Calls: store_ack, store_handoff (a
- * drain's kick), store_shard (the WAL syncs), store_util, zlib; writes and
+ * drain's kick), store_shard (the WAL syncs, the flushes, the ring CF),
+ * store_enc, store_util, zlib; writes and
  * syncs go through the StoreIO seam's jwrite and jsync.
  */
 #ifndef ROCKSTALK_STORE_BODYRING_H
@@ -104,6 +118,12 @@ typedef struct BodyRing {
     void (*notify)(void *arg); /* StoreConfig.notify */
     void *notify_arg;
     _Atomic uint64_t st_bodies, st_bytes, st_waits; /* written; cover waits */
+    _Atomic uint64_t st_flushes; /* covers done (a flush of every shard's
+                                    body CF each) */
+    uint64_t restored;           /* bodies bodyring_restore put back */
+    uint64_t restore_gen[STORE_RING_FILES]; /* bodyring_restore: the
+                                               generation of each file's
+                                               first entry (0: none) */
 } BodyRing;
 
 /* Opens the ring files of datadir that exist (none is created here), for
@@ -120,6 +140,18 @@ int bodyring_open(BodyRing *r, const char *datadir, uint64_t size, uint32_t min,
  * in err). */
 int bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
                   size_t errcap);
+
+/* Main thread, after the journal's replay, before bodyring_reset: puts
+ * back every body a shard's ring CF refers to that its body CF lacks (the
+ * WAL did not carry it), read from the ring and verified, then flushes
+ * every shard's body CF (the replay's bodies, written without the WAL,
+ * too), so the ring may be reused. A reference to a generation older than
+ * the one its file starts with is skipped unread: that generation was
+ * flushed before its file was reused, so the start-up reads back at most
+ * the ring's worth of bodies, not every live ring job's. Returns 0, or -1 with
+ * a message in err (a body that does not verify names its job). */
+int bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards,
+                     char *err, size_t errcap);
 
 /* After the replay and a sync of every shard: if the ring is on, sizes
  * each file to r->size (creating the directory and the missing files) and

@@ -75,6 +75,27 @@ mut_put_marks(StoreMut *m, int i, uint64_t group)
     sbatch_put_hwm(&m->sb, i);
 }
 
+/* Writes shard i's ring bodies without the WAL (store/batch.h), before the
+ * batch that holds their references. */
+static int
+mut_write_nowal(StoreMut *m, int i)
+{
+    size_t size = 0;
+    char *e = NULL, *msg = NULL;
+
+    rocksdb_writebatch_data(m->sb.nowal[i], &size);
+    rocksdb_write(m->shard[i].db, m->shard[i].opt->wo_nowal, m->sb.nowal[i],
+                  &e);
+    rocksdb_writebatch_clear(m->sb.nowal[i]);
+    m->sb.nowal_touched[i] = 0;
+    if (shard_take_err(e, &msg) < 0) {
+        ack_fail(m->ack, "write (ring bodies, no WAL) to", i, msg);
+        return -1;
+    }
+    atomic_fetch_add_explicit(&m->ack->st_bytes, size, memory_order_relaxed);
+    return 0;
+}
+
 /* Writes one shard's batch. sync=1 is a write and an fsync in one call. */
 static int
 mut_write_one(StoreMut *m, int i, int sync)
@@ -83,6 +104,7 @@ mut_write_one(StoreMut *m, int i, int sync)
     char *msg = NULL;
     int64_t t0 = util_now_ns();
 
+    if (m->sb.nowal_touched[i] && mut_write_nowal(m, i) < 0) return -1;
     rocksdb_writebatch_data(m->sb.batch[i], &size);
     int rc =
         m->io->write(m->io->ctx, m->shard[i].db, m->sb.batch[i], sync, &msg);
@@ -117,7 +139,8 @@ mut_write_group(StoreMut *m, int sync, uint64_t group)
         if (!m->sb.touched[i]) continue;
         if (rc == 0) rc = mut_write_one(m, i, one);
         rocksdb_writebatch_clear(m->sb.batch[i]); /* after a failure: drop */
-        m->sb.touched[i] = 0;
+        rocksdb_writebatch_clear(m->sb.nowal[i]);
+        m->sb.touched[i] = m->sb.nowal_touched[i] = 0;
     }
     if (rc == 0 && sync && !one) rc = sync_dirty(m->sync);
     return rc;
@@ -591,6 +614,7 @@ mut_replay(void *arg, uint64_t group, const unsigned char *p, size_t len,
     uint64_t seq;
     (void)nrec;
 
+    m->sb.replay = 1; /* until mut_replay_end */
     size_t n = mut_replay_expand(m, group, p, len);
     if (n == (size_t)-1) return 1;
     if (n == (size_t)-2) return -1;
@@ -607,6 +631,7 @@ mut_replay_end(StoreMut *m, Journal *j, uint64_t top_group)
 {
     int rc = sync_dirty(m->sync);
 
+    m->sb.replay = 0;
     if (top_group > m->group) m->group = top_group;
     for (int i = 0; i < m->nshards; i++)
         if (m->shard[i].jgroup > m->group) m->group = m->shard[i].jgroup;

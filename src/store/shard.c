@@ -11,7 +11,8 @@
 #include "store/merge.h"
 #include "store/util.h"
 
-static const char *const cf_names[SHARD_CF_COUNT] = {"default", "meta", "body"};
+static const char *const cf_names[SHARD_CF_COUNT] = {"default", "meta", "body",
+                                                     "ring"};
 
 /* RocksDB sizing (option meanings: rocksdb/options.h). One LRU block cache is
  * shared by every shard. The meta CF holds small, often rewritten and deleted
@@ -28,6 +29,7 @@ static const char *const cf_names[SHARD_CF_COUNT] = {"default", "meta", "body"};
 #define META_WRITE_BUFFER ((size_t)16 << 20)
 #define BODY_WRITE_BUFFER ((size_t)32 << 20)
 #define DEFAULT_WRITE_BUFFER ((size_t)4 << 20)
+#define RING_WRITE_BUFFER ((size_t)4 << 20)
 #define MAX_TOTAL_WAL ((uint64_t)256 << 20)
 /* Compact-on-deletion collector: an SST whose any window of 16384 entries
  * holds 8192 deletes is queued for compaction, so tombstones left by long
@@ -70,7 +72,8 @@ void
 shard_opts_create(ShardOpts *o, int buffered_wal)
 {
     static const size_t wbuf[SHARD_CF_COUNT] = {
-        DEFAULT_WRITE_BUFFER, META_WRITE_BUFFER, BODY_WRITE_BUFFER};
+        DEFAULT_WRITE_BUFFER, META_WRITE_BUFFER, BODY_WRITE_BUFFER,
+        RING_WRITE_BUFFER};
 
     o->cache = rocksdb_cache_create_lru(BLOCK_CACHE_BYTES);
     o->bbto = rocksdb_block_based_options_create();
@@ -107,6 +110,10 @@ shard_opts_create(ShardOpts *o, int buffered_wal)
     o->wo_sync = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(o->wo_sync, 1);
     o->wo_nosync = rocksdb_writeoptions_create();
+    o->wo_nowal = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_disable_WAL(o->wo_nowal, 1);
+    o->fo = rocksdb_flushoptions_create();
+    rocksdb_flushoptions_set_wait(o->fo, 1);
     o->ro = rocksdb_readoptions_create();
 }
 
@@ -397,6 +404,31 @@ shard_get_bodies(const StoreShard *sh, const uint64_t *ids, size_t n,
     return 0;
 }
 
+int
+shard_has_body(const StoreShard *sh, const char *key)
+{
+    char *e = NULL;
+    rocksdb_pinnableslice_t *ps = rocksdb_get_pinned_cf(
+        sh->db, sh->opt->ro, sh->cf[SHARD_CF_BODY], key, ENC_KEY_LEN, &e);
+
+    if (e) {
+        rocksdb_free(e);
+        return -1;
+    }
+    if (!ps) return 0;
+    rocksdb_pinnableslice_destroy(ps);
+    return 1;
+}
+
+int
+shard_flush_bodies(const StoreShard *sh, char **errmsg)
+{
+    char *e = NULL;
+
+    rocksdb_flush_cf(sh->db, sh->opt->fo, sh->cf[SHARD_CF_BODY], &e);
+    return shard_take_err(e, errmsg);
+}
+
 void
 shard_close(StoreShard *sh)
 {
@@ -419,5 +451,7 @@ shard_opts_destroy(ShardOpts *o)
     if (o->cache) rocksdb_cache_destroy(o->cache);
     if (o->wo_sync) rocksdb_writeoptions_destroy(o->wo_sync);
     if (o->wo_nosync) rocksdb_writeoptions_destroy(o->wo_nosync);
+    if (o->wo_nowal) rocksdb_writeoptions_destroy(o->wo_nowal);
+    if (o->fo) rocksdb_flushoptions_destroy(o->fo);
     if (o->ro) rocksdb_readoptions_destroy(o->ro);
 }

@@ -4,7 +4,10 @@
  * group written here; in cluster mode "raft_applied" u64 the latest Raft
  * entry written here and "restoring" while a snapshot is received into
  * it, store/ship.h), meta (job key ->
- * JobMeta v1) and body (job key -> raw body bytes); the RocksDB options
+ * JobMeta v1), body (job key -> raw body bytes) and ring (job key -> the
+ * 24-byte body ring reference of a body that came through the body ring,
+ * store/bodyring.h: such a body is written to the body CF without the WAL,
+ * the reference with it); the RocksDB options
  * every shard shares; the StoreIO of RocksDB itself; body reads.
  *
  * Threads: open and close on the main thread; body reads on any thread
@@ -22,7 +25,16 @@
 
 #include "store/types.h"
 
-enum { SHARD_CF_DEFAULT, SHARD_CF_META, SHARD_CF_BODY, SHARD_CF_COUNT };
+enum {
+    SHARD_CF_DEFAULT,
+    SHARD_CF_META,
+    SHARD_CF_BODY,
+    SHARD_CF_RING,
+    SHARD_CF_COUNT
+};
+/* The column families a snapshot stream carries (store/ship.h): not the
+ * ring's references, whose bodies a snapshot holds in the body CF. */
+#define SHARD_CF_SHIPPED SHARD_CF_RING
 
 /* RocksDB options shared by every shard (one block cache for all). */
 typedef struct ShardOpts {
@@ -30,6 +42,8 @@ typedef struct ShardOpts {
     rocksdb_block_based_table_options_t *bbto;
     rocksdb_options_t *dbopt, *cfopt[SHARD_CF_COUNT];
     rocksdb_writeoptions_t *wo_sync, *wo_nosync;
+    rocksdb_writeoptions_t *wo_nowal; /* disableWAL: ring bodies */
+    rocksdb_flushoptions_t *fo;       /* wait=1 */
     rocksdb_readoptions_t *ro;
 } ShardOpts;
 
@@ -91,6 +105,16 @@ int shard_get_body(const StoreShard *sh, uint64_t id, char **body, size_t *len,
  * (NULL) when absent. Returns 0, or -1 on a read error. */
 int shard_get_bodies(const StoreShard *sh, const uint64_t *ids, size_t n,
                      char **bodies, size_t *lens, char *err, size_t errcap);
+
+/* Whether sh's body column family holds key (ENC_KEY_LEN bytes): 1, 0,
+ * or -1 on a read error. */
+int shard_has_body(const StoreShard *sh, const char *key);
+
+/* Flushes sh's body column family's memtable to an SST and waits for it
+ * (DB::Flush, wait=true): every body written to it before, with or
+ * without the WAL, is then durable. Returns 0, or -1 with *errmsg
+ * (malloc'd). */
+int shard_flush_bodies(const StoreShard *sh, char **errmsg);
 
 /* Moves a RocksDB error e (malloc'd by RocksDB, may be NULL) into *errmsg
  * (malloc'd, freed by the store with free()). Returns 0 if e is NULL, else

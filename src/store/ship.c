@@ -194,7 +194,7 @@ send_shard(ShipOut *o, const StoreShard *sh, const rocksdb_snapshot_t *given)
     o->frames = 0;
     o->crc = crc32_z(0, NULL, 0);
     rc = out_put(o, idx, 4, 0);
-    for (int cf = 0; rc == 0 && cf < SHARD_CF_COUNT; cf++) {
+    for (int cf = 0; rc == 0 && cf < SHARD_CF_SHIPPED; cf++) {
         rocksdb_iterator_t *it =
             rocksdb_create_iterator_cf(sh->db, ro, sh->cf[cf]);
         rc = send_cf(o, sh, cf, it);
@@ -460,7 +460,7 @@ in_frames(ShipIn *in, const StoreShard *sh)
     for (;;) {
         if (in_read(in, h, 1, 0) < 0) return -1;
         if (h[0] == SHIP_END_FRAME) return in_end_frame(in, sh);
-        if (h[0] >= SHARD_CF_COUNT)
+        if (h[0] >= SHARD_CF_SHIPPED)
             return util_fail(in->err, in->errcap,
                              "shard-%02d: frame of column family %u", sh->index,
                              h[0]);

@@ -148,7 +148,8 @@ store_add_delete(Store *s, uint64_t seq, uint64_t id, int flags)
                              .id = id,
                              .op = ENC_OP_DELETE,
                              .flag = (uint8_t)(flags & (STORE_DEL_REWRITTEN |
-                                                        STORE_DEL_NO_BODY))});
+                                                        STORE_DEL_NO_BODY |
+                                                        STORE_DEL_SMALL))});
 }
 
 void
@@ -197,6 +198,9 @@ store_stats(const Store *s, StoreStats *out)
         atomic_load_explicit(&s->ring.st_bytes, memory_order_relaxed);
     out->ring_waits =
         atomic_load_explicit(&s->ring.st_waits, memory_order_relaxed);
+    out->ring_flushes =
+        atomic_load_explicit(&s->ring.st_flushes, memory_order_relaxed);
+    out->ring_restored = s->ring.restored;
     out->nshards = s->nshards;
 }
 
@@ -346,6 +350,9 @@ store_journal_open(Store *s, char *err, size_t errcap)
     if (mut_replay_end(&s->mut, size ? &s->journal : NULL,
                        s->journal.top_group) < 0)
         goto failed;
+    /* the bodies the WAL did not carry, before the ring may be reused */
+    if (bodyring_restore(&s->ring, s->shard, s->nshards, err, errcap) < 0)
+        return -1;
     if (size) sync_use_journal(&s->sync, s->journal.fd, JOURNAL_FILES);
     if (journal_reset(&s->journal, err, errcap) < 0) return -1;
     return bodyring_reset(&s->ring, err, errcap);

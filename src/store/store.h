@@ -68,7 +68,8 @@ int store_start(Store *s, char *err, size_t errcap);
  *   store_add_delete: the job (or a STORE_GONE record) is gone; flags are
  *                     STORE_DEL_*: REWRITTEN if its meta was ever rewritten
  *                     (chooses Delete or SingleDelete), NO_BODY for a
- *                     STORE_GONE record.
+ *                     STORE_GONE record, SMALL for a body below
+ *                     STORE_RING_MIN_LOW bytes (no body ring reference).
  * They cannot fail (memory exhaustion aborts). */
 void store_add_put(Store *s, uint64_t seq, const StoreJob *job,
                    const void *body);

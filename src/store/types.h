@@ -46,6 +46,11 @@ enum { STORE_READY = 1, STORE_DELAYED = 2, STORE_BURIED = 3, STORE_GONE = 4 };
 #define STORE_DEL_NO_BODY                                                      \
     0x02 /* no body key to delete: a STORE_GONE                                \
             record, or an inline body */
+#define STORE_DEL_SMALL                                                        \
+    0x04 /* the body has fewer than STORE_RING_MIN_LOW                         \
+            bytes: it never went through the body ring, so                     \
+            there is no ring reference to delete (without                      \
+            it the delete removes one, in case) */
 
 /* StoreJob.flags bit: the meta record of this job has been Put more than
  * once, so its delete must use Delete, not SingleDelete (RocksDB forbids
@@ -226,6 +231,9 @@ typedef struct StoreStats {
      * their bytes, and the times its writer waited before reusing a file
      * (for the shards to take what the file held) */
     uint64_t ring_bodies, ring_bytes, ring_waits;
+    /* its flushes of the shards' body CFs before reusing a file, and the
+     * bodies put back from it at start-up (store/bodyring.h) */
+    uint64_t ring_flushes, ring_restored;
     int nshards;
 } StoreStats;
 
