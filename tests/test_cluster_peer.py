@@ -248,6 +248,21 @@ def test_unavailable_raft_node_exits(cluster):
     assert c.wait_leader() in (1, 2, 3)
 
 
+def refused_start(args, started):
+    """Runs rockstalkd with args, expecting it to exit within 10 s; returns
+    (exit status, its output as text). Fails with started if it does not
+    exit."""
+    p = subprocess.Popen([ROCKSTALKD] + args, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    try:
+        out, _ = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError(started)
+    return p.returncode, out.decode()
+
+
 # ---- a node whose relays would come back to itself ----
 
 @pytest.mark.parametrize("listen", [["-l", "127.0.0.1"], []])
@@ -261,18 +276,10 @@ def test_relay_to_itself_refused(tmp_path, listen):
     spec = ",".join("%d@127.0.0.1:%d" % (i + 1, p) for i, p in
                     enumerate(raft))
     d = str(tmp_path / "n1")
-    p = subprocess.Popen([ROCKSTALKD] + listen +
-                         ["-p", str(node_port()), "-b", d,
-                          "--cluster", spec, "--node-id", "1"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        out, _ = p.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        raise AssertionError("the node started and relays to itself")
-    out = out.decode()
-    assert p.returncode == 1, out
+    rc, out = refused_start(listen + ["-p", str(node_port()), "-b", d,
+                                      "--cluster", spec, "--node-id", "1"],
+                            "the node started and relays to itself")
+    assert rc == 1, out
     assert "voter 2" in out and "/CLIENTPORT" in out, out
     assert not os.path.exists(os.path.join(d, "CLUSTER")), out
 
@@ -296,21 +303,13 @@ def test_raft_port_in_use_is_named(tmp_path, tls):
     taken.bind(("127.0.0.1", raft[0]))
     taken.listen(1)
     try:
-        p = subprocess.Popen([ROCKSTALKD, "-l", "127.0.0.1",
-                              "-p", str(node_port()),
-                              "-b", str(tmp_path / "n1"), "--cluster", spec,
-                              "--node-id", "1"] + flags,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        try:
-            out, _ = p.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
-            raise AssertionError("the node started on a taken Raft port")
+        rc, out = refused_start(["-l", "127.0.0.1", "-p", str(node_port()),
+                                 "-b", str(tmp_path / "n1"), "--cluster",
+                                 spec, "--node-id", "1"] + flags,
+                                "the node started on a taken Raft port")
     finally:
         taken.close()
-    out = out.decode()
-    assert p.returncode != 0, out
+    assert rc != 0, out
     line = [x for x in out.splitlines() if "raft start in" in x]
     assert line, out
     # the address it could not listen on, and why (the plaintext transport
