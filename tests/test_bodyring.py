@@ -145,23 +145,31 @@ def ring_refs(payload):
     return refs
 
 
+def fill_and_thin(conns, seed, rounds, sizes, every):
+    """Puts rounds x 4 bodies on each of conns, sizes drawn from sizes
+    (random.Random(seed)), then deletes every every-th job by id; returns
+    {id: body} of the jobs left."""
+    ids, rng = {}, random.Random(seed)
+    for rnd in range(rounds):
+        for k, c in enumerate(conns):
+            bodies = [body_of(rnd * 100 + k * 10 + i, rng.choice(sizes))
+                      for i in range(4)]
+            for jid, b in zip(put_many(c, bodies), bodies):
+                ids[jid] = b
+    for jid in sorted(ids)[::every]:
+        assert conns[0].cmd("delete %d" % jid) == "DELETED"
+        del ids[jid]
+    return ids
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_ring_laps_survive_sigkill(rockstalkd, mode, monkeypatch):
     monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
     srv = rockstalkd(*FLAGS, *MODES[mode])
     monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
     conns = [Conn(srv.port) for _ in range(3)]
-    ids, rng = {}, random.Random(5)
-    for rnd in range(24):           # ~14 MiB of ring entries: > 3 laps
-        for k, c in enumerate(conns):
-            bodies = [body_of(rnd * 100 + k * 10 + i,
-                              rng.choice([10, 300, 5000, 70000, 200000]))
-                      for i in range(4)]
-            for jid, b in zip(put_many(c, bodies), bodies):
-                ids[jid] = b
-    for jid in sorted(ids)[::9]:
-        assert conns[0].cmd("delete %d" % jid) == "DELETED"
-        del ids[jid]
+    # ~14 MiB of ring entries: > 3 laps
+    ids = fill_and_thin(conns, 5, 24, [10, 300, 5000, 70000, 200000], 9)
     assert conns[0].stat("current-jobs-ready") == len(ids)
     for c in conns:
         c.close()
@@ -453,17 +461,8 @@ def test_ring_lapped_unflushed_sigkill(rockstalkd):
     job's body is right after kill -9, with 3 shards."""
     srv = rockstalkd(*FLAGS, "--shards", "3")
     conns = [Conn(srv.port) for _ in range(3)]
-    ids, rng = {}, random.Random(11)
-    for rnd in range(16):           # ~10 MiB of ring entries: > 2 laps
-        for k, c in enumerate(conns):
-            bodies = [body_of(rnd * 100 + k * 10 + i,
-                              rng.choice([30, 5000, 70000, 200000]))
-                      for i in range(4)]
-            for jid, b in zip(put_many(c, bodies), bodies):
-                ids[jid] = b
-    for jid in sorted(ids)[::5]:
-        assert conns[0].cmd("delete %d" % jid) == "DELETED"
-        del ids[jid]
+    # ~10 MiB of ring entries: > 2 laps
+    ids = fill_and_thin(conns, 11, 16, [30, 5000, 70000, 200000], 5)
     assert conns[0].stat("rockstalk-body-ring-flushes") >= 4
     for c in conns:
         c.close()
