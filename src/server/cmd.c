@@ -405,7 +405,11 @@ cmd_use(Conn *c, const Cmd *cmd)
     c->se.use = t;
     t->using_ct++;
     if (s->access) access_used(c);
-    conn_replyf(c, "USING %s\r\n", t->name);
+    char line[sizeof "USING \r\n" + TUBE_NAME_MAX]; /* no printf per use */
+    memcpy(line, "USING ", 6);
+    memcpy(line + 6, t->name, t->name_len);
+    memcpy(line + 6 + t->name_len, "\r\n", 2);
+    conn_reply(c, line, 6 + (size_t)t->name_len + 2);
 }
 
 static void
