@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "base/common.h"
 #include "cluster/node.h"
 #include "cluster/nodeops.h"
@@ -138,7 +139,11 @@ put_apply(Conn *c, char *body, const StoreRingRef *ref)
     }
     /* after the put's seq: a body past the budget goes once that is acked */
     bodycache_added(&s->bodies, j, s->applied_seq, s->store != NULL);
-    conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
+    char line[sizeof "INSERTED \r\n" + DEC_U64_MAX]; /* no printf per put */
+    memcpy(line, "INSERTED ", 9);
+    size_t n = 9 + dec_u64(line + 9, j->id);
+    memcpy(line + n, "\r\n", 2);
+    conn_reply(c, line, n + 2);
 }
 
 /* A large body goes to the store's body writer first (store.h, the body
