@@ -1,12 +1,33 @@
 /* bytes.h - little-endian integers in byte buffers, for the on-disk and
  * on-wire formats (store/enc.h's records, the Raft snapshot manifest, the
  * peer preamble), and hex digits (auth file digests, the HTTP login form's
- * percent escapes). Inline, no state, any thread. p must hold 4 (32) or 8
- * (64) bytes. */
+ * percent escapes), and decimal numbers for the replies of every job
+ * (INSERTED, RESERVED: no printf per op). Inline, no state, any thread. p
+ * must hold 4 (32) or 8 (64) bytes. */
 #ifndef ROCKSTALK_BYTES_H
 #define ROCKSTALK_BYTES_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* Most bytes dec_u64 writes (18446744073709551615). */
+#define DEC_U64_MAX 20
+
+/* Writes v in decimal (as printf's %llu, no terminator) at out, which
+ * must hold DEC_U64_MAX bytes; returns the bytes written. */
+static inline size_t
+dec_u64(char *out, uint64_t v)
+{
+    char tmp[DEC_U64_MAX];
+    size_t n = 0;
+    do {
+        tmp[DEC_U64_MAX - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(out, tmp + DEC_U64_MAX - n, n);
+    return n;
+}
 
 /* The value (0-15) of the hex digit c, either case; -1 if c is not one. */
 static inline int

@@ -1,17 +1,26 @@
 /* tube.c - see tube.h. */
 #include "queue/tube.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-static size_t
+/* tube.h's layout: what a reserve reads of each watched tube in the first
+ * line, what a job's round trip and a use touch in the next two. */
+_Static_assert(offsetof(Tube, ready.len) + sizeof(size_t) <= 64,
+               "Tube: the reserve's fields leave the first line");
+_Static_assert(offsetof(Tube, nhrefs) + sizeof(size_t) <= 192 &&
+                   offsetof(Tube, name) < 192,
+               "Tube: the hot counters leave the first three lines");
+
+static uint32_t
 name_hash(const char *name, size_t len)
 {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */
     for (size_t i = 0; i < len; i++)
         h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
-    return (size_t)h;
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 int
@@ -26,9 +35,12 @@ tubes_init(TubeRegistry *r)
 Tube *
 tubes_find(const TubeRegistry *r, const char *name, size_t len)
 {
-    Tube *t = r->buckets[name_hash(name, len) & (r->nbuckets - 1)];
+    uint32_t h = name_hash(name, len);
+    Tube *t = r->buckets[h & (r->nbuckets - 1)];
     for (; t; t = t->hnext)
-        if (t->name_len == len && memcmp(t->name, name, len) == 0) return t;
+        if (t->hash == h && t->name_len == len &&
+            memcmp(t->name, name, len) == 0)
+            return t;
     return NULL;
 }
 
@@ -40,7 +52,7 @@ grow(TubeRegistry *r)
     if (!nb) return; /* longer chains, still correct */
     for (size_t i = 0; i < r->list.len; i++) {
         Tube *t = r->list.items[i];
-        size_t b = name_hash(t->name, t->name_len) & (n - 1);
+        size_t b = t->hash & (n - 1);
         t->hnext = nb[b];
         nb[b] = t;
     }
@@ -52,10 +64,13 @@ grow(TubeRegistry *r)
 static Tube *
 tube_new(const char *name, size_t len)
 {
-    Tube *t = calloc(1, sizeof *t);
+    size_t size = (sizeof(Tube) + 63) / 64 * 64; /* aligned_alloc's rule */
+    Tube *t = aligned_alloc(64, size); /* its hot lines are whole lines */
     if (!t) return NULL;
+    memset(t, 0, sizeof *t);
     memcpy(t->name, name, len);
     t->name_len = (uint8_t)len;
+    t->hash = name_hash(name, len);
     heap_init(&t->ready, job_pri_less, job_setpos);
     heap_init(&t->delay, job_deadline_less, job_setpos);
     heap_init(&t->buried, job_deadline_less, job_setpos);
@@ -77,7 +92,7 @@ tubes_get(TubeRegistry *r, const char *name, size_t len)
         return NULL;
     }
     t->list_pos = r->list.len - 1;
-    size_t b = name_hash(name, len) & (r->nbuckets - 1);
+    size_t b = t->hash & (r->nbuckets - 1);
     t->hnext = r->buckets[b];
     r->buckets[b] = t;
     t->refs = 1;
@@ -102,7 +117,7 @@ void
 tubes_unref(TubeRegistry *r, Tube *t)
 {
     if (--t->refs > 0) return;
-    Tube **p = &r->buckets[name_hash(t->name, t->name_len) & (r->nbuckets - 1)];
+    Tube **p = &r->buckets[t->hash & (r->nbuckets - 1)];
     while (*p != t)
         p = &(*p)->hnext;
     *p = t->hnext;

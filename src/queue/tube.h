@@ -63,7 +63,11 @@ void waitset_free(WaitSet *w);
 
 /* A tube. Its first 64 bytes hold what a reserve reads of each watched
  * tube (the ready count, the best ready job's key, the pause), so that
- * choosing among W watched tubes touches one cache line of each. */
+ * choosing among W watched tubes touches one cache line of each; the two
+ * lines after them what every put, reserve, delete and use touches (the
+ * registry chain, the counters a job's moves change, the waiting set), so
+ * that a job's round trip through a tube touches three lines of it
+ * whatever the number of tubes. Tubes are allocated 64-byte aligned. */
 typedef struct Tube {
     uint64_t top_id;  /* the best ready job's id (ready.len > 0 only) */
     uint32_t top_pri; /* ... and its priority; queue.c keeps both */
@@ -72,27 +76,31 @@ typedef struct Tube {
     int64_t unpause_at; /* monotonic ns */
     Heap ready;         /* Job*, by (pri, id) */
     struct Tube *hnext; /* registry chain */
+    uint32_t hash;      /* of the name: the registry compares it first */
     uint8_t name_len;
-    char name[TUBE_NAME_MAX + 1];
+    uint32_t using_ct, watching_ct;
+    uint64_t urgent_ct, reserved_ct, total_jobs, delete_ct;
+    uint64_t reserve_ct; /* jobs of this tube reserved, since it was made */
+    WaitSet waiting;     /* sessions blocked in reserve watching it */
+    /* the entries of the sessions with a tube heap watching it
+     * (watch.h): hrefs[0..nhrefs); the array is owned, the entries are the
+     * sessions' */
+    size_t nhrefs;
+    char name[TUBE_NAME_MAX + 1]; /* its first bytes in the third line */
+    struct WatchRef **hrefs;
+    size_t caphrefs;
     Heap delay;       /* Job*, by (deadline, id) */
     Heap buried;      /* Job*, by bury order: kick takes the oldest */
-    WaitSet waiting;  /* sessions blocked in reserve watching it */
     size_t pause_pos; /* index in the server's pause heap, or SIZE_MAX */
     size_t delay_pos; /* index in the server's delayed-tube heap, or
                          SIZE_MAX */
-    uint64_t urgent_ct, reserved_ct, buried_ct, total_jobs, delete_ct, pause_ct;
-    uint64_t reserve_ct; /* jobs of this tube reserved, since it was made */
+    uint64_t buried_ct, pause_ct;
     TubeRates rates;
-    uint32_t using_ct, watching_ct;
     uint32_t prefetch_iter; /* loop iteration of its latest read-ahead scan */
     uint64_t *age;          /* ids that entered ready: a min-heap, stale
                                entries dropped lazily (queue/readyage.h) */
     size_t age_len, age_cap;
     size_t list_pos; /* its index in TubeRegistry.list */
-    /* the entries of the sessions with a tube heap watching it
-     * (watch.h); the array is owned, the entries are the sessions' */
-    struct WatchRef **hrefs;
-    size_t nhrefs, caphrefs;
 } Tube;
 
 typedef struct TubeRegistry {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "base/common.h"
 #include "cluster/node.h"
 #include "cluster/nodeops.h"
@@ -138,7 +139,11 @@ put_apply(Conn *c, char *body, const StoreRingRef *ref)
     }
     /* after the put's seq: a body past the budget goes once that is acked */
     bodycache_added(&s->bodies, j, s->applied_seq, s->store != NULL);
-    conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
+    char line[sizeof "INSERTED \r\n" + DEC_U64_MAX]; /* no printf per put */
+    memcpy(line, "INSERTED ", 9);
+    size_t n = 9 + dec_u64(line + 9, j->id);
+    memcpy(line + n, "\r\n", 2);
+    conn_reply(c, line, n + 2);
 }
 
 /* A large body goes to the store's body writer first (store.h, the body
@@ -405,7 +410,11 @@ cmd_use(Conn *c, const Cmd *cmd)
     c->se.use = t;
     t->using_ct++;
     if (s->access) access_used(c);
-    conn_replyf(c, "USING %s\r\n", t->name);
+    char line[sizeof "USING \r\n" + TUBE_NAME_MAX]; /* no printf per use */
+    memcpy(line, "USING ", 6);
+    memcpy(line + 6, t->name, t->name_len);
+    memcpy(line + 6 + t->name_len, "\r\n", 2);
+    conn_reply(c, line, 6 + (size_t)t->name_len + 2);
 }
 
 static void

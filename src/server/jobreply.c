@@ -3,7 +3,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "base/bytes.h"
 #include "cluster/nodestep.h"
 #include "queue/persist.h"
 #include "queue/queue.h"
@@ -33,6 +35,20 @@ jobreply_confirm_any(Server *s)
     queue_persist_barrier(s); /* no job to rewrite */
 }
 
+/* Writes j's reply line ("FOUND id bytes" or "RESERVED id bytes", CRLF)
+ * into head (64 bytes); returns its length. No printf per reserve. */
+static size_t
+reply_head(char *head, int kind, const Job *j)
+{
+    size_t n = kind == JR_FOUND ? 5 : 8;
+    memcpy(head, kind == JR_FOUND ? "FOUND " : "RESERVED ", n + 1);
+    n += 1 + dec_u64(head + n + 1, j->id);
+    head[n++] = ' ';
+    n += dec_u64(head + n, j->body_size);
+    memcpy(head + n, "\r\n", 2);
+    return n + 2;
+}
+
 /* Appends the reply of the jobs still there (all bodies in memory). */
 static void
 emit(Conn *c, int kind, Job **jobs, size_t n)
@@ -51,11 +67,8 @@ emit(Conn *c, int kind, Job **jobs, size_t n)
     }
     for (size_t i = 0; i < n; i++) {
         Job *j = jobs[i];
-        int k = snprintf(head, sizeof head, "%s %llu %u\r\n",
-                         kind == JR_FOUND ? "FOUND" : "RESERVED",
-                         (unsigned long long)j->id, j->body_size);
-        conn_reply_at(c, head, (size_t)k, j->body, (size_t)j->body_size + 2,
-                      need);
+        size_t k = reply_head(head, kind, j);
+        conn_reply_at(c, head, k, j->body, (size_t)j->body_size + 2, need);
         bodycache_used(&s->bodies, j);
     }
 }

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "base/bytes.h"
 #include "base/heap.h"
 #include "base/ptrset.h"
 #include "conn/conn.h"
@@ -95,6 +96,32 @@ test_heap_fix(void **state)
     heap_fix(&h, a.heap_index);
     assert_ptr_equal(heap_peek(&h), &b);
     heap_free(&h);
+}
+
+/* dec_u64 (the INSERTED and RESERVED lines' numbers) writes what
+ * printf's %llu does: 0, every power of ten and its neighbours, the max. */
+static void
+test_dec_u64(void **state)
+{
+    (void)state;
+    char got[DEC_U64_MAX + 1], want[32];
+    uint64_t p = 1;
+    uint64_t vals[64] = {0, UINT64_MAX, UINT64_MAX - 1, 4294967295u};
+    size_t nv = 4;
+    for (int i = 0; i < 19; i++, p *= 10) {
+        vals[nv++] = p;
+        vals[nv++] = p - 1;
+        vals[nv++] = p + 7;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        memset(got, 'x', sizeof got);
+        size_t n = dec_u64(got, vals[i]);
+        int w =
+            snprintf(want, sizeof want, "%llu", (unsigned long long)vals[i]);
+        assert_int_equal(n, (size_t)w);
+        assert_memory_equal(got, want, n);
+        assert_int_equal(got[n], 'x'); /* nothing past it */
+    }
 }
 
 /* A tube's waiting set serves in ptrset's (beanstalkd's) order, keeps
@@ -484,6 +511,7 @@ main(void)
         cmocka_unit_test(test_heap_order_and_remove),
         cmocka_unit_test(test_heap_first),
         cmocka_unit_test(test_heap_fix),
+        cmocka_unit_test(test_dec_u64),
         cmocka_unit_test(test_ptrset_beanstalkd_order),
         cmocka_unit_test(test_waitset_order_and_positions),
         cmocka_unit_test(test_jobtable),

@@ -136,6 +136,31 @@ test_names(void **state)
     assert_false(c.counted);
 }
 
+/* proto_name_char (ranges and a switch) accepts exactly protocol.txt's
+ * name characters, checked against that list for every byte value. */
+static void
+test_name_chars(void **state)
+{
+    (void)state;
+    static const char allowed[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        "abcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()";
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        char ch = (char)b;
+        int want = ch != '\0' && strchr(allowed, ch) != NULL;
+        assert_int_equal(proto_name_char(ch) != 0, want);
+        n += want;
+    }
+    assert_int_equal(n, 71);
+    Cmd c;
+    assert_int_equal(parse("use a@b", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("use a[b", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("use a`b", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("use a{b", &c), PARSE_BAD_FORMAT);
+    assert_int_equal(parse("use A-Z_a.z+0;9$(/)", &c), PARSE_OK);
+}
+
 /* The cluster's operator commands (PROTOCOL.md 15.8). */
 static void
 test_cluster_ops(void **state)
@@ -208,6 +233,7 @@ main(void)
         cmocka_unit_test(test_ids),
         cmocka_unit_test(test_loose_numbers),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_name_chars),
         cmocka_unit_test(test_cluster_ops),
         cmocka_unit_test(test_cluster_membership),
     };
