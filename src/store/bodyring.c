@@ -35,8 +35,8 @@ struct RingReq {
  * trip's whole 2 MiB queued by its fdatasync, the journal's fdatasync
  * beside 8 producers of 256 KiB bodies took over 2 ms in 1 of 15 groups
  * (up to 22 ms) and the small put's p99 was 4-5 ms (issue 30). */
-#define RING_WB_WINDOW ((uint64_t)128 << 10)
-#define RING_WB_PIECE ((uint64_t)64 << 10)
+#define RING_WB_WINDOW ((uint64_t)256 << 10)
+#define RING_WB_PIECE ((uint64_t)128 << 10)
 
 static size_t
 entry_bytes(size_t len)
