@@ -27,6 +27,17 @@ struct RingReq {
 /* Bodies one trip of the writer writes before its sync, at most. */
 #define TRIP_BYTES ((size_t)16 << 20)
 
+/* Write-back window (bytes): the writer starts the write-back of each
+ * entry, RING_WB_PIECE bytes at a time, as soon as it is written, and
+ * waits for what lies more than RING_WB_WINDOW bytes behind, so that at
+ * most about that much of the ring is queued at the device ahead of a
+ * commit journal's write and sync: the device serves them in turn. With a
+ * trip's whole 2 MiB queued by its fdatasync, the journal's fdatasync
+ * beside 8 producers of 256 KiB bodies took over 2 ms in 1 of 15 groups
+ * (up to 22 ms) and the small put's p99 was 4-5 ms (issue 30). */
+#define RING_WB_WINDOW ((uint64_t)256 << 10)
+#define RING_WB_PIECE ((uint64_t)128 << 10)
+
 static size_t
 entry_bytes(size_t len)
 {
@@ -397,12 +408,35 @@ sync_file(BodyRing *r, int i)
     return -1;
 }
 
+/* Starts the device's write-back of the entry just written at [at, r->off)
+ * of file i and waits for the part more than RING_WB_WINDOW behind it
+ * (sync_file_range(2) only says when pages go: the trip's sync still makes
+ * them durable, so a failure here is ignored). */
+static void
+wb_kick(BodyRing *r, int i, uint64_t at)
+{
+    while (at < r->off) {
+        uint64_t k = r->off - at < RING_WB_PIECE ? r->off - at : RING_WB_PIECE;
+        (void)sync_file_range(r->fd[i], (off_t)at, (off_t)k,
+                              SYNC_FILE_RANGE_WRITE);
+        at += k;
+        if (at - r->wb_done <= RING_WB_WINDOW) continue;
+        uint64_t upto = at - RING_WB_WINDOW;
+        (void)sync_file_range(
+            r->fd[i], (off_t)r->wb_done, (off_t)(upto - r->wb_done),
+            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                SYNC_FILE_RANGE_WAIT_AFTER);
+        r->wb_done = upto;
+    }
+}
+
 /* Starts the next generation's file, once what it holds may go. */
 static int
 roll(BodyRing *r)
 {
     r->gen++;
     r->off = 0;
+    r->wb_done = 0;
     int i = (int)(r->gen % STORE_RING_FILES);
     if (r->gen >= r->start_gen + STORE_RING_FILES && cover(r, r->end_pos[i]))
         return -1;
@@ -436,6 +470,7 @@ write_one(BodyRing *r, StoreRingDone *d, int *dirty)
     d->ref = (StoreRingRef){
         .gen = r->gen, .off = r->off, .len = (uint32_t)d->len, .crc = crc};
     r->off += need;
+    wb_kick(r, i, d->ref.off);
     r->end_pos[i] = r->gen * r->size + r->off;
     *dirty = i;
     atomic_fetch_add_explicit(&r->st_bodies, 1, memory_order_relaxed);
@@ -464,6 +499,7 @@ write_trip(BodyRing *r, RingReq *list, RingReq **rest)
     *rest = x;
     if (last) last->next = NULL;
     if (rc == 0 && dirty >= 0 && sync_file(r, dirty) < 0) rc = -1;
+    if (rc == 0 && dirty >= 0) r->wb_done = r->off;
     if (rc < 0)
         for (RingReq *y = list; y; y = y->next)
             y->d.ok = 0;

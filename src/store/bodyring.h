@@ -17,6 +17,11 @@
  * live. So every journal record's and every ring CF entry's references
  * point at synced entries.
  *
+ * The writer starts each entry's write-back as soon as it is written and
+ * keeps little of it queued at the device (sync_file_range; bodyring.c,
+ * RING_WB_WINDOW), so that a commit journal's write and sync, which the
+ * device serves in turn with the ring's, waits behind little of it.
+ *
  * An entry (little-endian), at an offset that is a multiple of RING_ALIGN:
  *     0  u32 magic  RING_MAGIC
  *     4  u32 len    body bytes
@@ -49,7 +54,8 @@
  * rest. Shared state is under mu. Calls: store_ack, store_handoff (a
  * drain's kick), store_shard (the WAL syncs, the flushes, the ring CF),
  * store_enc, store_util, zlib; writes and
- * syncs go through the StoreIO seam's jwrite and jsync.
+ * syncs go through the StoreIO seam's jwrite and jsync (the write-back
+ * hints, sync_file_range, go to the file directly: they change no byte).
  */
 #ifndef ROCKSTALK_STORE_BODYRING_H
 #define ROCKSTALK_STORE_BODYRING_H
@@ -100,7 +106,9 @@ typedef struct BodyRing {
     _Atomic int has_done;      /* done is not empty (read without mu) */
 
     /* writer thread */
-    uint64_t gen, off;                  /* where the next entry goes */
+    uint64_t gen, off; /* where the next entry goes */
+    uint64_t wb_done;  /* offset in the current file below which the
+                          write-back was waited for (or synced) */
     uint64_t end_pos[STORE_RING_FILES]; /* linear end (gen * size + off)
                                            of each file's last entry */
     uint64_t covered;                   /* linear position every entry
