@@ -370,25 +370,15 @@ function ms(v) {
 
 # Server a's ops/s in row ra over its ops/s in row rb, against goal; with
 # col, column col instead of ops/s (5), and what named after the server.
-function target_rows(ra, rb, a, goal, col, what,    x, y, shown, res) {
+function target_rows(ra, rb, a, goal, col, what) {
     if (!ran(a) || (!((ra, a) in seen) && !((rb, a) in seen)))
         return
     if (col == "")
         col = 5
-    x = median(ra, a, col)
-    y = median(rb, a, col)
-    if (x == "" || y == "" || x == "-" || y == "-" || y == 0) {
-        shown = "ERR"
-        res = "FAIL (no data)"
-    } else {
-        shown = sprintf("%.2fx", x / y)
-        res = x / y >= goal ? "PASS" : "FAIL"
-    }
-    if (res != "PASS")
-        failed++
+    judge(median(ra, a, col), median(rb, a, col), goal, 0)
     printf "%-14s %-20s %-18s %8s %7s  %s\n", rowname[ra], \
-        srvname[a] (what == "" ? "" : " " what), rowname[rb], shown, \
-        ">=" sprintf("%g", goal) "x", res
+        srvname[a] (what == "" ? "" : " " what), rowname[rb], j_shown, \
+        ">=" sprintf("%g", goal) "x", j_res
 }
 
 # Server a's latency (us, column col: what) in row at most limit us.
@@ -411,22 +401,27 @@ function target_lat(row, a, col, limit, what,    x, shown, res) {
 
 # Server a's worst put-to-reserve wait in row over server b's: at most
 # theirs (the ratio <= 1).
-function target_wait(row, a, b,    x, y, shown, res) {
+function target_wait(row, a, b) {
     if (!ran(a) || !ran(b) || (!((row, a) in seen) && !((row, b) in seen)))
         return
-    x = median(row, a, 14)
-    y = median(row, b, 14)
-    if (x == "" || y == "" || x == "-" || y == "-" || y == 0) {
-        shown = "ERR"
-        res = "FAIL (no data)"
-    } else {
-        shown = sprintf("%.2fx", x / y)
-        res = x <= y ? "PASS" : "FAIL"
-    }
-    if (res != "PASS")
-        failed++
+    judge(median(row, a, 14), median(row, b, 14), 1, 1)
     printf "%-14s %-20s %-18s %8s %7s  %s\n", rowname[row], \
-        srvname[a] " wait", srvname[b], shown, "<=1x", res
+        srvname[a] " wait", srvname[b], j_shown, "<=1x", j_res
+}
+
+# Judges x over y against goal (at most goal if le, else at least): sets
+# j_shown (the ratio, or ERR) and j_res (PASS, FAIL or FAIL (no data)),
+# and counts a failure.
+function judge(x, y, goal, le) {
+    if (x == "" || y == "" || x == "-" || y == "-" || y == 0) {
+        j_shown = "ERR"
+        j_res = "FAIL (no data)"
+    } else {
+        j_shown = sprintf("%.2fx", x / y)
+        j_res = (le ? x / y <= goal : x / y >= goal) ? "PASS" : "FAIL"
+    }
+    if (j_res != "PASS")
+        failed++
 }
 
 # The median ops/s of a cell for a table, "" if it did not run.
@@ -464,22 +459,12 @@ function target(row, a, b, goal, pct,    x, shown, res) {
 
 # target() by the means of the cells instead of their medians (issue 30's
 # put c=1 row asks for the mean of at least 6 alternated cells).
-function target_mean(row, a, b, goal,    x, y, shown, res) {
+function target_mean(row, a, b, goal) {
     if (!ran(a) || !ran(b) || (!((row, a) in seen) && !((row, b) in seen)))
         return
-    x = mean(row, a, 5)
-    y = mean(row, b, 5)
-    if (x == "" || y == "" || x == "-" || y == "-" || y == 0) {
-        shown = "ERR"
-        res = "FAIL (no data)"
-    } else {
-        shown = sprintf("%.2fx", x / y)
-        res = x / y >= goal ? "PASS" : "FAIL"
-    }
-    if (res != "PASS")
-        failed++
+    judge(mean(row, a, 5), mean(row, b, 5), goal, 0)
     printf "%-14s %-20s %-18s %8s %7s  %s\n", rowname[row] " (mean)", \
-        srvname[a], srvname[b], shown, ">=" sprintf("%g", goal) "x", res
+        srvname[a], srvname[b], j_shown, ">=" sprintf("%g", goal) "x", j_res
 }
 
 function targets_table() {
