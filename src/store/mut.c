@@ -233,8 +233,10 @@ mut_apply_chunks(StoreMut *m, const Chunk *chunks)
                 off += sbatch_note_id(&m->sb, p);
                 continue;
             }
-            enc_rec_get(p, &r);
-            if (r.ref && !(body = mut_ring_body(m, p, &r))) return -1;
+            if (enc_rec_ref(p[ENC_REC_FLAG])) { /* a put's flag only */
+                enc_rec_get(p, &r);
+                if (!(body = mut_ring_body(m, p, &r))) return -1;
+            }
             off += sbatch_add(&m->sb, p, body, &seq);
         }
     }
