@@ -295,6 +295,30 @@ def test_ring_damaged_inside_refuses(rockstalkd, monkeypatch):
     assert b"ring bodies do not verify" in p.stdout + p.stderr, p
 
 
+def test_ring_damaged_before_applied_fails_stop(rockstalkd):
+    """A ring put's record carries only its reference (store/enc.h): the
+    body is read back from the ring when the write-behind window (1 s)
+    writes it to the shards. An entry damaged after the put's reply and
+    before that write stops the store (exit status 2, the job named), and
+    no wrong body is ever stored."""
+    srv = rockstalkd(*FLAGS)
+    c = Conn(srv.port)
+    jid = put_many(c, [body_of(7, 200000)])[0]
+    refs = [r for rec in journal_records(srv.dir) for r in ring_refs(rec[2])]
+    assert [r[0] for r in refs] == [jid], refs
+    damage_entry(srv.dir, refs[0][1:], "crc")  # well within the window
+    try:
+        rc = srv.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("server still running 10 s after its ring body broke")
+    c.close()
+    assert rc == 2, rc
+    with open(srv.log.name, "rb") as f:
+        log = f.read()
+    assert b"body ring: body of job %d" % jid in log, log[-2000:]
+    assert b"does not verify" in log, log[-2000:]
+
+
 def test_ring_pipeline_order(rockstalkd):
     srv = rockstalkd(*FLAGS)
     c = Conn(srv.port)

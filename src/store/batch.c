@@ -39,7 +39,8 @@ del_body(rocksdb_writebatch_t *wb, const StoreShard *sh, const char *key,
 }
 
 size_t
-sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
+sbatch_add(ShardBatches *b, const unsigned char *p, const void *body,
+           uint64_t *seq)
 {
     EncRec r;
     char key[ENC_KEY_LEN];
@@ -66,8 +67,7 @@ sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
                                       v + r.meta_len, r.ref);
             if (!b->replay || shard_has_body(sh, key) != 1) {
                 rocksdb_writebatch_put_cf(b->nowal[i], sh->cf[SHARD_CF_BODY],
-                                          key, 8, v + r.meta_len + r.ref,
-                                          r.body_len);
+                                          key, 8, body, r.body_len);
                 b->nowal_touched[i] = 1;
             }
         } else {

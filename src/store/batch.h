@@ -9,7 +9,9 @@
  * A put with a body ring reference (ENC_PUT_RING) puts the meta and the
  * reference (ring CF) in the shard's batch, written with the WAL, and its
  * body (body CF) in the shard's nowal batch, written first and without
- * the WAL: the body is on the device in the ring already, and stays there
+ * the WAL (the record carries only the reference; the caller reads the
+ * body back from the ring): the body is on the device in the ring already,
+ * and stays there
  * until a flush of the body CF made it durable in RocksDB
  * (store/bodyring.h, the reuse rule). A delete, or an update to
  * STORE_GONE, also deletes the ring reference. In a journal replay
@@ -56,8 +58,13 @@ void sbatch_init(ShardBatches *b, StoreShard *shard, int nshards);
 void sbatch_destroy(ShardBatches *b);
 
 /* Adds the record at p to its shard's batch and marks the shard touched;
- * *seq is the record's sequence. Returns the record's length in bytes. */
-size_t sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq);
+ * *seq is the record's sequence. body: for a put with a ring reference
+ * (whose record holds no body, store/enc.h), its body_len bytes of body,
+ * read back from the ring and verified by the caller (copied into the
+ * batch); ignored for any other record. Returns the record's length in
+ * bytes. */
+size_t sbatch_add(ShardBatches *b, const unsigned char *p, const void *body,
+                  uint64_t *seq);
 
 /* A record that is not written (cancelled in the write-behind window,
  * store/pend.h) still raises its shard's next_id high-water mark to its

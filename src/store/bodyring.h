@@ -49,7 +49,8 @@
  * CF always holds every live job's body, and its readers (reserve, peek,
  * the recovery scan, a backup, a snapshot stream) need not know the ring.
  *
- * Threads: open, restore, reset, read, start and stop on the main thread;
+ * Threads: open, restore, reset, start and stop on the main thread, read
+ * there and on the thread writing the shards (store/mut.c);
  * submit, take and resolved on the loop thread; the writer thread does the
  * rest. Shared state is under mu. Calls: store_ack, store_handoff (a
  * drain's kick), store_shard (the WAL syncs, the flushes, the ring CF),
@@ -141,7 +142,10 @@ typedef struct BodyRing {
 int bodyring_open(BodyRing *r, const char *datadir, uint64_t size, uint32_t min,
                   const StoreIO *io, char *err, size_t errcap);
 
-/* Main thread, journal replay: reads the body ref points at into buf
+/* Journal replay (main thread), and the shards' writes of ring puts
+ * (mutation or applier thread, under StoreMut.wmu; the files' fd and
+ * fsize do not change while the writer runs, and pread shares no offset):
+ * reads the body ref points at into buf
  * (ref->len bytes) and checks it (magic, generation, lengths, both crcs).
  * Returns 0, 1 if it does not verify (a reference past its file, a file
  * missing, a torn or overwritten entry), or -1 on a read error (message

@@ -24,17 +24,21 @@ void enc_key_put(char *k, uint64_t id);
 uint64_t enc_key_get(const char *k);
 
 /* A mutation record: an ENC_REC_HDR-byte header (native byte order; it never
- * leaves the process), then meta_len bytes of JobMeta, then (a put with
- * ENC_PUT_RING only) the ENC_RING_REF bytes of its body's place in the body
- * ring (store/bodyring.h), then body_len bytes of body. */
+ * leaves the process), then meta_len bytes of JobMeta, then body_len bytes
+ * of body; except a put with ENC_PUT_RING, whose meta is followed by the
+ * ENC_RING_REF bytes of its body's place in the body ring
+ * (store/bodyring.h) and no body: the body is read back from the ring by
+ * whoever writes it to a shard (store/mut.c; the ring keeps it until then,
+ * bodyring.h's reuse rule), so the loop never copies a large body into a
+ * record. The commit journal holds records in this same form. */
 #define ENC_REC_HDR 24
 enum { ENC_OP_PUT = 1, ENC_OP_UPDATE = 2, ENC_OP_DELETE = 3 };
 
-/* A put's flag: its body is also in the body ring, at the reference that
- * follows its meta; the commit journal writes the reference instead of the
- * body (PROTOCOL.md 11.5). A bit no other op's flag uses, so a record's
- * length does not depend on its op (the write-behind window cancels a
- * record by zeroing its op, store/pend.h). */
+/* A put's flag: its body is in the body ring, at the reference that
+ * follows its meta, which the record carries instead of the body (and so
+ * does the commit journal, PROTOCOL.md 11.5). A bit no other op's flag uses, so
+ * a record's length does not depend on its op (the write-behind window cancels
+ * a record by zeroing its op, store/pend.h). */
 #define ENC_PUT_RING 0x80
 
 /* A body ring reference (little-endian): u64 gen, u64 off (bytes into that
@@ -45,7 +49,8 @@ enum { ENC_OP_PUT = 1, ENC_OP_UPDATE = 2, ENC_OP_DELETE = 3 };
 /* A record header, decoded. flag: for a delete, STORE_DEL_* (the meta was
  * rewritten; no body); for an update, 1 when the job becomes a STORE_GONE
  * record (its body goes); for a put, ENC_PUT_RING or 0. ref: bytes of the
- * ring reference between meta and body (ENC_RING_REF or 0). */
+ * ring reference after the meta (ENC_RING_REF, and then the record holds
+ * none of the body_len bytes of body, or 0). */
 typedef struct EncRec {
     uint64_t seq, id;
     uint32_t body_len;
@@ -84,18 +89,18 @@ enc_rec_ref(unsigned flag)
     return (flag & ENC_PUT_RING) ? ENC_RING_REF : 0;
 }
 
-/* The whole length in bytes (header, meta, reference and body) of the
- * record at p. */
+/* The whole length in bytes (header, meta, then the reference or the
+ * body) of the record at p. */
 static inline size_t
 enc_rec_len(const unsigned char *p)
 {
     uint32_t body_len;
     uint16_t meta_len;
+    unsigned ref = enc_rec_ref(p[ENC_REC_FLAG]);
 
     memcpy(&body_len, p + ENC_REC_BODY_LEN, 4);
     memcpy(&meta_len, p + ENC_REC_META_LEN, 2);
-    return ENC_REC_HDR + (size_t)meta_len + body_len +
-           enc_rec_ref(p[ENC_REC_FLAG]);
+    return ENC_REC_HDR + (size_t)meta_len + (ref ? ref : body_len);
 }
 
 /* The op (ENC_OP_*) of the record at p. */
@@ -116,16 +121,26 @@ enc_rec_get(const unsigned char *p, EncRec *r)
     r->op = p[ENC_REC_OP];
     r->flag = p[ENC_REC_FLAG];
     r->ref = (uint8_t)enc_rec_ref(r->flag);
-    return ENC_REC_HDR + (size_t)r->meta_len + r->ref + r->body_len;
+    return ENC_REC_HDR + (size_t)r->meta_len +
+           (r->ref ? (size_t)r->ref : r->body_len);
 }
 
-/* The length of r's record as the commit journal holds it: a put with a
- * ring reference without its body (PROTOCOL.md 11.5). */
+/* The length of r's record as the commit journal holds it: as in memory
+ * (a put with a ring reference without its body, PROTOCOL.md 11.5). */
 static inline size_t
 enc_rec_jlen(const EncRec *r)
 {
     return ENC_REC_HDR + (size_t)r->meta_len +
            (r->ref ? (size_t)r->ref : r->body_len);
+}
+
+/* The bytes r's record stands for in the hand-off backlog and the
+ * write-behind window: its length plus, for a ring put, its body (read
+ * back and written to a shard when applied, as a plain put's). */
+static inline size_t
+enc_rec_weight(const EncRec *r)
+{
+    return ENC_REC_HDR + (size_t)r->meta_len + r->ref + r->body_len;
 }
 
 #endif

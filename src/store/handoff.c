@@ -90,14 +90,16 @@ void
 handoff_commit(Handoff *h, unsigned char *p, const EncRec *r)
 {
     unsigned ref = enc_rec_ref(r->flag);
-    size_t n = ENC_REC_HDR + (size_t)r->meta_len + ref + r->body_len;
+    size_t n = ENC_REC_HDR + (size_t)r->meta_len + (ref ? ref : r->body_len);
 
     enc_rec_put(p, r);
     h->cur->len += n;
     h->cur->nrec++;
     h->cur->nring += ref != 0;
     h->added_seq = r->seq;
-    atomic_fetch_add_explicit(&h->backlog, n, memory_order_relaxed);
+    /* a ring put's body counts, as a plain put's (enc_rec_weight) */
+    atomic_fetch_add_explicit(&h->backlog, n + (ref ? r->body_len : 0),
+                              memory_order_relaxed);
     /* Splitting: hand over each half-crowd as soon as it is complete, so
      * the mutation thread can commit it while the loop reads the rest. */
     if (!h->hold && h->cur->nrec >= atomic_load_explicit(&h->split_nrec,

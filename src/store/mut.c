@@ -2,6 +2,7 @@
 #include "store/mut.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -55,6 +56,8 @@ mut_destroy(StoreMut *m)
     m->iov = NULL;
     free(m->rbuf);
     m->rbuf = NULL;
+    free(m->bbuf);
+    m->bbuf = NULL;
     pend_destroy(&m->pend, m->ho);
     snapreq_destroy(&m->snapreq);
     pthread_mutex_destroy(&m->pmu);
@@ -159,8 +162,9 @@ mut_iov_add(StoreMut *m, int *n, const unsigned char *p, size_t len)
 }
 
 /* The journal record's pieces: m->iov[1..] the chunks' bytes ([0] is the
- * header's, journal_append), without the bodies of puts with a ring
- * reference (store/journal.h); *skipped: the bytes left out. Returns the
+ * header's, journal_append), which hold puts with a ring reference
+ * without their bodies already, as the journal does (store/enc.h,
+ * store/journal.h); *skipped: the bytes of those bodies. Returns the
  * count with [0]. */
 static int
 mut_iov(StoreMut *m, const Chunk *chunks, size_t *skipped)
@@ -170,37 +174,73 @@ mut_iov(StoreMut *m, const Chunk *chunks, size_t *skipped)
 
     *skipped = 0;
     for (const Chunk *c = chunks; c; c = c->next) {
-        size_t from = c->start, off = c->start;
-        while (c->nring && off < c->len) { /* cut around the ring bodies */
-            size_t rl = enc_rec_get(c->p + off, &r);
-            if (r.ref) {
-                size_t keep = enc_rec_jlen(&r);
-                mut_iov_add(m, &n, c->p + from, off + keep - from);
-                from = off + rl;
-                *skipped += rl - keep;
-            }
-            off += rl;
+        for (size_t off = c->start; c->nring && off < c->len;) {
+            off += enc_rec_get(c->p + off, &r);
+            if (r.ref) *skipped += r.body_len;
         }
-        mut_iov_add(m, &n, c->p + from, c->len - from);
+        mut_iov_add(m, &n, c->p + c->start, c->len - c->start);
     }
     return n;
 }
 
+/* The body of the ring put r at p, read back from the body ring into
+ * m->bbuf (wmu held) and verified (bodyring_read: the reuse rule keeps
+ * it there until the put is applied and flushed). Returns it, or NULL
+ * after ack_fail: a body that cannot be read or does not verify stops
+ * the store, never goes to a shard wrong. */
+static const void *
+mut_ring_body(StoreMut *m, const unsigned char *p, const EncRec *r)
+{
+    const unsigned char *q = p + ENC_REC_HDR + r->meta_len;
+    StoreRingRef ref = {.gen = le_get64(q),
+                        .off = le_get64(q + 8),
+                        .len = le_get32(q + 16),
+                        .crc = le_get32(q + 20)};
+    char err[256];
+    int rc = 1;
+
+    if (r->body_len > m->bcap) {
+        m->bcap = r->body_len;
+        m->bbuf = util_xrealloc(m->bbuf, m->bcap);
+    }
+    if (ref.len == r->body_len)
+        rc = bodyring_read(m->ring, &ref, m->bbuf, err, sizeof err);
+    if (rc == 0) return m->bbuf;
+    if (rc > 0)
+        snprintf(err, sizeof err,
+                 "body of job %llu (generation %llu, offset %llu) does not "
+                 "verify",
+                 (unsigned long long)r->id, (unsigned long long)ref.gen,
+                 (unsigned long long)ref.off);
+    ack_fail(m->ack, "body ring", -1, strdup(err));
+    return NULL;
+}
+
 /* Adds the records of chunks whose op is not 0 (cancelled, store/pend.h)
- * to their shards' batches. */
-static void
+ * to their shards' batches, ring puts' bodies read back from the ring.
+ * Returns 0, or -1 after ack_fail (the batches are then to be dropped). */
+static int
 mut_apply_chunks(StoreMut *m, const Chunk *chunks)
 {
     uint64_t seq;
+    EncRec r;
 
     for (const Chunk *c = chunks; c; c = c->next) {
         for (size_t off = c->start; off < c->len;) {
-            if (c->p[off + ENC_REC_OP])
-                off += sbatch_add(&m->sb, c->p + off, &seq);
-            else /* cancelled: its id still raises next_id */
-                off += sbatch_note_id(&m->sb, c->p + off);
+            const unsigned char *p = c->p + off;
+            const void *body = NULL;
+            if (!p[ENC_REC_OP]) { /* cancelled: its id still raises next_id */
+                off += sbatch_note_id(&m->sb, p);
+                continue;
+            }
+            if (enc_rec_ref(p[ENC_REC_FLAG])) { /* a put's flag only */
+                enc_rec_get(p, &r);
+                if (!(body = mut_ring_body(m, p, &r))) return -1;
+            }
+            off += sbatch_add(&m->sb, p, body, &seq);
         }
     }
+    return 0;
 }
 
 /* Commit journal: writes the groups of the write-behind window that are
@@ -223,7 +263,8 @@ drain_locked(StoreMut *m, int force, uint64_t upto)
         g = pend_take(&m->pend, now, force, upto, group != 0);
         pthread_mutex_unlock(&m->pmu);
         if (!g) break;
-        if (!ack_is_failed(m->ack)) mut_apply_chunks(m, g->chunks);
+        if (!ack_is_failed(m->ack))
+            (void)mut_apply_chunks(m, g->chunks); /* failed: dropped below */
         seq = g->seq;
         group = g->group;
         handoff_recycle(m->ho, g->chunks);
@@ -312,10 +353,9 @@ mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
     pthread_mutex_lock(&m->wmu);
     int rc = drain_locked(m, 1, 0);
 
-    if (rc == 0) {
-        mut_apply_chunks(m, chunks);
-        rc = mut_write_group(m, 1, m->group);
-    }
+    if (rc == 0) rc = mut_apply_chunks(m, chunks);
+    if (rc == 0) rc = mut_write_group(m, 1, m->group);
+    if (rc < 0) sbatch_clear(&m->sb); /* drop the batches */
     handoff_done(m->ho, bytes);
     if (rc == 0) {
         m->drained = m->group;
@@ -376,7 +416,8 @@ fail:
 }
 
 /* The number, puts, puts with a ring reference and last seq of the
- * records in chunks; their bytes. */
+ * records in chunks; their bytes, a ring put's body included
+ * (enc_rec_weight: the hand-off backlog and the window count it). */
 static uint64_t
 mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *ring, uint64_t *seq,
          size_t *bytes)
@@ -390,8 +431,8 @@ mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *ring, uint64_t *seq,
             *puts += r.op == ENC_OP_PUT;
             *ring += r.ref != 0;
             *seq = r.seq;
+            *bytes += enc_rec_weight(&r);
         }
-        *bytes += c->len - c->start;
     }
     return n;
 }
@@ -540,10 +581,10 @@ mut_group(StoreMut *m, Chunk *chunks)
     }
     if (records && m->journal)
         return mut_commit_journal(m, chunks, records, bytes, seq);
-    if (records) {
-        mut_apply_chunks(m, chunks);
+    if (records && mut_apply_chunks(m, chunks) == 0)
         rc = mut_write_group(m, m->mode == STORE_SYNC_ALWAYS, m->group);
-    }
+    else if (records)
+        sbatch_clear(&m->sb); /* drop the batches */
     if (rc == 0) ack_applied(m->ack, seq);
     /* Written: no longer backlog. Before the publication, so whoever sees
      * the sequence acknowledged also sees the backlog without it. */
@@ -566,9 +607,10 @@ mut_rbuf(StoreMut *m, size_t have, size_t need)
 }
 
 /* Replay: copies the records of the journal payload p[0..len) that a
- * shard lacks into m->rbuf as the loop encoded them (a ring reference's
- * body read back and appended). Returns their bytes, or (size_t)-1 if a
- * ring body does not verify, -2 on a read error (failure recorded). */
+ * shard lacks into m->rbuf, each ring reference's body read back and
+ * appended after its record (for sbatch_add). Returns their bytes, or
+ * (size_t)-1 if a ring body does not verify, -2 on a read error (failure
+ * recorded). */
 static size_t
 mut_replay_expand(StoreMut *m, uint64_t group, const unsigned char *p,
                   size_t len)
@@ -618,8 +660,13 @@ mut_replay(void *arg, uint64_t group, const unsigned char *p, size_t len,
     size_t n = mut_replay_expand(m, group, p, len);
     if (n == (size_t)-1) return 1;
     if (n == (size_t)-2) return -1;
-    for (size_t off = 0; off < n;)
-        off += sbatch_add(&m->sb, m->rbuf + off, &seq);
+    for (size_t off = 0; off < n;) { /* each ring body after its record */
+        EncRec r;
+        size_t rl = enc_rec_get(m->rbuf + off, &r);
+        sbatch_add(&m->sb, m->rbuf + off, r.ref ? m->rbuf + off + rl : NULL,
+                   &seq);
+        off += rl + (r.ref ? r.body_len : 0);
+    }
     if (!n) return 0;
     m->group = group;
     atomic_fetch_add_explicit(&m->ack->st_replayed, 1, memory_order_relaxed);

@@ -78,9 +78,12 @@ typedef struct StoreMut {
     pthread_cond_t acv; /* under pmu: a group fell due, or stop */
     pthread_t applier;
     int applier_on, applier_stop;
-    BodyRing *ring;      /* borrowed: the body ring replay reads from */
+    BodyRing *ring;      /* borrowed: the body ring that replay and the
+                            shards' writes read ring puts' bodies from */
     unsigned char *rbuf; /* replay: a group's records with ring bodies */
     size_t rcap;
+    unsigned char *bbuf; /* under wmu: a ring put's body read back */
+    size_t bcap;
     /* cluster mode (store/raft.h): each chunk is proposed as Raft entries
      * by the loop thread instead of written; NULL: standalone. Only the
      * loop thread touches these then. */

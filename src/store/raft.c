@@ -102,7 +102,7 @@ entry_len(const unsigned char *p, size_t len)
         if (len - off < ENC_REC_HDR) return 0;
         size_t rl = enc_rec_get(p + off, &rec);
         if (rec.op < ENC_OP_PUT || rec.op > ENC_OP_DELETE || rec.id == 0 ||
-            rl > len - off)
+            rec.ref || rl > len - off) /* no body ring in cluster mode */
             return 0;
         off += rl;
         n++;
@@ -187,7 +187,7 @@ apply_locked(StoreRaft *r, uint64_t index, const void *data, size_t len,
         size_t rl = enc_rec_get(p + off, &rec);
         int i = store_shard_of(rec.id, r->sb.nshards);
         if (index > r->sb.shard[i].raft_applied) {
-            sbatch_add(&r->sb, p + off, &seq);
+            sbatch_add(&r->sb, p + off, NULL, &seq);
             if (!ours && r->replay && replay(r, p + off, &rec) < 0) {
                 sbatch_clear(&r->sb);
                 return -1;

@@ -78,9 +78,10 @@ void
 store_add_put_ring(Store *s, uint64_t seq, const StoreJob *job,
                    const void *body, const StoreRingRef *ref)
 {
-    size_t rl = ref ? ENC_RING_REF : 0;
-    unsigned char *p = handoff_reserve(&s->ho, ENC_REC_HDR + STORE_META_MAX +
-                                                   rl + (size_t)job->body_size);
+    /* a ring put's record carries the reference, not the body (enc.h) */
+    unsigned char *p = handoff_reserve(
+        &s->ho, ENC_REC_HDR + STORE_META_MAX +
+                    (ref ? ENC_RING_REF : (size_t)job->body_size));
     size_t ml = store_meta_encode(job, p + ENC_REC_HDR);
     unsigned char *q = p + ENC_REC_HDR + ml;
 
@@ -89,8 +90,8 @@ store_add_put_ring(Store *s, uint64_t seq, const StoreJob *job,
         le_put64(q + 8, ref->off);
         le_put32(q + 16, ref->len);
         le_put32(q + 20, ref->crc);
-    }
-    if (job->body_size) memcpy(q + rl, body, job->body_size);
+    } else if (job->body_size)
+        memcpy(q, body, job->body_size);
     handoff_commit(&s->ho, p,
                    &(EncRec){.seq = seq,
                              .id = job->id,

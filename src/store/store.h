@@ -76,9 +76,10 @@ void store_add_put(Store *s, uint64_t seq, const StoreJob *job,
 void store_add_update(Store *s, uint64_t seq, const StoreJob *job);
 
 /* Loop thread: store_add_put for a body the body ring holds at ref (from
- * store_ring_take): the commit journal writes ref instead of the body
- * (PROTOCOL.md 11.5); RocksDB takes the body as store_add_put's. ref
- * NULL: store_add_put. */
+ * store_ring_take): the record and the commit journal carry ref instead
+ * of the body (PROTOCOL.md 11.5), so body is not read (nor copied); the
+ * mutation or applier thread reads it back from the ring when it writes
+ * it to RocksDB, as store_add_put's. ref NULL: store_add_put. */
 void store_add_put_ring(Store *s, uint64_t seq, const StoreJob *job,
                         const void *body, const StoreRingRef *ref);
 
