@@ -163,10 +163,7 @@ restore_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
         return util_fail(err, errcap,
                          "shard-%02d: job %llu's ring reference has %zu bytes",
                          sh->index, (unsigned long long)id, vlen);
-    StoreRingRef ref = {.gen = le_get64(q),
-                        .off = le_get64(q + 8),
-                        .len = le_get32(q + 16),
-                        .crc = le_get32(q + 20)};
+    StoreRingRef ref = enc_ring_ref_get(q);
     /* a later generation started in its file: it was flushed before (the
      * reuse rule), no need to read it back to know */
     if (ref.gen < r->restore_gen[ref.gen % STORE_RING_FILES]) return 0;

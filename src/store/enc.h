@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/bytes.h"
+#include "store/types.h"
 
 /* Job keys (meta and body column families) are the id in 8 big-endian
  * bytes, so RocksDB's bytewise order is id order. */
@@ -45,6 +46,26 @@ enum { ENC_OP_PUT = 1, ENC_OP_UPDATE = 2, ENC_OP_DELETE = 3 };
  * generation's file), u32 len (body bytes), u32 crc (zlib crc32 of the
  * body). */
 #define ENC_RING_REF 24
+
+/* Writes ref as its ENC_RING_REF bytes at q (the layout above). */
+static inline void
+enc_ring_ref_put(unsigned char *q, const StoreRingRef *ref)
+{
+    le_put64(q, ref->gen);
+    le_put64(q + 8, ref->off);
+    le_put32(q + 16, ref->len);
+    le_put32(q + 20, ref->crc);
+}
+
+/* The reference in the ENC_RING_REF bytes at q. */
+static inline StoreRingRef
+enc_ring_ref_get(const unsigned char *q)
+{
+    return (StoreRingRef){.gen = le_get64(q),
+                          .off = le_get64(q + 8),
+                          .len = le_get32(q + 16),
+                          .crc = le_get32(q + 20)};
+}
 
 /* A record header, decoded. flag: for a delete, STORE_DEL_* (the meta was
  * rewritten; no body); for an update, 1 when the job becomes a STORE_GONE

@@ -108,21 +108,12 @@ typedef struct StoreMut {
 void mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
               const StoreIO *io, Handoff *ho, StoreSync *sync, StoreAck *ack);
 
-/* Main thread, before mut_start: one journal record (journal_replay's
- * JournalReplayFn; ctx is m): its records whose shard does not hold the
- * group yet (StoreShard.jgroup) are written to RocksDB, unsynced, a ring
- * reference's body read back from m->ring. Returns 0, 1 (nothing
- * written) if such a body does not verify (store/bodyring.h), or -1
- * after recording the failure (store_ack). */
-int mut_replay(void *m, uint64_t group, const unsigned char *p, size_t len,
-               uint32_t nrec);
-
-/* Main thread, after the replay: syncs every shard the replay wrote and
- * makes m number its groups from above every group seen (the shards'
- * jgroup and top_group, the journal's highest); j: the commit journal the
- * groups go to from now on (NULL: none). Returns 0, or -1 after recording
- * the failure. */
-int mut_replay_end(StoreMut *m, Journal *j, uint64_t top_group);
+/* Writes the batch of every shard the records added since the last write
+ * touched, marked as holding every group up to group, and syncs them if
+ * sync (the mutation or applier thread under wmu, or the main thread's
+ * replay, store/mutreplay.h). Returns 0, or -1 after recording the
+ * failure (store_ack). */
+int mut_write_group(StoreMut *m, int sync, uint64_t group);
 
 /* Loop thread, cluster mode (handoff_direct's fn; arg is m): proposes
  * chunk c's records (c->next NULL) as entries of at most

@@ -3,6 +3,7 @@
  *
  *   store.c                       this facade (store.h)
  *   store/mut.c                   the mutation thread, group commit
+ *   store/mutreplay.c             the commit journal's replay at start-up
  *   store/sync.c  store/handoff.c  store/recover.c  store/ship.c
  *   store/journal.c  store/bodyring.c
  *                                 syncs and syncers; the loop's hand-off
@@ -35,6 +36,7 @@
 #include "store/handoff.h"
 #include "store/journal.h"
 #include "store/mut.h"
+#include "store/mutreplay.h"
 #include "store/raft.h"
 #include "store/recover.h"
 #include "store/shard.h"
@@ -86,10 +88,7 @@ store_add_put_ring(Store *s, uint64_t seq, const StoreJob *job,
     unsigned char *q = p + ENC_REC_HDR + ml;
 
     if (ref) {
-        le_put64(q, ref->gen);
-        le_put64(q + 8, ref->off);
-        le_put32(q + 16, ref->len);
-        le_put32(q + 20, ref->crc);
+        enc_ring_ref_put(q, ref);
     } else if (job->body_size)
         memcpy(q, body, job->body_size);
     handoff_commit(&s->ho, p,
