@@ -101,6 +101,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <liburing.h>
@@ -125,6 +126,47 @@ struct mark {
     size_t end;
 };
 
+/* -q: a list of jobs, through their prev/next. */
+struct jlist {
+    struct job *first, *last;
+};
+
+/* -q: a job, in one list at a time: the loop's batch (its put not yet
+ * handed over), the pending list (handed over, not yet synced), its tube's
+ * ready list or its reserver's list. */
+enum { J_BATCH, J_PENDING, J_READY, J_RESERVED };
+struct job {
+    uint64_t id, gen;                /* gen: the generation holding its put */
+    struct job *prev, *next, *hnext; /* hnext: the id table's chain */
+    struct tube *tube;
+    struct cli *owner; /* J_RESERVED */
+    int state;
+    size_t size, got; /* body bytes; bytes of body and CRLF read so far */
+    char body[];      /* size + 2: the body and its CRLF */
+};
+
+/* -q: connection c watches tube t; linked into t's waiters while c blocks
+ * in reserve. */
+struct watch {
+    struct tube *t;
+    struct cli *c;
+    struct watch *prev, *next;
+    int linked;
+};
+
+/* -q: a tube: its ready jobs in id order (FIFO: rsbench puts one
+ * priority) and the watches of the connections blocked on it. Never
+ * freed. */
+struct tube {
+    struct jlist ready;
+    struct watch *wfirst, *wlast;
+    struct tube *hnext, *wnext; /* the name table's chain; the work list */
+    int work;                   /* on the work list */
+    uint64_t hash;              /* of the name */
+    size_t len;
+    char name[];
+};
+
 struct cli {
     int fd, epout, dead, held; /* held: on the held list */
     char *rb, *wb;
@@ -132,6 +174,17 @@ struct cli {
     size_t rel; /* output up to here may leave */
     struct mark marks[MARKS];
     int nmarks;
+    int need_mark; /* output that waits for a sync is not marked yet */
+    /* -q: the tube used, the watch list, the jobs reserved, the put whose
+     * body is being read, and a blocked reserve (waiting; its deadline's
+     * place in the timer heap, NO_HEAP: none) */
+    struct tube *use;
+    struct watch **w;
+    int nw, nwcap, waiting;
+    struct jlist reserved;
+    struct job *job;
+    size_t hidx;
+    uint64_t deadline; /* CLOCK_MONOTONIC ns */
 };
 
 /* The log of the sync ceiling. buf/len/gen/done under mu. */
@@ -219,32 +272,408 @@ log_zero_fill(int fd)
     if (fsync(fd) < 0) die("fsync");
 }
 
+static void *
+xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n);
+    if (!p) die("realloc");
+    return p;
+}
+
+static uint64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* -q: the queue (loop thread only). */
+#define NO_HEAP SIZE_MAX
+#define TUBE_NAME_MAX 200
+#define WAIT_MAX_S 1000000 /* reserve-with-timeout's bound, seconds */
+static struct queue {
+    int on;               /* -q */
+    struct tube **tb;     /* tubes by name: tmask + 1 chains */
+    size_t tmask, ntubes; /* ... and how many there are */
+    struct job **jb;      /* jobs by id: jmask + 1 chains */
+    size_t jmask, njobs;  /* ... and how many there are */
+    uint64_t next_id;     /* the next put's id */
+    struct jlist batch;   /* -b: puts read since the last hand-off */
+    struct jlist pending; /* -b: puts handed over, by generation */
+    struct tube *work;    /* tubes with a new ready job and waiters */
+    struct cli **heap;    /* blocked reserves with a deadline */
+    size_t nheap, cheap;  /* ... in a binary heap by deadline */
+} q;
+
+/* Appends n bytes at s to c's output. Without -b it may leave at once.
+ * With -b, a reply to a mutation (sync: put, delete) leaves once the
+ * generation holding the bytes read before it is synced (handoff()
+ * marks it); any other reply as soon as every reply before it may. */
 static void
-out(struct cli *c, const char *s, size_t n)
+reply(struct cli *c, const char *s, size_t n, int sync)
 {
     if (c->wlen + n > c->wcap) {
         c->wcap = (c->wlen + n) * 2;
-        c->wb = realloc(c->wb, c->wcap);
-        if (!c->wb) die("realloc");
+        c->wb = xrealloc(c->wb, c->wcap);
     }
     memcpy(c->wb + c->wlen, s, n);
     c->wlen += n;
-    if (!durable_mode) {
+    if (!durable_mode || (!sync && !c->nmarks && !c->need_mark)) {
         c->rel = c->wlen;
-    } else if (!c->held) {
+        return;
+    }
+    if (sync) c->need_mark = 1;
+    if (!c->held) {
         if (nheld == capheld) {
             capheld = capheld ? capheld * 2 : 64;
-            held = realloc(held, capheld * sizeof *held);
-            if (!held) die("realloc");
+            held = xrealloc(held, capheld * sizeof *held);
         }
         held[nheld++] = c;
         c->held = 1;
     }
 }
 
+/* Without -q every reply waits for the sync, as every byte read is
+ * logged. */
+static void
+out(struct cli *c, const char *s, size_t n)
+{
+    reply(c, s, n, 1);
+}
+
+/* Writes v in decimal at b; returns the digits written. */
+static size_t
+utoa(char *b, uint64_t v)
+{
+    char t[20];
+    size_t n = 0;
+    do
+        t[n++] = (char)('0' + v % 10);
+    while (v /= 10);
+    for (size_t i = 0; i < n; i++)
+        b[i] = t[n - 1 - i];
+    return n;
+}
+
+/* Replies word, then v in decimal, then CRLF. */
+static void
+reply_num(struct cli *c, const char *word, uint64_t v, int sync)
+{
+    char b[64];
+    size_t n = strlen(word);
+    memcpy(b, word, n);
+    n += utoa(b + n, v);
+    memcpy(b + n, "\r\n", 2);
+    reply(c, b, n + 2, sync);
+}
+
+/* With -b: n bytes at p join the next hand-off. */
+static void
+log_cmd(const char *p, size_t n)
+{
+    if (!durable_mode || !n) return;
+    if (plen + n > pcap) {
+        pcap = (plen + n) * 2;
+        pend = xrealloc(pend, pcap);
+    }
+    memcpy(pend + plen, p, n);
+    plen += n;
+}
+
+/* -q: unlinks j from list l. */
+static void
+jl_unlink(struct jlist *l, struct job *j)
+{
+    *(j->prev ? &j->prev->next : &l->first) = j->next;
+    *(j->next ? &j->next->prev : &l->last) = j->prev;
+    j->prev = j->next = NULL;
+}
+
+/* -q: links j into l after the last job of a smaller id (for a new put,
+ * whose id is the largest, at the end: O(1)). */
+static void
+jl_insert(struct jlist *l, struct job *j)
+{
+    struct job *a = l->last;
+    while (a && a->id > j->id)
+        a = a->prev;
+    j->prev = a;
+    j->next = a ? a->next : l->first;
+    *(j->next ? &j->next->prev : &l->last) = j;
+    *(a ? &a->next : &l->first) = j;
+}
+
+/* -q: the list j is on, by its state. */
+static struct jlist *
+jlist_of(struct job *j)
+{
+    switch (j->state) {
+    case J_BATCH:
+        return &q.batch;
+    case J_PENDING:
+        return &q.pending;
+    case J_READY:
+        return &j->tube->ready;
+    default:
+        return &j->owner->reserved;
+    }
+}
+
+/* -q: where job id is, or would go, in its chain of the id table. */
+static struct job **
+job_slot(uint64_t id)
+{
+    struct job **p = &q.jb[id & q.jmask];
+    while (*p && (*p)->id != id)
+        p = &(*p)->hnext;
+    return p;
+}
+
+/* -q: adds j to the id table, doubling it when it holds a job per chain. */
+static void
+job_index(struct job *j)
+{
+    if (q.njobs > q.jmask) {
+        size_t n = (q.jmask + 1) * 2;
+        struct job **nb = calloc(n, sizeof *nb), *x, *nx;
+        if (!nb) die("calloc");
+        for (size_t i = 0; i <= q.jmask; i++)
+            for (x = q.jb[i]; x; x = nx) {
+                nx = x->hnext;
+                x->hnext = nb[x->id & (n - 1)];
+                nb[x->id & (n - 1)] = x;
+            }
+        free(q.jb);
+        q.jb = nb;
+        q.jmask = n - 1;
+    }
+    struct job **b = &q.jb[j->id & q.jmask];
+    j->hnext = *b;
+    *b = j;
+    q.njobs++;
+}
+
+/* -q: FNV-1a of a tube name. */
+static uint64_t
+name_hash(const char *s, size_t n)
+{
+    uint64_t h = 14695981039346656037u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211u;
+    return h;
+}
+
+/* -q: the tube named s[0..n), made if missing and create, else NULL. */
+static struct tube *
+tube_find(const char *s, size_t n, int create)
+{
+    uint64_t h = name_hash(s, n);
+    struct tube *t;
+    for (t = q.tb[h & q.tmask]; t; t = t->hnext)
+        if (t->len == n && memcmp(t->name, s, n) == 0) return t;
+    if (!create) return NULL;
+    if (q.ntubes > q.tmask) { /* a tube per chain: double the table */
+        size_t m = (q.tmask + 1) * 2;
+        struct tube **nb = calloc(m, sizeof *nb), *x, *nx;
+        if (!nb) die("calloc");
+        for (size_t i = 0; i <= q.tmask; i++)
+            for (x = q.tb[i]; x; x = nx) {
+                nx = x->hnext;
+                x->hnext = nb[x->hash & (m - 1)];
+                nb[x->hash & (m - 1)] = x;
+            }
+        free(q.tb);
+        q.tb = nb;
+        q.tmask = m - 1;
+    }
+    t = calloc(1, sizeof *t + n + 1);
+    if (!t) die("calloc");
+    memcpy(t->name, s, n);
+    t->len = n;
+    t->hash = h;
+    t->hnext = q.tb[h & q.tmask];
+    q.tb[h & q.tmask] = t;
+    q.ntubes++;
+    return t;
+}
+
+/* -q: heap entry i becomes c. */
+static void
+heap_set(size_t i, struct cli *c)
+{
+    q.heap[i] = c;
+    c->hidx = i;
+}
+
+static void
+heap_up(size_t i)
+{
+    struct cli *c = q.heap[i];
+    while (i && q.heap[(i - 1) / 2]->deadline > c->deadline) {
+        heap_set(i, q.heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_set(i, c);
+}
+
+static void
+heap_down(size_t i)
+{
+    struct cli *c = q.heap[i];
+    for (;;) {
+        size_t m = 2 * i + 1;
+        if (m >= q.nheap) break;
+        if (m + 1 < q.nheap && q.heap[m + 1]->deadline < q.heap[m]->deadline)
+            m++;
+        if (q.heap[m]->deadline >= c->deadline) break;
+        heap_set(i, q.heap[m]);
+        i = m;
+    }
+    heap_set(i, c);
+}
+
+static void
+heap_remove(struct cli *c)
+{
+    size_t i = c->hidx;
+    struct cli *last = q.heap[--q.nheap];
+    c->hidx = NO_HEAP;
+    if (i == q.nheap) return;
+    heap_set(i, last);
+    heap_up(i);
+    heap_down(last->hidx);
+}
+
+/* -q: job j becomes ready in its tube; a reserve blocked on the tube gets
+ * it at the end of the loop's batch (q_serve). */
+static void
+q_ready(struct job *j)
+{
+    struct tube *t = j->tube;
+    j->state = J_READY;
+    j->owner = NULL;
+    jl_insert(&t->ready, j);
+    if (t->wfirst && !t->work) {
+        t->work = 1;
+        t->wnext = q.work;
+        q.work = t;
+    }
+}
+
+/* -q: c's reserve blocks on every tube it watches (secs > 0: until then,
+ * < 0: for ever). */
+static void
+q_block(struct cli *c, long secs)
+{
+    for (int i = 0; i < c->nw; i++) {
+        struct watch *w = c->w[i];
+        struct tube *t = w->t;
+        w->prev = t->wlast;
+        w->next = NULL;
+        *(t->wlast ? &t->wlast->next : &t->wfirst) = w;
+        t->wlast = w;
+        w->linked = 1;
+    }
+    c->waiting = 1;
+    if (secs > 0) {
+        c->deadline = now_ns() + (uint64_t)secs * 1000000000u;
+        if (q.nheap == q.cheap) {
+            q.cheap = q.cheap ? q.cheap * 2 : 64;
+            q.heap = xrealloc(q.heap, q.cheap * sizeof *q.heap);
+        }
+        heap_set(q.nheap, c);
+        heap_up(q.nheap++);
+    }
+}
+
+/* -q: c's reserve no longer blocks. */
+static void
+q_unwait(struct cli *c)
+{
+    for (int i = 0; i < c->nw; i++) {
+        struct watch *w = c->w[i];
+        struct tube *t = w->t;
+        if (!w->linked) continue;
+        *(w->prev ? &w->prev->next : &t->wfirst) = w->next;
+        *(w->next ? &w->next->prev : &t->wlast) = w->prev;
+        w->prev = w->next = NULL;
+        w->linked = 0;
+    }
+    if (c->hidx != NO_HEAP) heap_remove(c);
+    c->waiting = 0;
+}
+
+/* -q: the oldest ready job of the tubes c watches (one priority: the
+ * smallest id), or NULL; a look at the first job of each. */
+static struct job *
+q_best(const struct cli *c)
+{
+    struct job *best = NULL;
+    for (int i = 0; i < c->nw; i++) {
+        struct job *j = c->w[i]->t->ready.first;
+        if (j && (!best || j->id < best->id)) best = j;
+    }
+    return best;
+}
+
+/* -q: c reserves ready job j. */
+static void
+q_give(struct cli *c, struct job *j)
+{
+    char b[64];
+    size_t n = sizeof "RESERVED " - 1;
+    jl_unlink(&j->tube->ready, j);
+    j->state = J_RESERVED;
+    j->owner = c;
+    jl_insert(&c->reserved, j);
+    memcpy(b, "RESERVED ", n);
+    n += utoa(b + n, j->id);
+    b[n++] = ' ';
+    n += utoa(b + n, j->size);
+    memcpy(b + n, "\r\n", 2);
+    reply(c, b, n + 2, 0);
+    reply(c, j->body, j->size + 2, 0);
+}
+
+/* -q: a closed connection's blocked reserve ends, the jobs it reserved
+ * are ready again, a put it had not finished is forgotten. */
+static void
+q_forget(struct cli *c)
+{
+    if (c->waiting) q_unwait(c);
+    while (c->reserved.first) {
+        struct job *j = c->reserved.first;
+        jl_unlink(&c->reserved, j);
+        q_ready(j);
+    }
+    free(c->job);
+    c->job = NULL;
+}
+
+/* -q: c watches t (if it does not yet). */
+static void
+watch_add(struct cli *c, struct tube *t)
+{
+    for (int i = 0; i < c->nw; i++)
+        if (c->w[i]->t == t) return;
+    if (c->nw == c->nwcap) {
+        c->nwcap = c->nwcap ? c->nwcap * 2 : 4;
+        c->w = xrealloc(c->w, (size_t)c->nwcap * sizeof *c->w);
+    }
+    struct watch *w = calloc(1, sizeof *w);
+    if (!w) die("calloc");
+    w->t = t;
+    w->c = c;
+    c->w[c->nw++] = w;
+}
+
 static void
 cli_free(struct cli *c)
 {
+    for (int i = 0; i < c->nw; i++)
+        free(c->w[i]);
+    free(c->w);
     free(c->rb);
     free(c->wb);
     free(c);
@@ -256,6 +685,7 @@ drop(struct cli *c)
 {
     close(c->fd);
     c->dead = 1;
+    if (q.on) q_forget(c);
     if (!c->held) cli_free(c);
 }
 
@@ -273,11 +703,167 @@ put_bytes(const char *line, size_t n)
     return i < n && line[i - 1] == ' ' && mul <= 100000000 ? v : -1;
 }
 
+/* The decimal number s[0..n) (1-19 digits) in *v; -1 if it is not one. */
+static int
+parse_u64(const char *s, size_t n, uint64_t *v)
+{
+    if (n < 1 || n > 19) return -1;
+    *v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        *v = *v * 10 + (uint64_t)(s[i] - '0');
+    }
+    return 0;
+}
+
+/* -q: a put's body (and CRLF) is read next: bytes + 2 bytes. */
+static void
+q_put_start(struct cli *c, size_t bytes)
+{
+    struct job *j = malloc(sizeof *j + bytes + 2);
+    if (!j) die("malloc");
+    memset(j, 0, sizeof *j);
+    j->tube = c->use;
+    j->size = bytes;
+    c->job = j;
+    c->skip = bytes + 2;
+}
+
+/* -q: the put is read: it gets its id and its INSERTED; it is ready at
+ * once without -b, else once its generation is synced (release()). */
+static void
+q_put_done(struct cli *c)
+{
+    struct job *j = c->job;
+    c->job = NULL;
+    memcpy(j->body + j->size, "\r\n", 2); /* the CRLF is not checked */
+    j->id = q.next_id++;
+    job_index(j);
+    reply_num(c, "INSERTED ", j->id, 1);
+    if (!durable_mode) {
+        q_ready(j);
+        return;
+    }
+    j->state = J_BATCH;
+    jl_insert(&q.batch, j);
+}
+
+/* -q: k more bytes of the put's body (and CRLF), logged with -b. */
+static void
+q_body(struct cli *c, const char *p, size_t k)
+{
+    struct job *j = c->job;
+    memcpy(j->body + j->got, p, k);
+    j->got += k;
+    log_cmd(p, k);
+    if (j->got == j->size + 2) q_put_done(c);
+}
+
+/* -q: delete: a job in any state but reserved by another connection. */
+static void
+q_delete(struct cli *c, uint64_t id)
+{
+    static const char del[] = "DELETED\r\n", nf[] = "NOT_FOUND\r\n";
+    struct job **p = job_slot(id), *j = *p;
+    if (!j || (j->state == J_RESERVED && j->owner != c)) {
+        reply(c, nf, sizeof nf - 1, 1);
+        return;
+    }
+    *p = j->hnext;
+    q.njobs--;
+    jl_unlink(jlist_of(j), j);
+    free(j);
+    reply(c, del, sizeof del - 1, 1);
+}
+
+/* -q: reserve (secs < 0) or reserve-with-timeout secs. */
+static void
+q_reserve(struct cli *c, long secs)
+{
+    static const char to[] = "TIMED_OUT\r\n";
+    struct job *j = q_best(c);
+    if (j)
+        q_give(c, j);
+    else if (secs == 0)
+        reply(c, to, sizeof to - 1, 0);
+    else
+        q_block(c, secs);
+}
+
+/* -q: use, watch, ignore: the tube named s[0..n). */
+static void
+q_tube_cmd(struct cli *c, char cmd, const char *s, size_t n)
+{
+    static const char bad[] = "BAD_FORMAT\r\n", ni[] = "NOT_IGNORED\r\n";
+    if (n < 1 || n > TUBE_NAME_MAX || memchr(s, ' ', n)) {
+        reply(c, bad, sizeof bad - 1, 0);
+    } else if (cmd == 'u') {
+        c->use = tube_find(s, n, 1);
+        reply(c, "USING ", 6, 0);
+        reply(c, s, n, 0);
+        reply(c, "\r\n", 2, 0);
+    } else if (cmd == 'w') {
+        watch_add(c, tube_find(s, n, 1));
+        reply_num(c, "WATCHING ", (uint64_t)c->nw, 0);
+    } else {
+        struct tube *t = tube_find(s, n, 0);
+        int i = 0;
+        while (t && i < c->nw && c->w[i]->t != t)
+            i++;
+        if (t && i < c->nw && c->nw == 1) {
+            reply(c, ni, sizeof ni - 1, 0);
+            return;
+        }
+        if (t && i < c->nw) {
+            free(c->w[i]);
+            c->w[i] = c->w[--c->nw];
+        }
+        reply_num(c, "WATCHING ", (uint64_t)c->nw, 0);
+    }
+}
+
+/* -q: one command of the cycle rows: put, delete, reserve(-with-timeout),
+ * use, watch, ignore; anything else gets UNKNOWN_COMMAND. */
+static void
+q_line(struct cli *c, const char *line, size_t n)
+{
+    static const char unk[] = "UNKNOWN_COMMAND\r\n";
+    static const char rwt[] = "reserve-with-timeout ";
+    const size_t nrwt = sizeof rwt - 1;
+    long bytes;
+    uint64_t v;
+    if (n > 4 && memcmp(line, "put ", 4) == 0 &&
+        (bytes = put_bytes(line, n)) >= 0) {
+        log_cmd(line, n + 2);
+        q_put_start(c, (size_t)bytes);
+    } else if (n > 7 && memcmp(line, "delete ", 7) == 0 &&
+               parse_u64(line + 7, n - 7, &v) == 0) {
+        log_cmd(line, n + 2);
+        q_delete(c, v);
+    } else if (n == 7 && memcmp(line, "reserve", 7) == 0) {
+        q_reserve(c, -1);
+    } else if (n > nrwt && memcmp(line, rwt, nrwt) == 0 &&
+               parse_u64(line + nrwt, n - nrwt, &v) == 0) {
+        q_reserve(c, v > WAIT_MAX_S ? WAIT_MAX_S : (long)v);
+    } else if (n > 4 && memcmp(line, "use ", 4) == 0) {
+        q_tube_cmd(c, 'u', line + 4, n - 4);
+    } else if (n > 6 && memcmp(line, "watch ", 6) == 0) {
+        q_tube_cmd(c, 'w', line + 6, n - 6);
+    } else if (n > 7 && memcmp(line, "ignore ", 7) == 0) {
+        q_tube_cmd(c, 'i', line + 7, n - 7);
+    } else {
+        reply(c, unk, sizeof unk - 1, 0);
+    }
+}
+
 static void
 on_line(struct cli *c, const char *line, size_t n)
 {
     static const char ins[] = "INSERTED 1\r\n", unk[] = "UNKNOWN_COMMAND\r\n";
-    if (n > 4 && memcmp(line, "put ", 4) == 0 && put_bytes(line, n) >= 0) {
+    if (q.on) {
+        q_line(c, line, n);
+    } else if (n > 4 && memcmp(line, "put ", 4) == 0 &&
+               put_bytes(line, n) >= 0) {
         c->skip = (size_t)put_bytes(line, n) + 2;
         out(c, ins, sizeof ins - 1);
     } else if (n > 4 && memcmp(line, "use ", 4) == 0) {
@@ -289,14 +875,16 @@ on_line(struct cli *c, const char *line, size_t n)
     }
 }
 
-/* Answers every complete command; returns -1 to drop the client. */
+/* Answers every complete command, up to a reserve that blocks (-q);
+ * returns -1 to drop the client. */
 static int
 on_input(struct cli *c)
 {
     size_t off = 0;
-    while (off < c->rlen) {
+    while (off < c->rlen && !c->waiting) {
         if (c->skip) {
             size_t k = c->rlen - off < c->skip ? c->rlen - off : c->skip;
+            if (c->job) q_body(c, c->rb + off, k);
             off += k;
             c->skip -= k;
             continue;
@@ -307,15 +895,7 @@ on_input(struct cli *c)
         on_line(c, b, (size_t)(e - b));
         off += (size_t)(e - b) + 2;
     }
-    if (durable_mode && off) {
-        if (plen + off > pcap) {
-            pcap = (plen + off) * 2;
-            pend = realloc(pend, pcap);
-            if (!pend) die("realloc");
-        }
-        memcpy(pend + plen, c->rb, off);
-        plen += off;
-    }
+    if (!q.on) log_cmd(c->rb, off); /* every byte, as it came */
     memmove(c->rb, c->rb + off, c->rlen - off);
     c->rlen -= off;
     return 0;
@@ -341,6 +921,61 @@ flush(struct cli *c)
         c->epout = want;
     }
     return 0;
+}
+
+/* -q: after a blocked reserve got its reply, c's further commands. */
+static void
+q_resume(struct cli *c)
+{
+    if ((c->rlen && on_input(c) < 0) || flush(c) < 0) drop(c);
+}
+
+/* -q: at the end of each batch of events, before the hand-off: every
+ * blocked reserve past its deadline times out, and each tube given a
+ * ready job hands its ready jobs to the reserves blocked on it, first
+ * come first served (each takes the oldest job of all it watches). */
+static void
+q_serve(void)
+{
+    static const char to[] = "TIMED_OUT\r\n";
+    uint64_t now = q.nheap ? now_ns() : 0;
+    while (q.nheap && q.heap[0]->deadline <= now) {
+        struct cli *c = q.heap[0];
+        q_unwait(c);
+        reply(c, to, sizeof to - 1, 0);
+        q_resume(c);
+    }
+    while (q.work) {
+        struct tube *t = q.work;
+        q.work = t->wnext;
+        t->work = 0;
+        while (t->ready.first && t->wfirst) {
+            struct cli *c = t->wfirst->c;
+            q_unwait(c);
+            q_give(c, q_best(c));
+            q_resume(c);
+        }
+    }
+}
+
+/* -q: empty tables, ids from 1. */
+static void
+q_start(void)
+{
+    q.tmask = q.jmask = 1023;
+    q.tb = calloc(q.tmask + 1, sizeof *q.tb);
+    q.jb = calloc(q.jmask + 1, sizeof *q.jb);
+    if (!q.tb || !q.jb) die("calloc");
+    q.next_id = 1;
+}
+
+/* -q: how long the loop may sleep: until the first deadline (ms). */
+static int
+q_sleep_ms(void)
+{
+    if (!q.nheap) return -1;
+    uint64_t now = now_ns(), d = q.heap[0]->deadline;
+    return d <= now ? 0 : (int)((d - now + 999999) / 1000000);
 }
 
 /* Marks generation g synced and publishes how far all are (mu held). */
@@ -520,7 +1155,8 @@ uring_start(const char *path)
 
 /* Once per epoll batch: the bytes read join the next generation, and every
  * held client's new output waits for it (a full mark ring moves its last
- * mark on: that reply waits a little longer, never less). */
+ * mark on: that reply waits a little longer, never less); so do the puts
+ * read (-q: they become ready once it is synced). */
 static void
 handoff(void)
 {
@@ -541,14 +1177,26 @@ handoff(void)
     plen = 0;
     for (size_t i = 0; i < nheld; i++) {
         struct cli *c = held[i];
-        size_t marked = c->nmarks ? c->marks[c->nmarks - 1].end : c->rel;
-        if (marked == c->wlen) continue;
+        if (!c->need_mark) continue;
         if (c->nmarks == MARKS) c->nmarks--;
         c->marks[c->nmarks++] = (struct mark){g, c->wlen};
+        c->need_mark = 0;
     }
+    /* -q: the puts read join generation g */
+    for (struct job *j = q.batch.first; j; j = j->next) {
+        j->gen = g;
+        j->state = J_PENDING;
+    }
+    if (!q.batch.first) return;
+    q.batch.first->prev = q.pending.last;
+    *(q.pending.last ? &q.pending.last->next : &q.pending.first) =
+        q.batch.first;
+    q.pending.last = q.batch.last;
+    q.batch.first = q.batch.last = NULL;
 }
 
-/* The syncer finished a generation: release what it covers. */
+/* The syncer finished a generation: release what it covers, replies and
+ * (-q) puts. */
 static void
 release(void)
 {
@@ -566,6 +1214,8 @@ release(void)
             c->rel = c->marks[m++].end;
         c->nmarks -= m;
         memmove(c->marks, c->marks + m, (size_t)c->nmarks * sizeof *c->marks);
+        /* -q: replies after the last mark that need no sync leave too */
+        if (!c->nmarks && !c->need_mark) c->rel = c->wlen;
         if (!c->dead && m && flush(c) < 0)
             drop(c); /* held: freed next time, as this batch may name it */
         if (was_dead) {
@@ -577,6 +1227,11 @@ release(void)
         }
     }
     nheld = k;
+    while (q.pending.first && q.pending.first->gen <= d) {
+        struct job *j = q.pending.first;
+        jl_unlink(&q.pending, j);
+        q_ready(j);
+    }
 }
 
 static void
@@ -606,6 +1261,11 @@ on_accept(int lfd)
         struct cli *c = calloc(1, sizeof *c);
         if (!c) die("calloc");
         c->fd = fd;
+        c->hidx = NO_HEAP;
+        if (q.on) { /* a new connection uses and watches default */
+            c->use = tube_find("default", 7, 1);
+            watch_add(c, c->use);
+        }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) die("epoll_ctl");
@@ -864,7 +1524,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:owukR:r:B:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:owukqR:r:B:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -881,6 +1541,8 @@ main(int argc, char **argv)
             in_loop = 1;
         else if (o == 'k')
             keep_rocks = 1;
+        else if (o == 'q')
+            q.on = 1;
         else if (o == 'R' && atoi(optarg) > 0)
             raft_id_opt = atoi(optarg);
         else if (o == 'r')
@@ -888,7 +1550,7 @@ main(int argc, char **argv)
         else if (o == 'B')
             raft_bind = optarg;
         else
-            return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] "
+            return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] [-q] "
                                    "[-b DIR [-n 1-16] [-o [-u]] [-w] [-k] [-R "
                                    "ID -r CL [-B ADDR]]]\n"),
                    2;
@@ -898,6 +1560,9 @@ main(int argc, char **argv)
     /* -k's ids and batch belong to one syncer thread */
     if (keep_rocks && (!dir || raft_id_opt || nsync != 1))
         return fprintf(stderr, "ceiling: -k needs -b, not -R or -n\n"), 2;
+    /* -k parses the log as put lines and bodies only */
+    if (keep_rocks && q.on)
+        return fprintf(stderr, "ceiling: -k and -q exclude each other\n"), 2;
     /* -u: one loop, one log written in place, synced by each write */
     if (in_loop && (!dir || !overwrite || write_only || keep_rocks ||
                     raft_id_opt || nsync != 1))
@@ -908,8 +1573,9 @@ main(int argc, char **argv)
     lev.data.ptr = NULL;
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev) < 0) die("epoll");
     if (dir) durable_start(dir, nsync, &wake);
+    if (q.on) q_start();
     for (;;) {
-        int n = epoll_wait(ep, evs, 128, -1);
+        int n = epoll_wait(ep, evs, 128, q_sleep_ms());
         if (n < 0 && errno != EINTR) die("epoll_wait");
         for (int i = 0; i < n; i++) {
             struct cli *c = evs[i].data.ptr;
@@ -924,6 +1590,7 @@ main(int argc, char **argv)
             else if (flush(c) < 0)
                 drop(c);
         }
+        if (q.on) q_serve();
         handoff();
     }
 }

@@ -17,6 +17,17 @@ bench_build() {
     fi
 }
 
+# Builds $BUILD/ceiling (bench_build; $REPO: the tree's root): the Raft
+# ceiling (-R) runs libraft with the Raft node's workarounds, the RocksDB
+# write ceiling (-k) rockstalkd's shard with its options, the in-loop
+# sync ceiling (-u) liburing. tests/test_bench_tools.py builds it so too.
+bench_build_ceiling() {
+    bench_build ceiling -I"$REPO/src" "$REPO/src/cluster/rafttune.c" \
+        "$REPO/src/store/shard.c" "$REPO/src/store/enc.c" \
+        "$REPO/src/store/merge.c" \
+        "$REPO/src/store/util.c" -lraft -luv -lrocksdb -luring -lpthread
+}
+
 # Installs Debian's beanstalkd package when $BEANSTALKD is not there and
 # points BEANSTALKD at it. Returns 1 if there is still none.
 ensure_beanstalkd() {

@@ -133,12 +133,7 @@ build_tools() {
     mkdir -p "$BUILD" "$LOGS" || exit 1
     rm -f "$LOGS"/*.log
     bench_build rsbench || exit 1
-    # the Raft ceiling (-R) runs libraft with the Raft node's workarounds,
-    # the RocksDB write ceiling (-k) rockstalkd's shard with its options
-    bench_build ceiling -I"$REPO/src" "$REPO/src/cluster/rafttune.c" \
-        "$REPO/src/store/shard.c" "$REPO/src/store/enc.c" \
-        "$REPO/src/store/merge.c" \
-        "$REPO/src/store/util.c" -lraft -luv -lrocksdb -luring -lpthread || exit 1
+    bench_build_ceiling || exit 1
 }
 
 ensure_rockstalkd() {

@@ -1,0 +1,158 @@
+"""The ceiling probe's queue mode (scripts/bench/ceiling.c -q), the
+same-work ceiling of make bench's cycle rows: the commands rsbench's cycle
+mode sends (use, watch, ignore, put, reserve-with-timeout, delete) across
+two tubes, a reserve blocked until a put arrives, a timeout, a reserved job
+coming back when its connection closes, and the refusals; without a log
+and with one (-b: replies and jobs only after their generation's
+fdatasync). Built as run.sh builds it (common.sh's bench_build_ceiling),
+into a temporary directory; a few seconds in all."""
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from replay import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def ceiling_bin(tmp_path_factory):
+    build = tmp_path_factory.mktemp("bench")
+    script = ('say() { echo "$*" >&2; }; HERE=$1/scripts/bench REPO=$1 '
+              'BUILD=$2; . "$HERE/common.sh"; bench_build_ceiling')
+    r = subprocess.run(["bash", "-c", script, "build", ROOT, str(build)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return str(build / "ceiling")
+
+
+class Conn:
+    """One blocking client connection; replies read line by line."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.buf = b""
+
+    def send(self, data):
+        self.s.sendall(data)
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            got = self.s.recv(65536)
+            assert got, "connection closed"
+            self.buf += got
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def cmd(self, data):
+        self.send(data + b"\r\n")
+        return self.line()
+
+    def put(self, body):
+        r = self.cmd(b"put 1024 0 120 %d\r\n%s" % (len(body), body))
+        assert r.startswith(b"INSERTED "), r
+        return int(r.split()[1])
+
+    def reserved(self, reply=None):
+        """The (id, body) of a RESERVED reply (read here unless given)."""
+        r = reply if reply is not None else self.line()
+        word, jid, n = r.split()
+        assert word == b"RESERVED", r
+        while len(self.buf) < int(n) + 2:
+            self.buf += self.s.recv(65536)
+        body, self.buf = self.buf[:int(n)], self.buf[int(n) + 2:]
+        return int(jid), body
+
+    def reserve(self, secs=0):
+        return self.cmd(b"reserve-with-timeout %d" % secs)
+
+    def close(self):
+        self.s.close()
+
+
+@pytest.fixture(params=["mem", "sync", "over"])
+def ceiling(request, ceiling_bin, tmp_path):
+    port = free_port()
+    args = [ceiling_bin, "-q", "-l", "127.0.0.1", "-p", str(port)]
+    if request.param != "mem":
+        args += ["-b", str(tmp_path)]
+    if request.param == "over":
+        args += ["-o"]
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE)
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()
+                time.sleep(0.02)
+        yield port
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_two_tubes(ceiling):
+    p, w = Conn(ceiling), Conn(ceiling)
+    assert p.cmd(b"use t1") == b"USING t1"
+    a1, a2 = p.put(b"a1"), p.put(b"a2")
+    assert p.cmd(b"use t2") == b"USING t2"
+    b1 = p.put(b"b1")
+    assert p.cmd(b"use t3") == b"USING t3"
+    p.put(b"c1")  # in a tube w does not watch
+    assert w.cmd(b"watch t2") == b"WATCHING 2"
+    assert w.cmd(b"watch t1") == b"WATCHING 3"
+    assert w.cmd(b"watch t1") == b"WATCHING 3"
+    assert w.cmd(b"ignore default") == b"WATCHING 2"
+    assert w.cmd(b"ignore nosuchtube") == b"WATCHING 2"
+    # the oldest job of all the tubes watched, whichever tube it is in
+    assert w.reserved(w.reserve()) == (a1, b"a1")
+    assert p.cmd(b"delete %d" % a1) == b"NOT_FOUND"  # reserved by w
+    assert w.cmd(b"delete %d" % a1) == b"DELETED"
+    assert w.cmd(b"delete %d" % a1) == b"NOT_FOUND"
+    assert w.reserved(w.reserve()) == (a2, b"a2")
+    assert w.cmd(b"delete %d" % a2) == b"DELETED"
+    assert p.cmd(b"delete %d" % b1) == b"DELETED"  # a ready job: anyone
+    assert w.reserve() == b"TIMED_OUT"
+    assert w.cmd(b"ignore t1") == b"WATCHING 1"
+    assert w.cmd(b"ignore t2") == b"NOT_IGNORED"
+    assert w.cmd(b"frobnicate") == b"UNKNOWN_COMMAND"
+    assert w.cmd(b"use " + b"x" * 201) == b"BAD_FORMAT"
+
+
+def test_blocked_reserve(ceiling):
+    p, w = Conn(ceiling), Conn(ceiling)
+    assert w.cmd(b"watch q") == b"WATCHING 2"
+    # blocked; what follows the reserve waits for its reply
+    w.send(b"reserve-with-timeout 5\r\nuse other\r\n")
+    time.sleep(0.2)
+    assert p.cmd(b"use q") == b"USING q"
+    jid = p.put(b"hello")
+    assert w.reserved() == (jid, b"hello")
+    assert w.line() == b"USING other"
+    # a job reserved by a connection that closes is ready again
+    w.close()
+    w2 = Conn(ceiling)
+    assert w2.cmd(b"watch q") == b"WATCHING 2"
+    deadline = time.time() + 5
+    while True:
+        r = w2.reserve()
+        if r != b"TIMED_OUT" or time.time() > deadline:
+            break
+        time.sleep(0.02)
+    assert w2.reserved(r) == (jid, b"hello")
+    assert w2.cmd(b"delete %d" % jid) == b"DELETED"
+    # a blocked reserve times out
+    t0 = time.time()
+    assert w2.reserve(1) == b"TIMED_OUT"
+    assert 0.9 < time.time() - t0 < 3
+    # reserve without a timeout waits for a put
+    w2.send(b"reserve\r\n")
+    time.sleep(0.1)
+    big = os.urandom(100000)
+    jid = p.put(big)
+    assert w2.reserved() == (jid, big)
