@@ -457,6 +457,23 @@ function target(row, a, b, goal, pct,    x, shown, res) {
         pct ? ">=" 100 * goal "%" : ">=" sprintf("%g", goal) "x", res
 }
 
+# As target(), for a ceiling: informational, never a failure; the result
+# says whether a server doing the same work could reach the goal here.
+function ceiling_info(row, a, b, goal,    x, shown, res) {
+    if (!ran(a) || !ran(b) || (!((row, a) in seen) && !((row, b) in seen)))
+        return
+    x = ratio(row, a, b)
+    if (x == "") {
+        shown = "ERR"
+        res = "(ceiling: no data)"
+    } else {
+        shown = sprintf("%.2fx", x)
+        res = x >= goal ? "(ceiling: within reach)" : "(ceiling: out of reach)"
+    }
+    printf "%-14s %-20s %-18s %8s %7s  %s\n", rowname[row], srvname[a], \
+        srvname[b], shown, ">=" sprintf("%g", goal) "x", res
+}
+
 # target() by the means of the cells instead of their medians (issue 30's
 # put c=1 row asks for the mean of at least 6 alternated cells).
 function target_mean(row, a, b, goal) {
@@ -501,6 +518,13 @@ function targets_table() {
     target_mean("put1", "rs", "bs-f0", 1.0)
     target_mean("put1", "rs", "fk-D", 1.0)
     target("cycle100t1000", "rs", "fk-b", 1.0)
+    # ... beside the same-work ceilings' own ratios (ceiling -q: the queue
+    # work of the row and no more, durable as rs: each put and delete
+    # synced before its reply, group commit), for information: a durable
+    # ceiling below the goal puts the target out of reach on this machine
+    ceiling_info("cycle100t1000", "ceiling-sync", "fk-b", 1.0)
+    ceiling_info("cycle100t1000", "ceiling-over", "fk-b", 1.0)
+    ceiling_info("cycle100t1000", "ceiling-uring", "fk-b", 1.0)
     # ... and the write ceiling (a hand-off and a write(2) per generation,
     # no fdatasync: the least -f 50 must do) bounds the -f 50 put target
     target("put50", "ceiling-write", "bs-b", 1.3)

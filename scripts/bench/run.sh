@@ -3,7 +3,8 @@
 #
 # Runs every row of the matrix against rockstalkd (default durable mode and
 # -f 50), Debian's beanstalkd (-b -f0, -b, in memory) and the ceiling probe
-# (in memory, and with -b: the sync ceiling; put rows only), alternating
+# (in memory, and with -b: the sync ceiling; put rows, and with -q, the
+# queue work of the cycle rows, in those: see is_queue_ceiling), alternating
 # servers, each cell on a freshly started server with a fresh data directory
 # on a free 127.0.0.1 port; and, in the put c=50 and cycle c=50 rows, a
 # 3-node rockstalkd cluster on this machine (cluster mode, default durable
@@ -48,7 +49,13 @@
 #                       server's own work without any storage); rs-console
 #                       (rs with --http and one open console page's polls
 #                       every 2 s: stats, tubes, history, the measured
-#                       tube's first page of jobs; in CONSOLE_ROWS only)
+#                       tube's first page of jobs; in CONSOLE_ROWS only).
+#                       The ceilings answer puts only, except ceiling,
+#                       ceiling-sync(N), ceiling-over, ceiling-uring and
+#                       ceiling-write, which in the cycle rows (cycle50,
+#                       cycle100t1, cycle100t1000) run with -q: the same
+#                       work as any server's there (jobs kept by tube,
+#                       reserve, delete), the same-work ceiling
 #   BENCH_FORK          a beanstalkd fork's binary (issue 30 names the C
 #                       fork antikirra/beanstalkd, built by hand from its
 #                       public source; nothing of it is kept here): adds
@@ -61,8 +68,9 @@
 #                       run by rs, rs-tls, bs-b and bs-stunnel only)
 #                       cycle100t1000 cycle100t1 (cycle c=100 over 1,000
 #                       tubes, rsbench -U 1000, and over one, -U 1; run by
-#                       rs, bs-b and bs-f0 only; the put-to-reserve p99 and
-#                       max are recorded too)
+#                       rs, rs-f50, bs-b, bs-f0, fk-b, fk-D and the queue
+#                       ceilings only; the put-to-reserve p99 and max are
+#                       recorded too)
 #                       bigsmall (one small producer, c=1, beside
 #                       BENCH_BIG_CONNS producers of BENCH_BIG_BODY-byte
 #                       bodies, all putting, one in flight each; three
@@ -177,10 +185,23 @@ server_cmd() {
         CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -n "${1#ceiling-sync}")
         ;;
     esac
+    # in the cycle rows the ceilings keep the jobs and answer reserve and
+    # delete too (-q: the least work those rows need)
+    case $ROW in cycle*) is_queue_ceiling "$1" && CMD+=(-q) ;; esac
     # the bigsmall cells' large bodies exceed both servers' default (the
     # ceilings take any size)
     case $ROW.$1 in bigsmall*.ceiling*) ;; bigsmall*) CMD+=(-z "$BIG_BODY") ;; esac
     pin_cmd
+}
+
+# Is configuration $1 a ceiling that runs the cycle rows (ceiling -q: the
+# queue work those rows need and no more, in memory, with -b's sync paths
+# or -w's write)? The RocksDB and Raft ceilings answer puts only.
+is_queue_ceiling() {
+    case $1 in
+    ceiling | ceiling-sync | ceiling-sync[0-9]* | ceiling-over | ceiling-uring | ceiling-write) ;;
+    *) return 1 ;;
+    esac
 }
 
 pin_cmd() { if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi; }
@@ -643,12 +664,14 @@ rotated() {
     for ((i = 0; i < n; i++)); do echo -n "${s[$(((i + $1) % n))]} "; done
 }
 
-# The ceiling probes answer puts only; the cluster runs in CLUSTER_ROWS,
-# rs-tls and bs-stunnel in TLS_ROWS; conn1 compares TLS with plaintext
-# beside beanstalkd only; the many-tubes rows run rs, rs-f50, bs-b, bs-f0
-# and the fork (fk-b, fk-D), the bigsmall cells those and ceiling (no
-# disk: what the load generator and this machine's cores leave of the
-# small put's rate and latency beside the large bodies' bytes).
+# The ceiling probes answer puts only, except the queue ceilings
+# (is_queue_ceiling), which run the cycle rows too (with -q); the cluster
+# runs in CLUSTER_ROWS, rs-tls and bs-stunnel in TLS_ROWS; conn1 compares
+# TLS with plaintext beside beanstalkd only; the many-tubes rows run rs,
+# rs-f50, bs-b, bs-f0, the fork (fk-b, fk-D) and the queue ceilings, the
+# bigsmall cells those but the queue ceilings, and ceiling (no disk: what
+# the load generator and this machine's cores leave of the small put's
+# rate and latency beside the large bodies' bytes).
 skip_cell() {
     if is_cluster "$2"; then
         case " $CLUSTER_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
@@ -663,12 +686,13 @@ skip_cell() {
         case $2 in rs | rs-tls | bs-b | bs-stunnel) ;; *) return 0 ;; esac
     fi
     case $1 in cycle100t*)
-        case $2 in rs | rs-f50 | bs-b | bs-f0 | fk-b | fk-D) ;; *) return 0 ;; esac ;;
+        case $2 in rs | rs-f50 | bs-b | bs-f0 | fk-b | fk-D) ;; *) is_queue_ceiling "$2" || return 0 ;; esac ;;
     esac
     case $1 in bigsmall*)
         case $2 in rs | rs-f50 | bs-b | bs-f0 | fk-b | fk-D | ceiling) return 1 ;; *) return 0 ;; esac
         ;;
     esac
+    case $1 in cycle*) is_queue_ceiling "$2" && return 1 ;; esac
     [ "${2#ceiling}" != "$2" ] && [ "${1#put}" = "$1" ]
 }
 
