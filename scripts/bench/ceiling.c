@@ -876,11 +876,13 @@ on_line(struct cli *c, const char *line, size_t n)
 }
 
 /* Answers every complete command, up to a reserve that blocks (-q);
- * returns -1 to drop the client. */
+ * returns -1 to drop the client. A reply that needs no sync waits, with
+ * -b, for one that does and that answers a later command of the same
+ * input (a use before a put): they leave together, in one send. */
 static int
 on_input(struct cli *c)
 {
-    size_t off = 0;
+    size_t off = 0, rel = c->rel;
     while (off < c->rlen && !c->waiting) {
         if (c->skip) {
             size_t k = c->rlen - off < c->skip ? c->rlen - off : c->skip;
@@ -896,6 +898,7 @@ on_input(struct cli *c)
         off += (size_t)(e - b) + 2;
     }
     if (!q.on) log_cmd(c->rb, off); /* every byte, as it came */
+    if (c->need_mark) c->rel = rel; /* nothing left since (no flush) */
     memmove(c->rb, c->rb + off, c->rlen - off);
     c->rlen -= off;
     return 0;
