@@ -1,10 +1,10 @@
 /*
- * ceiling - the cheapest server that can pass rsbench's put load: one thread,
- * one epoll loop. It reads each "put <pri> <delay> <ttr> <bytes>" line and
- * skips its body, then answers "INSERTED 1"; "use TUBE" gets "USING TUBE",
- * anything else "UNKNOWN_COMMAND". It stores nothing, so its put rate is
- * about the most one event-loop thread can answer on this machine, and the
- * benchmark compares real servers with it.
+ * ceiling - the cheapest server that can pass rsbench's put load (and with
+ * -q, below, its cycle load): one thread, one epoll loop. It reads each "put
+ * <pri> <delay> <ttr> <bytes>" line and skips its body, then answers "INSERTED
+ * 1"; "use TUBE" gets "USING TUBE", anything else "UNKNOWN_COMMAND". It stores
+ * nothing, so its put rate is about the most one event-loop thread can answer
+ * on this machine, and the benchmark compares real servers with it.
  *
  * With -b DIR it is the sync ceiling: the cheapest server that acknowledges
  * after fdatasync, with group commit. Every byte a client sends is appended
@@ -81,7 +81,36 @@
  * no hand-off to a second thread and back, can reach at best (issue 30's
  * put c=1 row: beanstalkd -f0 syncs in its loop, blocking it).
  *
- * usage: ceiling [-l ADDR] [-p PORT]
+ * -q: the queue ceiling, for the cycle rows (cycle c=50, and c=100 over
+ * one tube and over 1,000): the least work a server must do to pass
+ * rsbench's cycle load, and no more. It keeps each job (its body in
+ * memory) in its tube, found by name in a hash table; a tube's ready jobs
+ * are a FIFO (rsbench puts with one priority, so oldest first is the
+ * order a beanstalkd server owes); each connection has a tube it uses
+ * and a watch list. It answers use, watch, ignore, put ("INSERTED id"),
+ * reserve and reserve-with-timeout (the oldest ready job of all the
+ * tubes watched, a look at the head of each, as beanstalkd does; none:
+ * the reserve blocks on every tube watched, first come first served,
+ * until a put makes a job ready or its deadline passes, and the
+ * connection's later commands wait for its reply), and delete (of a
+ * ready job, or of one reserved by the same connection; jobs by id in a
+ * second hash table); anything else gets UNKNOWN_COMMAND, a bad tube name
+ * BAD_FORMAT. A closed connection's reserved jobs are ready again. No
+ * priorities, delays, TTR, bury, kick, stats or pause: rsbench's cycle
+ * load uses none of them (run.sh runs rsbench with -x against the
+ * ceilings: no stats-tube).
+ * With -b (and -o, -u, -n, -w, -R) the queue ceiling is durable as a
+ * durable server must be: only the bytes of mutations (each put's line,
+ * body and CRLF, each delete's line) go to the log, through the same
+ * generations, group commit and syncs as above; INSERTED, DELETED and
+ * delete's NOT_FOUND leave once their generation is synced, and a put's
+ * job becomes ready (reservable) only then, so no reserve reveals a job
+ * whose put could still be lost. Other replies (USING, WATCHING,
+ * RESERVED, TIMED_OUT) need no sync: they leave at once, in order behind
+ * any reply still waiting (a use's reply waits for the put after it in
+ * the same input: one send for both). Not with -k.
+ *
+ * usage: ceiling [-l ADDR] [-p PORT] [-q]
  *                [-b DIR [-n SYNCERS] [-o [-u]] [-w] [-k]
  *                 [-R ID -r CL [-B ADDR]]]
  *        (default 127.0.0.1 11300, 1 syncer)
