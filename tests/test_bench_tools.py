@@ -73,14 +73,16 @@ class Conn:
         self.s.close()
 
 
-@pytest.fixture(params=["mem", "sync", "over"])
+@pytest.fixture(params=["mem", "sync", "over", "overg"])
 def ceiling(request, ceiling_bin, tmp_path):
     port = free_port()
     args = [ceiling_bin, "-q", "-l", "127.0.0.1", "-p", str(port)]
     if request.param != "mem":
         args += ["-b", str(tmp_path)]
-    if request.param == "over":
+    if request.param.startswith("over"):
         args += ["-o"]
+    if request.param == "overg":
+        args += ["-g"]  # the syncer fills each generation
     proc = subprocess.Popen(args, stderr=subprocess.PIPE)
     try:
         for _ in range(200):

@@ -223,6 +223,7 @@ struct log {
     char *buf;
     size_t len, cap;
     uint64_t gen;             /* generation that the next hand-off joins */
+    size_t recs;              /* -g: mutations in buf */
     _Atomic uint64_t durable; /* every generation up to this one is synced */
     unsigned char done[SYNCERS_MAX * 2]; /* synced, by gen % size */
     int efd;
@@ -234,6 +235,7 @@ static struct log lg;
 
 static char *pend; /* loop: bytes read since the last hand-off */
 static size_t plen, pcap;
+static size_t precs;      /* loop: mutations (puts, deletes) in pend */
 static struct cli **held; /* loop: clients with marks or unmarked output */
 static size_t nheld, capheld;
 
@@ -255,6 +257,7 @@ static int keep_rocks;        /* -k */
 static ShardOpts kopts;       /* -k: rockstalkd's shard options */
 static StoreShard kshard;     /* -k: the shard */
 static int in_loop;           /* -u */
+static int group_fill;        /* -g */
 static int raft_id_opt;       /* -R: this node's id; 0: no Raft */
 static const char *raft_spec; /* -r: the cluster */
 static const char *raft_bind; /* -B: the Raft address to bind, if not -r's */
@@ -864,10 +867,12 @@ q_line(struct cli *c, const char *line, size_t n)
     if (n > 4 && memcmp(line, "put ", 4) == 0 &&
         (bytes = put_bytes(line, n)) >= 0) {
         log_cmd(line, n + 2);
+        precs++;
         q_put_start(c, (size_t)bytes);
     } else if (n > 7 && memcmp(line, "delete ", 7) == 0 &&
                parse_u64(line + 7, n - 7, &v) == 0) {
         log_cmd(line, n + 2);
+        precs++;
         q_delete(c, v);
     } else if (n == 7 && memcmp(line, "reserve", 7) == 0) {
         q_reserve(c, -1);
@@ -894,6 +899,7 @@ on_line(struct cli *c, const char *line, size_t n)
     } else if (n > 4 && memcmp(line, "put ", 4) == 0 &&
                put_bytes(line, n) >= 0) {
         c->skip = (size_t)put_bytes(line, n) + 2;
+        precs++;
         out(c, ins, sizeof ins - 1);
     } else if (n > 4 && memcmp(line, "use ", 4) == 0) {
         out(c, "USING ", 6);
@@ -1074,8 +1080,25 @@ keep_generation(rocksdb_writebatch_t *wb, const char *p, size_t n, uint64_t g)
     rocksdb_writebatch_clear(wb);
 }
 
+/* -g (mu held): waits until as many mutations are handed over as the
+ * previous generation carried (recs), but no longer than half the
+ * duration of its write and sync (ns) and never more than GROUP_WAIT_NS:
+ * rockstalkd's group fill under -f 0 (PROTOCOL.md 11.2), so that a crowd
+ * fills each generation and a lone client does not wait. */
+#define GROUP_WAIT_NS 500000u
+static void
+group_wait(size_t recs, uint64_t ns)
+{
+    uint64_t wait = ns / 2 < GROUP_WAIT_NS ? ns / 2 : GROUP_WAIT_NS;
+    uint64_t end = now_ns() + wait;
+    struct timespec ts = {.tv_sec = (time_t)(end / 1000000000u),
+                          .tv_nsec = (long)(end % 1000000000u)};
+    while (lg.recs < recs && now_ns() < end)
+        pthread_cond_timedwait(&lg.cv, &lg.mu, &ts);
+}
+
 /* Sync ceiling: writes and fdatasyncs each generation it takes to its own
- * log file (arg: the descriptor), back to back. */
+ * log file (arg: the descriptor), back to back (-g: each filled first). */
 static void *
 syncer_main(void *arg)
 {
@@ -1083,21 +1106,27 @@ syncer_main(void *arg)
     size_t mcap = 0;
     struct logfile *f = arg;
     rocksdb_writebatch_t *wb = keep_rocks ? rocksdb_writebatch_create() : NULL;
+    size_t last_recs = 0;   /* -g: mutations of the previous generation */
+    uint64_t last_sync = 0; /* -g: how long its write and sync took, ns */
     for (;;) {
         pthread_mutex_lock(&lg.mu);
         while (!lg.len)
             pthread_cond_wait(&lg.cv, &lg.mu);
+        if (group_fill) group_wait(last_recs, last_sync);
         char *b = lg.buf;
         size_t n = lg.len, bcap = lg.cap;
-        uint64_t g = lg.gen++;
+        uint64_t g = lg.gen++, t0 = group_fill ? now_ns() : 0;
+        last_recs = lg.recs;
         lg.buf = mine;
         lg.cap = mcap;
         lg.len = 0;
+        lg.recs = 0;
         pthread_mutex_unlock(&lg.mu);
         mine = b;
         mcap = bcap;
         log_write(f, mine, n);
         if (!write_only && fdatasync(f->fd) < 0) die("fdatasync");
+        if (group_fill) last_sync = now_ns() - t0;
         pthread_mutex_lock(&lg.mu);
         gen_done(g);
         pthread_mutex_unlock(&lg.mu);
@@ -1201,6 +1230,8 @@ handoff(void)
     }
     memcpy(lg.buf + lg.len, pend, plen);
     lg.len += plen;
+    lg.recs += precs;
+    precs = 0;
     uint64_t g = lg.gen;
     pthread_cond_signal(&lg.cv);
     pthread_mutex_unlock(&lg.mu);
@@ -1515,8 +1546,11 @@ durable_start(const char *dir, int nsync, struct cli *wake)
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = wake};
     if (lg.efd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lg.efd, &ev) < 0)
         die("eventfd");
+    pthread_condattr_t ca; /* -g waits on CLOCK_MONOTONIC deadlines */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&lg.mu, NULL);
-    pthread_cond_init(&lg.cv, NULL);
+    pthread_cond_init(&lg.cv, &ca);
     lg.gen = 1;
     durable_mode = 1;
     if (raft_id_opt) {
@@ -1556,7 +1590,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:owukqR:r:B:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:owukqgR:r:B:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -1575,6 +1609,8 @@ main(int argc, char **argv)
             keep_rocks = 1;
         else if (o == 'q')
             q.on = 1;
+        else if (o == 'g')
+            group_fill = 1;
         else if (o == 'R' && atoi(optarg) > 0)
             raft_id_opt = atoi(optarg);
         else if (o == 'r')
@@ -1583,8 +1619,8 @@ main(int argc, char **argv)
             raft_bind = optarg;
         else
             return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] [-q] "
-                                   "[-b DIR [-n 1-16] [-o [-u]] [-w] [-k] [-R "
-                                   "ID -r CL [-B ADDR]]]\n"),
+                                   "[-b DIR [-n 1-16] [-o [-u]] [-w] [-k] [-g] "
+                                   "[-R ID -r CL [-B ADDR]]]\n"),
                    2;
     }
     if (raft_id_opt && (!raft_spec || !dir))
@@ -1592,6 +1628,9 @@ main(int argc, char **argv)
     /* -k's ids and batch belong to one syncer thread */
     if (keep_rocks && (!dir || raft_id_opt || nsync != 1))
         return fprintf(stderr, "ceiling: -k needs -b, not -R or -n\n"), 2;
+    /* -g fills the syncer threads' generations */
+    if (group_fill && (!dir || in_loop || raft_id_opt))
+        return fprintf(stderr, "ceiling: -g needs -b, not -u or -R\n"), 2;
     /* -k parses the log as put lines and bodies only */
     if (keep_rocks && q.on)
         return fprintf(stderr, "ceiling: -k and -q exclude each other\n"), 2;

@@ -51,6 +51,7 @@ BEGIN {
     srvname["ceiling-raftt"] = "Raft ceiling tls"
     srvname["ceiling-write"] = "write ceiling"
     srvname["ceiling-uring"] = "sync ceiling -u"
+    srvname["ceiling-overg"] = "sync ceiling -o -g"
     srvname["ceiling-rocks"] = "RocksDB write ceiling"
     srvname["ceiling-orocks"] = "RocksDB sync ceiling"
 }
@@ -525,6 +526,7 @@ function targets_table() {
     ceiling_info("cycle100t1000", "ceiling-sync", "fk-b", 1.0)
     ceiling_info("cycle100t1000", "ceiling-over", "fk-b", 1.0)
     ceiling_info("cycle100t1000", "ceiling-uring", "fk-b", 1.0)
+    ceiling_info("cycle100t1000", "ceiling-overg", "fk-b", 1.0)
     # ... and the write ceiling (a hand-off and a write(2) per generation,
     # no fdatasync: the least -f 50 must do) bounds the -f 50 put target
     target("put50", "ceiling-write", "bs-b", 1.3)

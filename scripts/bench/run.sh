@@ -44,14 +44,17 @@
 #                       mode must do at put c=50), ceiling-uring (the
 #                       in-loop sync ceiling: no syncer thread, the loop
 #                       writes each generation in place through io_uring,
-#                       O_DIRECT | O_DSYNC; the put c=1 row's other shape)
+#                       O_DIRECT | O_DSYNC; the put c=1 row's other shape),
+#                       ceiling-overg (the overwrite sync ceiling whose
+#                       syncer fills each generation as rockstalkd's
+#                       mutation thread does under -f 0, ceiling -g)
 #                       and rs-mem (rockstalkd --memory: the
 #                       server's own work without any storage); rs-console
 #                       (rs with --http and one open console page's polls
 #                       every 2 s: stats, tubes, history, the measured
 #                       tube's first page of jobs; in CONSOLE_ROWS only).
 #                       The ceilings answer puts only, except ceiling,
-#                       ceiling-sync(N), ceiling-over, ceiling-uring and
+#                       ceiling-sync(N), ceiling-over(g), ceiling-uring and
 #                       ceiling-write, which in the cycle rows (cycle50,
 #                       cycle100t1, cycle100t1000) run with -q: the same
 #                       work as any server's there (jobs kept by tube,
@@ -178,6 +181,7 @@ server_cmd() {
     ceiling-sync) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3") ;;
     ceiling-over) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o) ;;
     ceiling-uring) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -u) ;;
+    ceiling-overg) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -g) ;;
     ceiling-write) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w) ;;
     ceiling-rocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w -k) ;;
     ceiling-orocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -k) ;;
@@ -199,7 +203,7 @@ server_cmd() {
 # or -w's write)? The RocksDB and Raft ceilings answer puts only.
 is_queue_ceiling() {
     case $1 in
-    ceiling | ceiling-sync | ceiling-sync[0-9]* | ceiling-over | ceiling-uring | ceiling-write) ;;
+    ceiling | ceiling-sync | ceiling-sync[0-9]* | ceiling-over | ceiling-overg | ceiling-uring | ceiling-write) ;;
     *) return 1 ;;
     esac
 }
