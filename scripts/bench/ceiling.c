@@ -81,6 +81,16 @@
  * no hand-off to a second thread and back, can reach at best (issue 30's
  * put c=1 row: beanstalkd -f0 syncs in its loop, blocking it).
  *
+ * -g (with -b, not -u or -R): the syncer fills each generation first, as
+ * rockstalkd's mutation thread does under -f 0 (PROTOCOL.md 11.2): it
+ * waits until as many mutations (puts; -q: puts and deletes) are handed
+ * over as the previous generation carried, but no longer than half the
+ * previous write and sync took and never more than 0.5 ms. Back to back
+ * (without -g), a crowd's syncs come as fast as the disk allows, each
+ * carrying what arrived during the one before; filled, fewer syncs carry
+ * more, which on these 2 cores can leave more CPU to the loop and the
+ * clients.
+ *
  * -q: the queue ceiling, for the cycle rows (cycle c=50, and c=100 over
  * one tube and over 1,000): the least work a server must do to pass
  * rsbench's cycle load, and no more. It keeps each job (its body in
@@ -111,7 +121,7 @@
  * the same input: one send for both). Not with -k.
  *
  * usage: ceiling [-l ADDR] [-p PORT] [-q]
- *                [-b DIR [-n SYNCERS] [-o [-u]] [-w] [-k]
+ *                [-b DIR [-n SYNCERS] [-o [-u]] [-w] [-k] [-g]
  *                 [-R ID -r CL [-B ADDR]]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
