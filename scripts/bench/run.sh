@@ -17,7 +17,8 @@
 #   BENCH_DRAIN_JOBS    jobs preloaded for the drain row (default 200000)
 #   BENCH_SERVERS       subset of: rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling
 #                       ceiling-sync ceiling-over (the sync ceiling writing
-#                       a preallocated, zero-filled log in place) rs-cl
+#                       a preallocated, zero-filled log in place)
+#                       ceiling-uring (the in-loop sync ceiling, below) rs-cl
 #                       rs-clf (a fresh 3-node cluster per cell, measured
 #                       through the leader / a follower; the nodes talk
 #                       plaintext), rs-clt rs-clft (the same with mutual TLS
@@ -41,7 +42,8 @@
 #                       RocksDB), ceiling-orocks (the RocksDB sync ceiling:
 #                       the overwrite sync ceiling that also keeps every
 #                       job in the shard as -k does, the least the default
-#                       mode must do at put c=50), ceiling-uring (the
+#                       mode must do at put c=50); ceiling-uring (in the
+#                       default set: the
 #                       in-loop sync ceiling: no syncer thread, the loop
 #                       writes each generation in place through io_uring,
 #                       O_DIRECT | O_DSYNC; the put c=1 row's other shape),
@@ -111,7 +113,7 @@ else
     SECS=${BENCH_SECS:-5}
 fi
 DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
-SERVERS="rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over"
+SERVERS="rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over ceiling-uring"
 SERVERS="$SERVERS rs-tls bs-stunnel rs-console"
 [ "${BENCH_CLUSTER:-1}" = 0 ] ||
     SERVERS="$SERVERS rs-cl rs-clf rs-clt rs-clft ceiling-raft"
