@@ -49,37 +49,38 @@ typedef struct Verb {
         w, sizeof(w) - 1, o                                                    \
     }
 
-/* beanstalkd 1.12's match order: a line is the first verb it starts with. */
-static const Verb verbs[] = {
+/* beanstalkd 1.12's match order: a line is the first verb it starts with.
+ * Verbs of different first bytes never match the same line, so the table
+ * is kept by first byte (each group in 1.12's order) and a line is only
+ * tried against its own byte's group (verbs_for): about 90 instructions
+ * per command fewer than trying the whole table in order. */
+static const Verb verbs_b[] = {V("bury ", OP_BURY)};
+static const Verb verbs_c[] = {V("clear-tube ", OP_CLEAR_TUBE)}; /* ext. */
+static const Verb verbs_d[] = {V("delete ", OP_DELETE)};
+static const Verb verbs_i[] = {V("ignore ", OP_IGNORE)};
+static const Verb verbs_k[] = {V("kick ", OP_KICK),
+                               V("kick-job ", OP_KICK_JOB)};
+static const Verb verbs_l[] = {
+    V("list-tubes-watched", OP_LIST_TUBES_WATCHED),
+    V("list-tube-used", OP_LIST_TUBE_USED), V("list-tubes", OP_LIST_TUBES),
+    V("list-jobs ", OP_LIST_JOBS), /* extension */
+};
+static const Verb verbs_p[] = {
     V("put ", OP_PUT),
     V("peek ", OP_PEEK),
     V("peek-ready", OP_PEEK_READY),
     V("peek-delayed", OP_PEEK_DELAYED),
     V("peek-buried", OP_PEEK_BURIED),
+    V("pause-tube", OP_PAUSE_TUBE),
+    V("put-unique ", OP_PUT_UNIQUE), /* extension */
+};
+static const Verb verbs_q[] = {V("quit", OP_QUIT)};
+static const Verb verbs_r[] = {
     V("reserve-with-timeout ", OP_RESERVE_TIMEOUT),
     V("reserve-job ", OP_RESERVE_JOB),
     V("reserve-batch ", OP_RESERVE_BATCH), /* extension */
     V("reserve", OP_RESERVE),
-    V("delete ", OP_DELETE),
     V("release ", OP_RELEASE),
-    V("bury ", OP_BURY),
-    V("kick ", OP_KICK),
-    V("kick-job ", OP_KICK_JOB),
-    V("touch ", OP_TOUCH),
-    V("stats-job ", OP_STATS_JOB),
-    V("stats-tube ", OP_STATS_TUBE),
-    V("stats", OP_STATS),
-    V("use ", OP_USE),
-    V("watch ", OP_WATCH),
-    V("ignore ", OP_IGNORE),
-    V("list-tubes-watched", OP_LIST_TUBES_WATCHED),
-    V("list-tube-used", OP_LIST_TUBE_USED),
-    V("list-tubes", OP_LIST_TUBES),
-    V("quit", OP_QUIT),
-    V("pause-tube", OP_PAUSE_TUBE),
-    V("list-jobs ", OP_LIST_JOBS),                         /* extension */
-    V("clear-tube ", OP_CLEAR_TUBE),                       /* extension */
-    V("put-unique ", OP_PUT_UNIQUE),                       /* extension */
     V("rockstalk-snapshot", OP_SNAPSHOT),                  /* cluster mode */
     V("rockstalk-backup", OP_BACKUP),                      /* standalone */
     V("rockstalk-cluster-status", OP_CLUSTER_STATUS),      /* cluster mode */
@@ -87,6 +88,57 @@ static const Verb verbs[] = {
     V("rockstalk-cluster-add ", OP_CLUSTER_ADD),           /* cluster mode */
     V("rockstalk-cluster-remove ", OP_CLUSTER_REMOVE),     /* cluster mode */
 };
+static const Verb verbs_s[] = {
+    V("stats-job ", OP_STATS_JOB),
+    V("stats-tube ", OP_STATS_TUBE),
+    V("stats", OP_STATS),
+};
+static const Verb verbs_t[] = {V("touch ", OP_TOUCH)};
+static const Verb verbs_u[] = {V("use ", OP_USE)};
+static const Verb verbs_w[] = {V("watch ", OP_WATCH)};
+
+#define VERBS(a)                                                               \
+    do {                                                                       \
+        *n = sizeof(a) / sizeof(a)[0];                                         \
+        return (a);                                                            \
+    } while (0)
+
+/* The verbs starting with byte c, in match order (*n of them). */
+static const Verb *
+verbs_for(char c, size_t *n)
+{
+    switch (c) {
+    case 'b':
+        VERBS(verbs_b);
+    case 'c':
+        VERBS(verbs_c);
+    case 'd':
+        VERBS(verbs_d);
+    case 'i':
+        VERBS(verbs_i);
+    case 'k':
+        VERBS(verbs_k);
+    case 'l':
+        VERBS(verbs_l);
+    case 'p':
+        VERBS(verbs_p);
+    case 'q':
+        VERBS(verbs_q);
+    case 'r':
+        VERBS(verbs_r);
+    case 's':
+        VERBS(verbs_s);
+    case 't':
+        VERBS(verbs_t);
+    case 'u':
+        VERBS(verbs_u);
+    case 'w':
+        VERBS(verbs_w);
+    default:
+        *n = 0;
+        return NULL;
+    }
+}
 
 static const char *const op_names[OP_COUNT] = {
     [OP_UNKNOWN] = "unknown",
@@ -140,21 +192,27 @@ typedef struct Cur {
 
 /* Reads an unsigned decimal no larger than max: spaces may precede it, the
  * first non-space must be a digit, overflow fails. If whole, nothing may
- * follow it. Returns 0 or -1. (beanstalkd's read_u32/read_u64.) */
+ * follow it. Returns 0 or -1. (beanstalkd's read_u32/read_u64.) The first
+ * 19 digits cannot overflow 64 bits (10^19 - 1 < 2^64) and are taken
+ * without a check; only a longer number's further digits are checked. */
 static int
 read_uint(Cur *c, uint64_t max, int whole, uint64_t *out)
 {
-    const char *p = c->p;
-    while (p < c->end && *p == ' ')
+    const char *p = c->p, *end = c->end;
+    while (p < end && *p == ' ')
         p++;
-    if (p == c->end || *p < '0' || *p > '9') return -1;
+    const char *fast_end = end - p > 19 ? p + 19 : end;
+    const char *d0 = p;
     uint64_t v = 0;
-    for (; p < c->end && *p >= '0' && *p <= '9'; p++) {
+    for (; p < fast_end && (unsigned)(*p - '0') < 10; p++)
+        v = v * 10 + (unsigned)(*p - '0');
+    if (p == d0) return -1;
+    for (; p < end && (unsigned)(*p - '0') < 10; p++) {
         unsigned d = (unsigned)(*p - '0');
         if (v > (UINT64_MAX - d) / 10) return -1;
         v = v * 10 + d;
     }
-    if (v > max || (whole && p != c->end)) return -1;
+    if (v > max || (whole && p != end)) return -1;
     c->p = p;
     *out = v;
     return 0;
@@ -427,11 +485,11 @@ proto_parse(const char *line, size_t len, Cmd *cmd)
     memset(cmd, 0, sizeof *cmd);
     if (memchr(line, '\0', len))
         return PARSE_BAD_FORMAT; /* beanstalkd: "possible maliciousness" */
-    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
-        const Verb *v = &verbs[i];
-        /* the first byte first: most verbs are passed without a memcmp */
-        if (len >= v->len && line[0] == v->word[0] &&
-            memcmp(line, v->word, v->len) == 0) {
+    size_t n = 0;
+    const Verb *vs = len ? verbs_for(line[0], &n) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const Verb *v = &vs[i];
+        if (len >= v->len && memcmp(line, v->word, v->len) == 0) {
             Cur c = {line + v->len, line + len};
             cmd->op = v->op;
             return parse_args(cmd, c, len == v->len);

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -224,6 +225,97 @@ test_cluster_membership(void **state)
                         "rockstalk-cluster-remove");
 }
 
+/* Every verb is found by its own name (the parser tries a line only
+ * against the verbs of its first byte, proto.c verbs_for), with arguments
+ * it accepts; and a verb's first byte alone matches nothing. */
+static void
+test_every_verb(void **state)
+{
+    (void)state;
+    static const struct {
+        Op op;
+        const char *args;
+    } ok[] = {
+        {OP_PUT, " 1 2 3 4"},
+        {OP_PEEK, " 1"},
+        {OP_PEEK_READY, ""},
+        {OP_PEEK_DELAYED, ""},
+        {OP_PEEK_BURIED, ""},
+        {OP_RESERVE, ""},
+        {OP_RESERVE_TIMEOUT, " 5"},
+        {OP_RESERVE_JOB, " 1"},
+        {OP_DELETE, " 1"},
+        {OP_RELEASE, " 1 2 3"},
+        {OP_USE, " t"},
+        {OP_WATCH, " t"},
+        {OP_IGNORE, " t"},
+        {OP_BURY, " 1 2"},
+        {OP_KICK, " 1"},
+        {OP_KICK_JOB, " 1"},
+        {OP_TOUCH, " 1"},
+        {OP_STATS, ""},
+        {OP_STATS_JOB, " 1"},
+        {OP_STATS_TUBE, " t"},
+        {OP_LIST_TUBES, ""},
+        {OP_LIST_TUBE_USED, ""},
+        {OP_LIST_TUBES_WATCHED, ""},
+        {OP_PAUSE_TUBE, " t 1"},
+        {OP_QUIT, ""},
+        {OP_RESERVE_BATCH, " 2 0"},
+        {OP_LIST_JOBS, " t ready 1"},
+        {OP_CLEAR_TUBE, " t"},
+        {OP_PUT_UNIQUE, " k 1 2 3 4"},
+        {OP_SNAPSHOT, ""},
+        {OP_BACKUP, ""},
+        {OP_CLUSTER_STATUS, ""},
+        {OP_CLUSTER_TRANSFER, " 2"},
+        {OP_CLUSTER_ADD, " 4 127.0.0.1:7004"},
+        {OP_CLUSTER_REMOVE, " 2"},
+    };
+    char line[128], first[2] = {0};
+    Cmd c;
+    assert_int_equal(sizeof ok / sizeof ok[0], OP_COUNT - 1);
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(line, sizeof line, "%s%s", proto_op_name(ok[i].op),
+                 ok[i].args);
+        assert_int_equal(parse(line, &c), PARSE_OK);
+        assert_int_equal(c.op, ok[i].op);
+        first[0] = line[0];
+        assert_int_equal(parse(first, &c), PARSE_UNKNOWN_COMMAND);
+    }
+    assert_int_equal(parse("x", &c), PARSE_UNKNOWN_COMMAND);
+    assert_int_equal(parse("\xff", &c), PARSE_UNKNOWN_COMMAND);
+}
+
+/* Numbers of 19 digits and more: the parser takes 19 digits unchecked
+ * (they cannot overflow) and checks each further one. */
+static void
+test_long_numbers(void **state)
+{
+    (void)state;
+    Cmd c;
+    assert_int_equal(parse("delete 9999999999999999999", &c), PARSE_OK);
+    assert_true(c.id == 9999999999999999999u);
+    assert_int_equal(parse("delete 0000000000000000000000000042", &c),
+                     PARSE_OK);
+    assert_true(c.id == 42);
+    assert_int_equal(parse("delete 99999999999999999999", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("delete 18446744073709551619", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("delete 184467440737095516150", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("put 0000000000000000000004294967295 0 0 0", &c),
+                     PARSE_OK);
+    assert_int_equal(c.pri, 4294967295u);
+    assert_int_equal(parse("put 00000000000000000004294967296 0 0 0", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("delete 1234567890123456789x", &c),
+                     PARSE_BAD_FORMAT);
+    assert_int_equal(parse("delete 12345678901234567890", &c), PARSE_OK);
+    assert_true(c.id == 12345678901234567890u);
+}
+
 int
 main(void)
 {
@@ -236,6 +328,8 @@ main(void)
         cmocka_unit_test(test_name_chars),
         cmocka_unit_test(test_cluster_ops),
         cmocka_unit_test(test_cluster_membership),
+        cmocka_unit_test(test_every_verb),
+        cmocka_unit_test(test_long_numbers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
