@@ -14,7 +14,7 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat=2 \
           -Wstrict-prototypes -Wshadow -MMD -MP
 LDLIBS += $(shell pkg-config --libs rocksdb 2>/dev/null || echo -lrocksdb) \
-          -lev -lmicrohttpd -lz -lpthread -lm
+          -lev -lmicrohttpd -lz -lisal -lpthread -lm
 
 ifeq ($(SAN),1)
 CFLAGS += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \

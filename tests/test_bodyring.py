@@ -280,6 +280,28 @@ def test_ring_torn_tail(rockstalkd, how, monkeypatch):
     c.close()
 
 
+def test_ring_crc_is_zlibs(rockstalkd):
+    """A ring entry's body CRC (stored in the journal's reference and in
+    the entry) is zlib's CRC-32 of the body, whichever code computes it
+    (PROTOCOL.md 11.5): bodies of odd lengths, so every tail is summed."""
+    srv = rockstalkd(*FLAGS)
+    c = Conn(srv.port)
+    bodies = [body_of(i, n) for i, n in
+              enumerate([65536, 65537, 99999, 200003, 262144])]
+    ids = dict(zip(put_many(c, bodies), bodies))
+    c.close()
+    refs = [r for _, _, p in journal_records(srv.dir) for r in ring_refs(p)]
+    assert sorted(r[0] for r in refs) == sorted(ids), refs
+    for jid, gen, off, ln, crc in refs:
+        assert ln == len(ids[jid]) and crc == zlib.crc32(ids[jid]), jid
+        path = os.path.join(srv.dir, "bodies", "ring-%d" % (gen % RING_FILES))
+        with open(path, "rb") as f:
+            f.seek(off)
+            entry = f.read(RING_HDR + ln)
+        assert struct.unpack_from("<I", entry, 16)[0] == crc, jid
+        assert entry[RING_HDR:] == ids[jid], jid
+
+
 def test_ring_damaged_inside_refuses(rockstalkd, monkeypatch):
     monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
     srv = rockstalkd(*FLAGS)
