@@ -132,6 +132,18 @@ notify_count(void *arg)
     atomic_fetch_add((_Atomic int *)arg, 1);
 }
 
+/* Opens a store with cfg, or fails the test. */
+static Store *
+open_cfg(const StoreConfig *cfg)
+{
+    Store *s = NULL;
+    char err[512];
+
+    if (store_open(cfg, &s, err, sizeof err) < 0)
+        fail_msg("store_open: %s", err);
+    return s;
+}
+
 static Store *
 open_store(const char *dir, int nshards, StoreSyncMode mode, const StoreIO *io,
            _Atomic int *notes)
@@ -143,12 +155,8 @@ open_store(const char *dir, int nshards, StoreSyncMode mode, const StoreIO *io,
                        .io = io,
                        .notify = notes ? notify_count : NULL,
                        .notify_arg = notes};
-    Store *s = NULL;
-    char err[512];
 
-    if (store_open(&cfg, &s, err, sizeof err) < 0)
-        fail_msg("store_open: %s", err);
-    return s;
+    return open_cfg(&cfg);
 }
 
 static void
@@ -2028,12 +2036,8 @@ open_raft_store(const char *dir)
 {
     StoreConfig cfg = {
         .dir = dir, .nshards = 2, .sync_mode = STORE_SYNC_NEVER, .raft_log = 1};
-    Store *s = NULL;
-    char err[512];
 
-    if (store_open(&cfg, &s, err, sizeof err) < 0)
-        fail_msg("store_open: %s", err);
-    return s;
+    return open_cfg(&cfg);
 }
 
 /* Proposes what was added since the last flush as one entry (p->n - 1). */
