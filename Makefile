@@ -169,11 +169,13 @@ chaos: $(ROCKSTALKD)
 # sanitizers in test_http_api*.py; the pages are JavaScript); and the
 # seeded chaos rounds, whose 5 s availability bound measures timing an
 # instrumented build does not have (the fault tests that check behaviour,
-# not time, still run); and the membership rounds (grow, shrink, replace:
+# not time, still run); the bench tools' tests (they run the ceiling
+# probe, none of the daemon); and the membership rounds (grow, shrink, replace:
 # a minute of cluster changes under load; under the sanitizers by hand:
 # ROCKSTALKD=build-asan/rockstalkd pytest tests/test_membership.py). CI's
 # 30 minutes on 2 cores hold both passes.
 ASAN_SKIP := --ignore=tests/test_fuzz.py \
+    --ignore=tests/test_bench_tools.py \
     --deselect tests/test_differential.py::test_beanstalkd \
     --deselect "tests/test_clients.py::test_client[beanstalkd-1.12" \
     --deselect "tests/test_clients.py::test_node_client[beanstalkd-1.12" \
