@@ -106,7 +106,8 @@ cpus_format(const cpu_set_t *set, char *buf, size_t cap)
 {
     size_t n = 0;
 
-    if (cap) buf[0] = '\0';
+    if (!cap) return buf;
+    buf[0] = '\0';
     for (int i = 0; i < CPUS_MAX; i++) {
         if (!CPU_ISSET(i, set)) continue;
         int j = i;
@@ -115,7 +116,10 @@ cpus_format(const cpu_set_t *set, char *buf, size_t cap)
         int w = j > i
                     ? snprintf(buf + n, cap - n, "%s%d-%d", n ? "," : "", i, j)
                     : snprintf(buf + n, cap - n, "%s%d", n ? "," : "", i);
-        if (w < 0 || (size_t)w >= cap - n) break; /* truncated */
+        if (w < 0 || (size_t)w >= cap - n) { /* whole items only */
+            buf[n] = '\0';
+            break;
+        }
         n += (size_t)w;
         i = j;
     }
