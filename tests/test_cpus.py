@@ -170,3 +170,10 @@ def test_auto_places_nothing_when_it_cannot_tell(daemon, tmp_path):
     d = daemon(["--cpus", "auto"], {"ROCKSTALKD_TEST_SYSROOT": str(empty)})
     check_placed(d.proc.pid, everyone, everyone)
     assert "is not a block device" in d.text()
+
+
+def test_help_names_the_flags():
+    out = subprocess.run([ROCKSTALKD, "--help"], capture_output=True,
+                         text=True, timeout=10).stdout
+    for flag in ("--loop-cpus LIST", "--store-cpus LIST", "--cpus auto|off"):
+        assert flag in out
