@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "base/cpus.h"
 #include "base/heap.h"
 #include "base/ptrset.h"
 #include "net/listen.h"
@@ -68,6 +69,8 @@ typedef struct ServerConfig {
     uint64_t ring_file_bytes; /* --body-ring-size: bytes of each body ring
                                  file (StoreConfig.ring_file_bytes) */
     int verbose;              /* -V count */
+    CpusConfig cpus;          /* --loop-cpus, --store-cpus, --cpus auto
+                                 (server.c places the threads) */
     const char *import_dir;   /* --import-binlog: beanstalkd's binlog
                                  directory to load first (server/import.h),
                                  or NULL */

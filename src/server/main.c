@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/cpus.h"
 #include "base/log.h"
 #include "cluster/cluster.h"
 #include "cluster/peer.h"
@@ -126,6 +127,16 @@ usage(FILE *f)
             "beanstalkd's binlog\n"
             "                        (1.12/1.13) into the new, empty data "
             "directory\n"
+            "     --loop-cpus LIST   run the event loop thread on these CPUs "
+            "(\"0\", \"0-3\",\n"
+            "                        \"0,2-3\")\n"
+            "     --store-cpus LIST  run the store's threads (and the Raft "
+            "thread) on these\n"
+            "     --cpus auto|off    auto: the store's threads on the CPUs "
+            "taking the data\n"
+            "                        directory's disk interrupts, the loop on "
+            "the others\n"
+            "                        (default off)\n"
             " -V, --verbose          more log output (repeatable)\n"
             " -v, --version          show version information\n"
             " -h, --help             show this help\n");
@@ -143,6 +154,34 @@ num(const char *opt, const char *s, long lo, long hi)
         exit(1);
     }
     return v;
+}
+
+/* --loop-cpus, --store-cpus LIST: parsed now, and every CPU named must be
+ * one this process may use (sched_getaffinity), or the start stops. */
+static void
+cpu_list(const char *opt, const char *arg, cpu_set_t *out, int *given)
+{
+    char err[512], a[CPUS_LIST_MAX + 2];
+    cpu_set_t allowed, extra;
+    if (cpus_parse(arg, out, err, sizeof err) < 0) {
+        fprintf(stderr, "rockstalkd: %s: %s\n", opt, err);
+        exit(1);
+    }
+    if (cpus_get_self(&allowed, err, sizeof err) < 0) {
+        fprintf(stderr, "rockstalkd: %s: %s\n", opt, err);
+        exit(1);
+    }
+    CPU_OR(&extra, out, &allowed);
+    CPU_XOR(&extra, &extra, &allowed); /* named but not allowed */
+    if (CPU_COUNT(&extra)) {
+        fprintf(stderr,
+                "rockstalkd: %s %s: CPU %s not available to this process "
+                "(it may use %s)\n",
+                opt, arg, cpus_format(&extra, err, sizeof err),
+                cpus_format(&allowed, a, sizeof a));
+        exit(1);
+    }
+    *given = 1;
 }
 
 /* --listen URL: parsed now, so a bad one stops the start at once. */
@@ -197,6 +236,9 @@ static const struct option longopts[] = {
     {"allow-plaintext-auth", no_argument, NULL, 1203},
     {"max-unauth", required_argument, NULL, 1204},
     {"import-binlog", required_argument, NULL, 1301},
+    {"loop-cpus", required_argument, NULL, 1701},
+    {"store-cpus", required_argument, NULL, 1702},
+    {"cpus", required_argument, NULL, 1703},
     {"verbose", no_argument, NULL, 'V'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -335,6 +377,19 @@ parse_opt(ServerConfig *cfg, int ch, const char *arg)
         break;
     case 1301:
         cfg->import_dir = arg;
+        break;
+    case 1701:
+        cpu_list("--loop-cpus", arg, &cfg->cpus.loop, &cfg->cpus.has_loop);
+        break;
+    case 1702:
+        cpu_list("--store-cpus", arg, &cfg->cpus.store, &cfg->cpus.has_store);
+        break;
+    case 1703:
+        if (strcmp(arg, "auto") != 0 && strcmp(arg, "off") != 0) {
+            fprintf(stderr, "rockstalkd: --cpus: auto or off, not %s\n", arg);
+            exit(1);
+        }
+        cfg->cpus.automatic = strcmp(arg, "auto") == 0;
         break;
     case 'm':
         cfg->cache_max = (size_t)num("-m", arg, 0, LONG_MAX);

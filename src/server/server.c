@@ -31,6 +31,7 @@
 #include "server/ext.h"
 #include "server/httpapi.h"
 #include "server/httpdocs.h"
+#include "server/place.h"
 #include "server/jobreply.h"
 #include "server/import.h"
 #include "server/listeners.h"
@@ -496,7 +497,7 @@ restore_pending(const Server *s, StoreConfig *sc, char *err, size_t errcap)
 }
 
 static int
-open_store(Server *s, char *err, size_t errcap)
+open_store(Server *s, Placement *pl, char *err, size_t errcap)
 {
     StoreConfig sc = {
         .dir = s->cfg.dir,
@@ -537,6 +538,8 @@ open_store(Server *s, char *err, size_t errcap)
     if (restore)
         log_msg(0, "restored the backup in %s in %.3f s", s->cfg.dir,
                 (double)(mono_ns() - t0) / 1e9);
+    /* the store's threads (and the Raft thread) inherit its CPUs */
+    if (place_store_begin(pl, err, errcap) < 0) return -1;
     if (s->cfg.cluster) {
         if (node_start(s, err, errcap) < 0) return -1;
         return prefetch_start(s->store, store_notify, s, &s->bodies.reader, err,
@@ -554,7 +557,9 @@ open_store(Server *s, char *err, size_t errcap)
     if (st.replayed)
         log_msg(0, "the commit journal gave %llu groups RocksDB lacked",
                 (unsigned long long)st.replayed);
-    if (store_start(s->store, err, errcap) < 0) return -1;
+    if (place_store_begin(pl, err, errcap) < 0 ||
+        store_start(s->store, err, errcap) < 0)
+        return -1;
     return prefetch_start(s->store, store_notify, s, &s->bodies.reader, err,
                           errcap);
 }
@@ -591,6 +596,7 @@ int
 server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
 {
     unsigned char rnd[8];
+    Placement pl;
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
     s->bodies.max = cfg->cache_max;
@@ -616,6 +622,7 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     ext_init(s);
     dedup_init(&s->dedup);
     init_watchers(s);
+    place_plan(cfg, &pl);
     if (clienttls_open(s, err, errcap) < 0) return -1;
     /* Listen before the (possibly long) recovery, so a taken port is
      * reported at once; connections wait in the backlog until accepted. */
@@ -623,7 +630,8 @@ server_init(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
     if (listeners_open(s, cfg, err, errcap) < 0 ||
         access_init(s, err, errcap) < 0 || /* before recovery */
         httpdocs_open(s, err, errcap) < 0 ||
-        (!cfg->memory_only && open_store(s, err, errcap) < 0)) {
+        (!cfg->memory_only && open_store(s, &pl, err, errcap) < 0) ||
+        place_loop(&pl, err, errcap) < 0) {
         httpdocs_close(s);
         listeners_close(s); /* and the unix socket files made */
         return -1;
