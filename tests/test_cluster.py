@@ -498,6 +498,44 @@ def test_fetch_for_a_snapshot_taken_at_a_barrier(cluster):
     assert b"fetched the state as of entry" in node_log(f)
 
 
+def test_fetch_from_a_leader_that_needs_the_fetching_node(cluster):
+    """One node killed, another stopped and wiped: the last one, alone,
+    steps down; the wiped node, back, votes it leader again, learns its
+    snapshot and fetches the state from it, its raft thread blocked
+    meanwhile (it neither votes nor acknowledges). That leader cannot
+    commit its barrier without the wiped node, so it does not serve yet
+    (and soon it does not lead either): it must send the state all the
+    same, else neither moves until the fetch gives up after 120 s (seen as
+    test_fetch_for_a_snapshot_taken_at_a_barrier's flakiness when the stop
+    and restart outlasted the election timeout)."""
+    t = 40
+    c = cluster(env={"ROCKSTALKD_RAFT_THRESHOLD": str(t),
+                     "ROCKSTALKD_RAFT_TRAILING": "1"})
+    lead = c.wait_leader()
+    conn = Conn(c.node(lead))
+    for _ in range(t):
+        conn.put(b"x")
+    conn.close()
+    raft = os.path.join(c.node(lead).dir, "raft")
+    end = time.monotonic() + 10
+    while not any(p.startswith("snapshot-") for p in os.listdir(raft)):
+        assert time.monotonic() < end, "no snapshot"
+        time.sleep(0.05)
+    dead, f = [nd for nd in c.nodes if nd.id != lead]
+    dead.kill9()
+    f.stop()
+    end = time.monotonic() + 15
+    while b"restarting as a follower" not in node_log(c.node(lead)):
+        assert time.monotonic() < end, "the lone leader did not step down"
+        time.sleep(0.05)
+    shutil.rmtree(f.dir)
+    f.start()
+    c.wait_caught_up(f.id, timeout=30)
+    assert b"fetched the state as of entry" in node_log(f)
+    assert b"cluster: sending the state as of entry" in \
+        node_log(c.node(lead))
+
+
 def test_wiped_node_rejoins_through_snapshot(cluster):
     """With snapshots every 64 entries (16 kept), the leader's log soon
     starts past what a wiped node has: it gets a Raft snapshot (a manifest
