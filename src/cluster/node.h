@@ -32,7 +32,8 @@
  *   snapshots  Raft snapshots are small manifests; a node that fell behind
  *              the leader's log, or lost its directory, fetches the state
  *              out of band from a peer's client port (rockstalk-snapshot,
- *              store/ship.h), bounded in memory.
+ *              store/ship.h; with mutual TLS a peer link, which any node
+ *              answers, nodepeer.c), bounded in memory.
  *
  * Threads: node_open and node_close on the main thread; node_accept,
  * node_step, node_stats (nodestep.h) and node_snapshot_serve on the loop

@@ -392,14 +392,23 @@ serve_mux(Node *n, PeerService *svc)
     peer_service_free(svc);
 }
 
-/* A peer that fell behind asks for the state: a sender, if one is free. */
+/* A peer that fell behind asks for the state: a sender, if one is free,
+ * whatever this node's role. The state of any node is the committed
+ * log's up to its applied index (only committed entries are applied), and
+ * the reply says that index, which the peer checks (fetch_reply). Only the
+ * serving leader answering would deadlock: the peer blocks its raft
+ * thread while it fetches (libraft's restore callback), so it neither
+ * acknowledges entries nor votes, and a leader that needs its vote (a
+ * cluster of three with one down) can neither commit its barrier, to
+ * serve, nor stay leader: it stays a candidate and the peer retries it
+ * for FETCH_TRY_S. */
 static void
 serve_snapshot(Node *n, PeerService *svc)
 {
     RaftNodeStatus st;
     Ship *sp;
 
-    if (!n->serving || !n->raft || n->srv->stopping) {
+    if (!n->raft || n->srv->stopping) {
         peer_service_free(svc);
         return;
     }
@@ -408,6 +417,9 @@ serve_snapshot(Node *n, PeerService *svc)
         peer_service_free(svc); /* the peer tries again */
         return;
     }
+    log_msg(0, "cluster: sending the state as of entry %llu to node %llu (%s)",
+            (unsigned long long)st.applied, (unsigned long long)svc->peer_id,
+            n->serving ? "serving" : raftnode_role_name(st.role));
     svc->fd = -1; /* the sender's */
     peer_service_free(svc);
     ship_run(sp);

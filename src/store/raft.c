@@ -233,8 +233,8 @@ sraft_mark(StoreRaft *r, uint64_t index)
     if (write_touched(r, index) < 0) return -1;
     for (int i = 0; i < r->sb.nshards; i++) {
         int64_t t0 = util_now_ns();
-        if (r->io->sync(r->io->ctx, r->sb.shard[i].db, &msg) < 0) {
-            ack_fail(r->ack, "raft snapshot sync of", i, msg);
+        if (shard_flush(&r->sb.shard[i], &msg) < 0) {
+            ack_fail(r->ack, "raft snapshot flush of", i, msg);
             return -1;
         }
         ack_stat_sync(r->ack, (uint64_t)(util_now_ns() - t0));

@@ -6,14 +6,23 @@
  * each group into one entry or more (sraft_entry_*; at most
  * RAFTNODE_ENTRY_MAX bytes each) and proposes them. libraft fsyncs the log
  * on a majority before an entry commits, so the log is the durable copy;
- * the applier writes committed entries with the WAL unsynced (and, with
- * StoreConfig.raft_log, left in RocksDB's buffer until it fills or a
- * sync; the replay covers what a crash loses of it), each shard
- * marked with "raft_applied" = the entry's index in the same batch, and
- * skips what a shard already holds (libraft replays the log after the last
- * snapshot at every start). Before a snapshot lets libraft drop the log
+ * the applier writes committed entries to the shards' memtables without
+ * their WAL (StoreConfig.raft_log: disableWAL), each shard marked with
+ * "raft_applied" = the entry's index in the same batch, and skips what a
+ * shard already holds (libraft replays the log after the last snapshot at
+ * every start). The shards flush atomically (every column family at once,
+ * all or nothing: shard_opts_create), so a shard's table files always hold
+ * a prefix of its batches, raft_applied with its data: after a kill -9 a
+ * shard holds exactly the entries up to its raft_applied, and the replay
+ * writes the others again, none twice (a job key is never Put twice
+ * before its SingleDelete). Before a snapshot lets libraft drop the log
  * behind index, sraft_mark writes raft_applied = index to every shard and
- * syncs every WAL.
+ * flushes every shard (shard_flush, waited for), inside libraft's
+ * snapshot callback, so before the snapshot is on disk and the log
+ * truncated: the log never loses an entry the shards' table files lack.
+ * A clean close flushes too (RocksDB does at close when writes skipped
+ * the WAL). Writes that still go through the WAL (a received snapshot,
+ * store/ship.c; a new shard's header) are synced by their writers.
  *
  * Entry, little-endian: u32 magic "RSE1", u16 version (1), u16 origin node
  * id, u32 record count, u32 bytes of records (libraft's log may pad the
@@ -96,9 +105,10 @@ void sraft_snapshots(StoreRaft *r, const rocksdb_snapshot_t **snaps,
                      uint64_t *index);
 
 /* Raft thread, for a snapshot at index (every entry up to it applied):
- * writes raft_applied = index to every shard below it and syncs every
- * shard's WAL, so the shards hold everything the log may drop. Returns 0,
- * or -1 after ack_fail. */
+ * writes raft_applied = index to every shard below it and flushes every
+ * shard (shard_flush, waited for; counted as a sync in the stats), so the
+ * shards' table files hold everything the log may drop. Returns 0, or -1
+ * after ack_fail. */
 int sraft_mark(StoreRaft *r, uint64_t index);
 
 /* The manifest of a snapshot (all a Raft snapshot carries; the state moves

@@ -2,10 +2,13 @@
  * store/shard.h). */
 #include "store/shard.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store/enc.h"
 #include "store/merge.h"
@@ -31,6 +34,9 @@ static const char *const cf_names[SHARD_CF_COUNT] = {"default", "meta", "body",
 #define DEFAULT_WRITE_BUFFER ((size_t)4 << 20)
 #define RING_WRITE_BUFFER ((size_t)4 << 20)
 #define MAX_TOTAL_WAL ((uint64_t)256 << 20)
+/* Raft log mode: the MANIFEST is rolled over (rewritten whole) once it
+ * passes this size, so that shard_flush's checkpoint copies little. */
+#define RAFT_MANIFEST_MAX ((uint64_t)4 << 20)
 /* Compact-on-deletion collector: an SST whose any window of 16384 entries
  * holds 8192 deletes is queued for compaction, so tombstones left by long
  * lived jobs do not slow the recovery scan for ever. */
@@ -54,7 +60,11 @@ rocks_write(void *ctx, void *db, void *batch, int sync, char **errmsg)
     ShardOpts *o = ctx;
     char *e = NULL;
 
-    rocksdb_write(db, sync ? o->wo_sync : o->wo_nosync, batch, &e);
+    rocksdb_write(db,
+                  sync          ? o->wo_sync
+                  : o->raft_log ? o->wo_nowal
+                                : o->wo_nosync,
+                  batch, &e);
     return shard_take_err(e, errmsg);
 }
 
@@ -69,7 +79,7 @@ rocks_sync(void *ctx, void *db, char **errmsg)
 }
 
 void
-shard_opts_create(ShardOpts *o, int buffered_wal)
+shard_opts_create(ShardOpts *o, int raft_log)
 {
     static const size_t wbuf[SHARD_CF_COUNT] = {
         DEFAULT_WRITE_BUFFER, META_WRITE_BUFFER, BODY_WRITE_BUFFER,
@@ -91,10 +101,15 @@ shard_opts_create(ShardOpts *o, int buffered_wal)
     rocksdb_options_set_max_open_files(o->dbopt, -1);
     rocksdb_options_set_max_total_wal_size(o->dbopt, MAX_TOTAL_WAL);
     rocksdb_options_set_keep_log_file_num(o->dbopt, 4); /* info LOG files */
-    /* The WAL is written when RocksDB's buffer fills, by FlushWAL (a sync,
-     * rocks_sync) or before a switch to a new WAL; a sync write flushes it
-     * first (rocksdb/options.h, manual_wal_flush). */
-    if (buffered_wal) rocksdb_options_set_manual_wal_flush(o->dbopt, 1);
+    /* Raft log mode writes without the WAL: a flush of one column family
+     * is then a flush of all of them, recorded in the MANIFEST all or
+     * nothing, so that the table files always hold one prefix of the
+     * writes, each batch whole (rocksdb/options.h, atomic_flush). */
+    o->raft_log = raft_log;
+    if (raft_log) {
+        rocksdb_options_set_atomic_flush(o->dbopt, 1);
+        rocksdb_options_set_max_manifest_file_size(o->dbopt, RAFT_MANIFEST_MAX);
+    }
 
     for (int i = 0; i < SHARD_CF_COUNT; i++) {
         o->cfopt[i] = rocksdb_options_create();
@@ -223,6 +238,7 @@ shard_open(StoreShard *sh, const ShardOpts *o, const char *dir, int index,
     if (n < 0 || (size_t)n >= sizeof path)
         return util_fail(err, errcap, "path too long: %s/shard-%02d", dir,
                          index);
+    if (!(sh->path = strdup(path))) abort();
     sh->db = rocksdb_open_column_families(
         o->dbopt, path, SHARD_CF_COUNT, (const char *const *)cf_names,
         (const rocksdb_options_t *const *)o->cfopt, sh->cf, &e);
@@ -429,6 +445,66 @@ shard_flush_bodies(const StoreShard *sh, char **errmsg)
     return shard_take_err(e, errmsg);
 }
 
+/* Moves "what path: strerror(errno)" into *errmsg (malloc'd). Returns
+ * -1. */
+static int
+errno_msg(const char *what, const char *path, char **errmsg)
+{
+    char m[4200];
+
+    snprintf(m, sizeof m, "%s %s: %s", what, path, strerror(errno));
+    if (!(*errmsg = strdup(m))) abort();
+    return -1;
+}
+
+/* Removes directory path and the files in it (a checkpoint has no
+ * subdirectories); a missing one is no error. Returns 0, or -1 with
+ * *errmsg (malloc'd). */
+static int
+remove_flat(const char *path, char **errmsg)
+{
+    DIR *d = opendir(path);
+    const struct dirent *de;
+    char f[4200];
+
+    if (!d) return errno == ENOENT ? 0 : errno_msg("opendir", path, errmsg);
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        snprintf(f, sizeof f, "%s/%s", path, de->d_name);
+        if (unlink(f) < 0 && errno != ENOENT) {
+            closedir(d);
+            return errno_msg("unlink", f, errmsg);
+        }
+    }
+    closedir(d);
+    if (rmdir(path) < 0 && errno != ENOENT)
+        return errno_msg("rmdir", path, errmsg);
+    return 0;
+}
+
+/* RocksDB 7.8's C API flushes one column family at a time (rocksdb_flush_cf;
+ * with atomic_flush, that one alone). The one call that flushes them all
+ * at once is the checkpoint's (Checkpoint::CreateCheckpoint with
+ * log_size_for_flush 0: GetLiveFilesStorageInfo flushes every column
+ * family, atomically under atomic_flush, and waits), so shard_flush takes
+ * a checkpoint beside the shard (hard links of its table files, a copy of
+ * its MANIFEST) and removes it. */
+int
+shard_flush(const StoreShard *sh, char **errmsg)
+{
+    char dir[4200], tmp[4200];
+    char *e = NULL;
+
+    snprintf(dir, sizeof dir, "%s.flush", sh->path);
+    snprintf(tmp, sizeof tmp, "%s.flush.tmp", sh->path); /* RocksDB's own */
+    if (remove_flat(dir, errmsg) < 0 || remove_flat(tmp, errmsg) < 0) return -1;
+    rocksdb_checkpoint_t *ck = rocksdb_checkpoint_object_create(sh->db, &e);
+    if (!e) rocksdb_checkpoint_create(ck, dir, 0, &e);
+    if (ck) rocksdb_checkpoint_object_destroy(ck);
+    if (shard_take_err(e, errmsg) < 0) return -1;
+    return remove_flat(dir, errmsg);
+}
+
 void
 shard_close(StoreShard *sh)
 {
@@ -438,6 +514,8 @@ shard_close(StoreShard *sh)
     }
     if (sh->db) rocksdb_close(sh->db);
     sh->db = NULL;
+    free(sh->path);
+    sh->path = NULL;
 }
 
 void

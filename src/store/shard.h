@@ -42,15 +42,18 @@ typedef struct ShardOpts {
     rocksdb_block_based_table_options_t *bbto;
     rocksdb_options_t *dbopt, *cfopt[SHARD_CF_COUNT];
     rocksdb_writeoptions_t *wo_sync, *wo_nosync;
-    rocksdb_writeoptions_t *wo_nowal; /* disableWAL: ring bodies */
+    rocksdb_writeoptions_t *wo_nowal; /* disableWAL: ring bodies; in raft
+                                         log mode, rocks_write's sync=0 */
     rocksdb_flushoptions_t *fo;       /* wait=1 */
     rocksdb_readoptions_t *ro;
+    int raft_log; /* StoreConfig.raft_log (shard_opts_create) */
 } ShardOpts;
 
 /* One open shard; lives in the Store (index of nshards). */
 typedef struct StoreShard {
     const ShardOpts *opt;
     int index, nshards;
+    char *path;    /* <dir>/shard-NN, malloc'd by shard_open */
     rocksdb_t *db; /* NULL: not open */
     rocksdb_column_family_handle_t *cf[SHARD_CF_COUNT];
     uint64_t hwm;    /* highest id put here: set by shard_open, then raised
@@ -69,17 +72,23 @@ typedef struct StoreShard {
                               incomplete */
 } StoreShard;
 
-/* Creates the shared options into o (sizes in store/shard.c); with
- * buffered_wal, RocksDB's manual_wal_flush (an unsynced write leaves its
- * WAL record in RocksDB's buffer: a kill -9 loses it, which only the
- * Raft log's replay may make good: StoreConfig.raft_log). Aborts only if
- * RocksDB does. Free with shard_opts_destroy. */
-void shard_opts_create(ShardOpts *o, int buffered_wal);
+/* Creates the shared options into o (sizes in store/shard.c). With
+ * raft_log (StoreConfig.raft_log: cluster mode, where the Raft log is the
+ * durable copy), an unsynced write through shard_rocks_io skips the WAL
+ * (disableWAL), and the shards flush atomically (atomic_flush: the
+ * memtables of every column family reach table files together, so the
+ * files hold one prefix of the writes, each batch whole): a kill -9 loses
+ * what was written since the last flush, which only the Raft log's replay
+ * may make good, and shard_flush makes it durable. Aborts only if RocksDB
+ * does. Free with shard_opts_destroy. */
+void shard_opts_create(ShardOpts *o, int raft_log);
 void shard_opts_destroy(ShardOpts *o);
 
 /* The StoreIO of RocksDB itself: write is rocksdb_write with o's write
- * options (sync=1: WriteOptions.sync), sync is rocksdb_flush_wal(sync=1),
- * i.e. DB::FlushWAL(true) = SyncWAL (rocksdb/db.h). o must outlive it. */
+ * options (sync=1: WriteOptions.sync; sync=0 with o->raft_log:
+ * disableWAL), sync is rocksdb_flush_wal(sync=1), i.e. DB::FlushWAL(true)
+ * = SyncWAL (rocksdb/db.h), which makes durable only what went through the
+ * WAL (in raft log mode, shard_flush does the rest). o must outlive it. */
 StoreIO shard_rocks_io(ShardOpts *o);
 
 /* Opens <dir>/shard-NN (index of nshards), creating it and its header if
@@ -115,6 +124,14 @@ int shard_has_body(const StoreShard *sh, const char *key);
  * without the WAL, is then durable. Returns 0, or -1 with *errmsg
  * (malloc'd). */
 int shard_flush_bodies(const StoreShard *sh, char **errmsg);
+
+/* Flushes the memtables of every column family of sh to table files, all
+ * at once (atomically when its options have raft_log), and waits: every
+ * write made before, with or without the WAL, is then durable. Uses
+ * <path>.flush (and RocksDB's <path>.flush.tmp) beside the shard, which
+ * it removes (a crash may leave them; the next call removes them first).
+ * Returns 0, or -1 with *errmsg (malloc'd). Any thread. */
+int shard_flush(const StoreShard *sh, char **errmsg);
 
 /* Moves a RocksDB error e (malloc'd by RocksDB, may be NULL) into *errmsg
  * (malloc'd, freed by the store with free()). Returns 0 if e is NULL, else

@@ -168,10 +168,9 @@ typedef struct StoreConfig {
     uint64_t ring_file_bytes; /* bytes of each of the STORE_RING_FILES
                                  ring files (0: STORE_RING_FILE_DEFAULT) */
     int raft_log; /* cluster mode: the Raft log is the durable copy (with
-                     STORE_SYNC_NEVER): RocksDB's WAL is kept in its buffer
-                     (manual_wal_flush) and written when full, at a sync
-                     (a snapshot's, the close's) or at a WAL switch, not
-                     by each write (shard_opts_create) */
+                     STORE_SYNC_NEVER): the applier writes the shards
+                     without their WAL, and the shards flush atomically
+                     (shard_opts_create; store/raft.h) */
 } StoreConfig;
 
 #define STORE_DEFAULT_SHARDS 1
