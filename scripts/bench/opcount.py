@@ -13,7 +13,7 @@ and write calls per operation are steady. Instructions per operation:
 run the server under valgrind --tool=callgrind instead.
 
     scripts/bench/opcount.py [--warm 1.5] [--secs 3] [--rsbench PATH]
-        BINARY ROW [ROW...]
+        [--server-args "-f 50"] BINARY ROW [ROW...]
 
 ROW: cycle100t1000 cycle100t1 put50 put1 (the rows of run.sh).
 """
@@ -88,7 +88,7 @@ def cell(binary, row, args):
     port = free_port()
     d = tempfile.mkdtemp(prefix="opcount.")
     srv = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port),
-                            "-b", d], stderr=subprocess.DEVNULL)
+                            "-b", d] + args.server_args.split(), stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.8)
         secs = args.warm + args.secs + 1.5
@@ -137,6 +137,8 @@ def main():
     ap.add_argument("--secs", type=float, default=3.0)
     ap.add_argument("--rsbench", default=os.path.join(HERE, "build",
                                                       "rsbench"))
+    ap.add_argument("--server-args", default="",
+                    help="more server options, e.g. \"-f 50\" (rs-f50)")
     ap.add_argument("binary")
     ap.add_argument("rows", nargs="+", choices=sorted(ROWS))
     args = ap.parse_args()

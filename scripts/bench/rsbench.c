@@ -97,6 +97,7 @@ struct conn {
     struct pend *ring;
     unsigned head, count, size;
     int tfirst, tstep, tn, tcur; /* -U: tubes tfirst + k*tstep, k < tn */
+    uint64_t inserted;           /* this connection's INSERTED replies */
 };
 
 struct cfg {
@@ -117,6 +118,7 @@ struct cfg {
 struct run {
     const struct cfg *cfg;
     int mode, depth, ep, nconn, stopping, prod_blocked, record;
+    int wake_next; /* cycle: the producer wake_producers tries first */
     uint64_t count;
     struct conn *conn;
     char *body;
@@ -616,17 +618,24 @@ fill(struct run *r, struct conn *c, uint64_t now)
     }
 }
 
-/* cycle: a reserve made room under the backlog bound; wake the producers. */
+/* cycle: a reserve made room under the backlog bound; wake the producers,
+ * round-robin from the one after the latest producer woken that put: in
+ * index order from 0 the first producers took nearly every slot the
+ * reserves freed, so with -U the backlog gathered in their tubes while
+ * the last pairs' workers waited for jobs (45 of 50 waiting after 5 s). */
 static void
 wake_producers(struct run *r, uint64_t now)
 {
     if (!r->prod_blocked) return;
     r->prod_blocked = 0;
-    for (int i = 0; i < r->nconn; i++) {
+    for (int k = 0; k < r->nconn; k++) {
+        int i = (r->wake_next + k) % r->nconn;
         struct conn *c = &r->conn[i];
         if (c->role == R_PROD && c->count < (unsigned)r->depth) {
+            uint64_t puts = r->puts;
             fill(r, c, now);
             flush(r, c);
+            if (r->puts != puts) r->wake_next = (i + 1) % r->nconn;
         }
     }
 }
@@ -698,6 +707,7 @@ on_put(struct run *r, struct conn *c, const char *line, size_t n, uint64_t now)
     if (parse_word_num(line, n, "INSERTED ", &id) < 0)
         bad_reply(K_PUT, line, n);
     r->inserted++;
+    c->inserted++;
     if (c->big)
         big_done(r, now);
     else if (r->mode != M_DRAIN && r->mode != M_CYCLE)
@@ -1290,6 +1300,23 @@ print_result_big(const struct cfg *cfg, const struct run *r,
     }
 }
 
+/* cycle: the fewest and most jobs one producer had inserted (how evenly
+ * the backlog bound shared the puts out: with -U each producer feeds its
+ * own pair's tubes). */
+static void
+put_spread(const struct run *r, uint64_t *lo, uint64_t *hi)
+{
+    *lo = UINT64_MAX;
+    *hi = 0;
+    for (int i = 0; i < r->nconn; i++) {
+        const struct conn *c = &r->conn[i];
+        if (c->role != R_PROD) continue;
+        if (c->inserted < *lo) *lo = c->inserted;
+        if (c->inserted > *hi) *hi = c->inserted;
+    }
+    if (*lo == UINT64_MAX) *lo = 0;
+}
+
 static void
 print_human(const struct cfg *cfg, const struct run *r,
             const struct result *res, const struct hist *all)
@@ -1307,6 +1334,12 @@ print_human(const struct cfg *cfg, const struct run *r,
         printf("put-to-reserve us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
                hist_us(&r->e2e, 0.5), hist_us(&r->e2e, 0.99),
                hist_us(&r->e2e, 0.999), (double)r->e2e.max / 1000.0);
+    if (cfg->mode == M_CYCLE) {
+        uint64_t lo, hi;
+        put_spread(r, &lo, &hi);
+        printf("jobs inserted per producer: min %" PRIu64 "  max %" PRIu64 "\n",
+               lo, hi);
+    }
     if (cfg->preload)
         printf("preloaded %" PRIu64 " jobs in %.3f s\n", cfg->preload,
                res->preload_secs);
@@ -1337,6 +1370,11 @@ print_result(const struct cfg *cfg, const struct run *r,
            " jobs_after=%" PRId64,
            cfg->preload, res->preload_secs, res->before, res->after);
     if (r->e2e.n) print_quantiles("e2e_", &r->e2e);
+    if (cfg->mode == M_CYCLE) {
+        uint64_t lo, hi;
+        put_spread(r, &lo, &hi);
+        printf(" prod_puts_min=%" PRIu64 " prod_puts_max=%" PRIu64, lo, hi);
+    }
     for (int k = K_PUT; cfg->mode == M_LATENCY && k < NKIND; k++) {
         char prefix[16];
         snprintf(prefix, sizeof prefix, "%s_", kind_names[k]);
