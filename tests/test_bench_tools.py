@@ -4,7 +4,8 @@ mode sends (use, watch, ignore, put, reserve-with-timeout, delete) across
 two tubes, a reserve blocked until a put arrives, a timeout, a reserved job
 coming back when its connection closes, and the refusals; without a log
 and with one (-b: replies and jobs only after their generation's
-fdatasync). Built as run.sh builds it (common.sh's bench_build_ceiling),
+fdatasync, or -d's and -s's synchronous write); -d's and -s's log
+holding each put in place, and their refusals. Built as run.sh builds it (common.sh's bench_build_ceiling),
 into a temporary directory; a few seconds in all."""
 import os
 import socket
@@ -73,7 +74,23 @@ class Conn:
         self.s.close()
 
 
-@pytest.fixture(params=["mem", "sync", "over", "overg"])
+def start(args, port):
+    """Starts the ceiling (args) and waits for its port; returns the
+    process."""
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.1).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail(proc.stderr.read().decode())
+            time.sleep(0.02)
+    proc.kill()
+    pytest.fail("ceiling did not listen")
+
+
+@pytest.fixture(params=["mem", "sync", "over", "overg", "overd", "overs"])
 def ceiling(request, ceiling_bin, tmp_path):
     port = free_port()
     args = [ceiling_bin, "-q", "-l", "127.0.0.1", "-p", str(port)]
@@ -83,15 +100,12 @@ def ceiling(request, ceiling_bin, tmp_path):
         args += ["-o"]
     if request.param == "overg":
         args += ["-g"]  # the syncer fills each generation
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE)
+    if request.param == "overd":
+        args += ["-d"]  # O_DIRECT | O_DSYNC writes, no fdatasync
+    if request.param == "overs":
+        args += ["-s"]  # pwritev2 with RWF_DSYNC, no fdatasync
+    proc = start(args, port)
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read()
-                time.sleep(0.02)
         yield port
     finally:
         proc.kill()
@@ -158,3 +172,41 @@ def test_blocked_reserve(ceiling):
     big = os.urandom(100000)
     jid = p.put(big)
     assert w2.reserved() == (jid, big)
+
+
+@pytest.mark.parametrize("flag", ["-d", "-s"])
+def test_sync_write_log(ceiling_bin, tmp_path, flag):
+    """-d and -s write each generation in place at the write position of
+    the zero-filled log: what was acknowledged is there, in order, with
+    -d's rewritten block heads intact and zeros after the last byte."""
+    port = free_port()
+    proc = start([ceiling_bin, "-q", "-l", "127.0.0.1", "-p", str(port),
+                  "-b", str(tmp_path), "-o", flag], port)
+    try:
+        c = Conn(port)
+        want = b""
+        for i in range(40):  # past a block boundary, one put at a time
+            body = b"%d" % i * (i * 7 % 300 + 1)
+            c.put(body)
+            want += b"put 1024 0 120 %d\r\n%s\r\n" % (len(body), body)
+        assert c.cmd(b"delete 1") == b"DELETED"
+        want += b"delete 1\r\n"
+        with open(tmp_path / "ceiling.log", "rb") as f:
+            log = f.read(len(want) + 8192)
+        assert len(want) > 4096
+        assert log[:len(want)] == want
+        assert log[len(want):] == bytes(8192)
+        assert os.path.getsize(tmp_path / "ceiling.log") == 64 << 20
+        c.close()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("args", [["-d"], ["-o", "-d", "-s"], ["-o", "-u",
+                                  "-d"], ["-o", "-s", "-w"]])
+def test_sync_write_refusals(ceiling_bin, tmp_path, args):
+    r = subprocess.run([ceiling_bin, "-p", "0", "-b", str(tmp_path)] + args,
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    assert "-d or -s needs -b and -o" in r.stderr

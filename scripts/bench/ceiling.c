@@ -81,6 +81,20 @@
  * no hand-off to a second thread and back, can reach at best (issue 30's
  * put c=1 row: beanstalkd -f0 syncs in its loop, blocking it).
  *
+ * -d (with -b -o, not -u): the overwrite sync ceiling with -u's I/O. The
+ * syncer thread stays, as with -o alone, but writes each generation to
+ * the preallocated log opened O_DIRECT | O_DSYNC, in whole 4 KiB blocks
+ * from an aligned buffer (the block at the write position rewritten as -u
+ * does), one pwrite that returns once the blocks are on stable storage,
+ * and no fdatasync. Beside -o and -u it tells which of their two
+ * differences costs what: the hand-off to a thread and back, or the I/O
+ * (buffered pwrite and fdatasync against one direct, synchronous write).
+ *
+ * -s (with -b -o, not -u or -d): as -d, but the log is not opened
+ * O_DIRECT: each generation is one pwritev2(2) with RWF_DSYNC on the
+ * buffered file, which syncs what it wrote before it returns, and no
+ * fdatasync follows: -o's I/O in one system call instead of two.
+ *
  * -g (with -b, not -u or -R): the syncer fills each generation first, as
  * rockstalkd's mutation thread does under -f 0 (PROTOCOL.md 11.2): it
  * waits until as many mutations (puts; -q: puts and deletes) are handed
@@ -121,7 +135,7 @@
  * the same input: one send for both). Not with -k.
  *
  * usage: ceiling [-l ADDR] [-p PORT] [-q]
- *                [-b DIR [-n SYNCERS] [-o [-u]] [-w] [-k] [-g]
+ *                [-b DIR [-n SYNCERS] [-o [-u|-d|-s]] [-w] [-k] [-g]
  *                 [-R ID -r CL [-B ADDR]]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
@@ -140,6 +154,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -256,12 +271,25 @@ die(const char *what)
     exit(1);
 }
 
-/* One syncer's log file; off: -o's write position in the ring. */
+/* -u, -d: a generation as O_DIRECT writes it, in whole BLK blocks from a
+ * BLK-aligned buffer. */
+#define BLK 4096
+struct dimage {
+    char *buf;      /* BLK-aligned: the tail block's head, a generation */
+    size_t cap;     /* buf's bytes */
+    char tail[BLK]; /* the bytes of off's block before off */
+    off_t off;      /* where the next generation's bytes go */
+};
+
+/* One syncer's log file; off: -o's write position in the ring; d: -d's. */
 static struct logfile {
     int fd;
     off_t off;
+    struct dimage d;
 } files[SYNCERS_MAX];
 static int overwrite;         /* -o */
+static int direct_sync;       /* -d */
+static int rwf_dsync;         /* -s */
 static int write_only;        /* -w */
 static int keep_rocks;        /* -k */
 static ShardOpts kopts;       /* -k: rockstalkd's shard options */
@@ -286,6 +314,16 @@ static struct rnode {
     int leader_marked;
 } rn;
 
+/* Writes k bytes at p to f at off: pwrite, or (-s) pwritev2 with
+ * RWF_DSYNC, which returns once they are on stable storage. */
+static ssize_t
+log_pwrite(struct logfile *f, const char *p, size_t k)
+{
+    if (!rwf_dsync) return pwrite(f->fd, p, k, f->off);
+    struct iovec iov = {.iov_base = (void *)p, .iov_len = k};
+    return pwritev2(f->fd, &iov, 1, f->off, RWF_DSYNC);
+}
+
 /* Writes n bytes at p to f: appended, or (-o) in place, wrapping. */
 static void
 log_write(struct logfile *f, const char *p, size_t n)
@@ -293,8 +331,7 @@ log_write(struct logfile *f, const char *p, size_t n)
     while (n) {
         size_t room = overwrite ? (size_t)(OVER_SIZE - f->off) : n;
         size_t k = n < room ? n : room;
-        ssize_t w =
-            overwrite ? pwrite(f->fd, p, k, f->off) : write(f->fd, p, k);
+        ssize_t w = overwrite ? log_pwrite(f, p, k) : write(f->fd, p, k);
         if (w < 0 && errno != EINTR) die("write log");
         if (w <= 0) continue;
         p += w;
@@ -312,6 +349,48 @@ log_zero_fill(int fd)
         if (pwrite(fd, zeros, sizeof zeros, off) != (ssize_t)sizeof zeros)
             die("zero-fill log");
     if (fsync(fd) < 0) die("fsync");
+}
+
+/* -u, -d: lays the n bytes at p out in d->buf as written at d->off, in
+ * whole blocks: from the start of the block holding d->off (its earlier
+ * bytes rewritten as they were) to the end of the block holding the last
+ * byte (zeros after it, as the zero-filled log holds). A generation that
+ * would pass the end of the log starts it over at 0. Returns the bytes to
+ * write; *at: where; d->off and d->tail move past the generation. */
+static size_t
+dimage_fill(struct dimage *d, const char *p, size_t n, off_t *at)
+{
+    if (n > (size_t)OVER_SIZE) errno = EFBIG, die("a generation");
+    if (d->off + (off_t)n > OVER_SIZE) d->off = 0;
+    size_t head = (size_t)(d->off % BLK), end = head + n;
+    size_t total = (end + BLK - 1) / BLK * BLK;
+    if (total > d->cap) {
+        free(d->buf);
+        d->cap = total * 2;
+        if (posix_memalign((void **)&d->buf, BLK, d->cap)) die("memalign");
+    }
+    memcpy(d->buf, d->tail, head);
+    memcpy(d->buf + head, p, n);
+    memset(d->buf + end, 0, total - end);
+    memcpy(d->tail, d->buf + end / BLK * BLK, end % BLK);
+    *at = d->off - (off_t)head;
+    d->off += (off_t)n;
+    return total;
+}
+
+/* -d: writes n bytes at p to f's log, opened O_DIRECT | O_DSYNC: one
+ * pwrite of whole blocks that returns once they are on stable storage. */
+static void
+direct_write(struct logfile *f, const char *p, size_t n)
+{
+    off_t at;
+    size_t total = dimage_fill(&f->d, p, n, &at);
+    ssize_t w;
+    do
+        w = pwrite(f->fd, f->d.buf, total, at);
+    while (w < 0 && errno == EINTR);
+    if (w < 0) die("-d: write log");
+    if ((size_t)w != total) errno = EIO, die("-d: short write");
 }
 
 static void *
@@ -1134,8 +1213,12 @@ syncer_main(void *arg)
         pthread_mutex_unlock(&lg.mu);
         mine = b;
         mcap = bcap;
-        log_write(f, mine, n);
-        if (!write_only && fdatasync(f->fd) < 0) die("fdatasync");
+        if (direct_sync)
+            direct_write(f, mine, n);
+        else
+            log_write(f, mine, n);
+        if (!write_only && !direct_sync && !rwf_dsync && fdatasync(f->fd) < 0)
+            die("fdatasync");
         if (group_fill) last_sync = now_ns() - t0;
         pthread_mutex_lock(&lg.mu);
         gen_done(g);
@@ -1148,15 +1231,12 @@ syncer_main(void *arg)
 }
 
 /* -u: the loop's ring, and the generation it has in flight. */
-#define BLK 4096
 static struct uring {
     struct io_uring ring;
-    int fd;           /* the log, O_DIRECT | O_DSYNC */
-    char *buf;        /* BLK-aligned: the tail block's head, a generation */
-    size_t cap, want; /* want: the bytes the write in flight covers */
-    char tail[BLK];   /* the bytes of off's block before off */
-    off_t off;        /* where the next generation's bytes go */
-    uint64_t gen;     /* the generation in flight; 0: none */
+    int fd;          /* the log, O_DIRECT | O_DSYNC */
+    struct dimage d; /* the generation in flight, laid out in blocks */
+    size_t want;     /* the bytes the write in flight covers */
+    uint64_t gen;    /* the generation in flight; 0: none */
 } ur;
 
 /* -u: writes the bytes handed over since the last write as the next
@@ -1166,26 +1246,13 @@ static void
 uring_submit(void)
 {
     if (ur.gen || !lg.len) return;
-    if (lg.len > (size_t)OVER_SIZE) die("-u: a generation larger than the log");
-    if (ur.off + (off_t)lg.len > OVER_SIZE) ur.off = 0;
-    size_t head = (size_t)(ur.off % BLK), end = head + lg.len;
-    size_t total = (end + BLK - 1) / BLK * BLK;
-    if (total > ur.cap) {
-        free(ur.buf);
-        ur.cap = total * 2;
-        if (posix_memalign((void **)&ur.buf, BLK, ur.cap)) die("memalign");
-    }
-    memcpy(ur.buf, ur.tail, head);
-    memcpy(ur.buf + head, lg.buf, lg.len);
-    memset(ur.buf + end, 0, total - end);
+    off_t at;
+    size_t total = dimage_fill(&ur.d, lg.buf, lg.len, &at);
     struct io_uring_sqe *sqe = io_uring_get_sqe(&ur.ring);
     if (!sqe) die("io_uring_get_sqe");
-    io_uring_prep_write(sqe, ur.fd, ur.buf, (unsigned)total,
-                        (uint64_t)(ur.off - (off_t)head));
+    io_uring_prep_write(sqe, ur.fd, ur.d.buf, (unsigned)total, (uint64_t)at);
     int rv = io_uring_submit(&ur.ring);
     if (rv < 0) errno = -rv, die("io_uring_submit");
-    memcpy(ur.tail, ur.buf + end / BLK * BLK, end % BLK);
-    ur.off += (off_t)lg.len;
     ur.want = total;
     ur.gen = lg.gen++;
     lg.len = 0;
@@ -1588,6 +1655,11 @@ durable_start(const char *dir, int nsync, struct cli *wake)
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) die(path);
         if (overwrite) log_zero_fill(fd);
+        if (direct_sync) { /* -d: reopened for direct, synchronous writes */
+            close(fd);
+            fd = open(path, O_WRONLY | O_DIRECT | O_DSYNC | O_CLOEXEC);
+            if (fd < 0) die(path);
+        }
         files[i] = (struct logfile){.fd = fd, .off = 0};
         if (pthread_create(&th, NULL, syncer_main, &files[i])) die("thread");
     }
@@ -1600,7 +1672,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:owukqgR:r:B:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:odswukqgR:r:B:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -1611,6 +1683,10 @@ main(int argc, char **argv)
             nsync = atoi(optarg);
         else if (o == 'o')
             overwrite = 1;
+        else if (o == 'd')
+            direct_sync = 1;
+        else if (o == 's')
+            rwf_dsync = 1;
         else if (o == 'w')
             write_only = 1;
         else if (o == 'u')
@@ -1628,9 +1704,10 @@ main(int argc, char **argv)
         else if (o == 'B')
             raft_bind = optarg;
         else
-            return fprintf(stderr, "usage: ceiling [-l ADDR] [-p PORT] [-q] "
-                                   "[-b DIR [-n 1-16] [-o [-u]] [-w] [-k] [-g] "
-                                   "[-R ID -r CL [-B ADDR]]]\n"),
+            return fprintf(stderr,
+                           "usage: ceiling [-l ADDR] [-p PORT] [-q] "
+                           "[-b DIR [-n 1-16] [-o [-u|-d|-s]] [-w] [-k] [-g] "
+                           "[-R ID -r CL [-B ADDR]]]\n"),
                    2;
     }
     if (raft_id_opt && (!raft_spec || !dir))
@@ -1648,6 +1725,14 @@ main(int argc, char **argv)
     if (in_loop && (!dir || !overwrite || write_only || keep_rocks ||
                     raft_id_opt || nsync != 1))
         return fprintf(stderr, "ceiling: -u needs -b and -o, nothing else\n"),
+               2;
+    /* -d, -s: a syncer thread's log written in place, synced by each
+     * write */
+    if ((direct_sync || rwf_dsync) &&
+        (!dir || !overwrite || in_loop || write_only || raft_id_opt ||
+         direct_sync + rwf_dsync > 1))
+        return fprintf(stderr, "ceiling: -d or -s needs -b and -o, not -u, "
+                               "-w or -R\n"),
                2;
     int lfd = listen_on(addr, port);
     ep = epoll_create1(0);

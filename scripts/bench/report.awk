@@ -52,6 +52,8 @@ BEGIN {
     srvname["ceiling-write"] = "write ceiling"
     srvname["ceiling-uring"] = "sync ceiling -u"
     srvname["ceiling-overg"] = "sync ceiling -o -g"
+    srvname["ceiling-overd"] = "sync ceiling -o -d"
+    srvname["ceiling-overs"] = "sync ceiling -o -s"
     srvname["ceiling-rocks"] = "RocksDB write ceiling"
     srvname["ceiling-orocks"] = "RocksDB sync ceiling"
 }
@@ -527,6 +529,11 @@ function targets_table() {
     ceiling_info("cycle100t1000", "ceiling-over", "fk-b", 1.0)
     ceiling_info("cycle100t1000", "ceiling-uring", "fk-b", 1.0)
     ceiling_info("cycle100t1000", "ceiling-overg", "fk-b", 1.0)
+    # ... and the overwrite sync ceiling's syncer thread with the in-loop
+    # ceiling's I/O (O_DIRECT | O_DSYNC, -d) or with pwritev2 RWF_DSYNC
+    # (-s): the thread's cost apart from the I/O's
+    ceiling_info("cycle100t1000", "ceiling-overd", "fk-b", 1.0)
+    ceiling_info("cycle100t1000", "ceiling-overs", "fk-b", 1.0)
     # ... and the write ceiling (a hand-off and a write(2) per generation,
     # no fdatasync: the least -f 50 must do) bounds the -f 50 put target
     target("put50", "ceiling-write", "bs-b", 1.3)

@@ -49,14 +49,19 @@
 #                       O_DIRECT | O_DSYNC; the put c=1 row's other shape),
 #                       ceiling-overg (the overwrite sync ceiling whose
 #                       syncer fills each generation as rockstalkd's
-#                       mutation thread does under -f 0, ceiling -g)
+#                       mutation thread does under -f 0, ceiling -g),
+#                       ceiling-overd (the overwrite sync ceiling's syncer
+#                       thread with ceiling-uring's I/O: O_DIRECT |
+#                       O_DSYNC writes, no fdatasync, ceiling -d),
+#                       ceiling-overs (its syncer writing each generation
+#                       with pwritev2 RWF_DSYNC, no fdatasync, ceiling -s)
 #                       and rs-mem (rockstalkd --memory: the
 #                       server's own work without any storage); rs-console
 #                       (rs with --http and one open console page's polls
 #                       every 2 s: stats, tubes, history, the measured
 #                       tube's first page of jobs; in CONSOLE_ROWS only).
 #                       The ceilings answer puts only, except ceiling,
-#                       ceiling-sync(N), ceiling-over(g), ceiling-uring and
+#                       ceiling-sync(N), ceiling-over(g,d,s), ceiling-uring and
 #                       ceiling-write, which in the cycle rows (cycle50,
 #                       cycle100t1, cycle100t1000) run with -q: the same
 #                       work as any server's there (jobs kept by tube,
@@ -184,6 +189,8 @@ server_cmd() {
     ceiling-over) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o) ;;
     ceiling-uring) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -u) ;;
     ceiling-overg) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -g) ;;
+    ceiling-overd) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -d) ;;
+    ceiling-overs) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -s) ;;
     ceiling-write) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w) ;;
     ceiling-rocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w -k) ;;
     ceiling-orocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -k) ;;
@@ -205,7 +212,7 @@ server_cmd() {
 # or -w's write)? The RocksDB and Raft ceilings answer puts only.
 is_queue_ceiling() {
     case $1 in
-    ceiling | ceiling-sync | ceiling-sync[0-9]* | ceiling-over | ceiling-overg | ceiling-uring | ceiling-write) ;;
+    ceiling | ceiling-sync | ceiling-sync[0-9]* | ceiling-over | ceiling-overg | ceiling-overd | ceiling-overs | ceiling-uring | ceiling-write) ;;
     *) return 1 ;;
     esac
 }
