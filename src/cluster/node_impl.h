@@ -169,13 +169,16 @@ void node_stop_senders(Node *n);
  * without --auth-file, a plain TCP client's connection is watched for a
  * peer's rockstalk-snapshot, which this node answers although it does not
  * serve, as the serving leader would (the fetching peer may be the vote
- * it needs to serve; node_snapshot_serve). Anything else stays unread, and
- * so does all from then on: the connection waits for a leader as before.
- * Without memory for the watcher it just waits. */
+ * it needs to serve; node_snapshot_serve). Its first bytes are peeked once
+ * there are as many as the request's (SO_RCVLOWAT, back to 1 when the
+ * watch ends); anything else stays unread, and so does all from then on:
+ * the connection waits for a leader as before. After OUT_OF_MEMORY it is
+ * still watched; one that does not take that reply is closed. Without
+ * memory for the watcher it just waits. */
 void node_park_watch(Node *n, struct Parked *p);
 
-/* Loop thread: stops and frees p's watcher, if any; before p's socket is
- * relayed, served or closed. */
+/* Loop thread: stops and frees p's watcher, if any, and sets its socket's
+ * SO_RCVLOWAT back to 1; before p's socket is relayed, served or closed. */
 void node_park_unwatch(Node *n, struct Parked *p);
 
 /* Raft thread (RaftNodeCallbacks.serve): a peer's link of another channel

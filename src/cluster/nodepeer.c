@@ -306,6 +306,14 @@ node_snapshot_serve(Conn *c)
 #define SNAPSHOT_REQ "rockstalk-snapshot\r\n"
 #define SNAPSHOT_REQ_LEN (sizeof SNAPSHOT_REQ - 1)
 
+/* Sets fd's SO_RCVLOWAT (bytes): poll and epoll say readable only once
+ * that many are there, or at EOF or an error; a failure leaves it. */
+static void
+park_lowat(int fd, int bytes)
+{
+    setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes);
+}
+
 void
 node_park_unwatch(Node *n, struct Parked *p)
 {
@@ -313,6 +321,18 @@ node_park_unwatch(Node *n, struct Parked *p)
     ev_io_stop(n->loop, p->rd);
     free(p->rd);
     p->rd = NULL;
+    park_lowat(p->fd, 1); /* the relay or connection reads every byte */
+}
+
+/* Parked connection i, watched no more, closed (a client that does not
+ * read the replies it asked for). */
+static void
+park_drop(Node *n, int i)
+{
+    node_park_unwatch(n, &n->parked[i]);
+    close(n->parked[i].fd);
+    tls_sock_free(n->parked[i].tls);
+    n->parked[i] = n->parked[--n->nparked];
 }
 
 /* Parked connection i asked for the state (its request still unread): a
@@ -333,7 +353,9 @@ park_snapshot(Node *n, int i)
         return;
     }
     if (!(sp = ship_new(n, p->fd, st.applied))) { /* NODE_SHIP_MAX running */
-        send(p->fd, "OUT_OF_MEMORY\r\n", 15, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (send(p->fd, "OUT_OF_MEMORY\r\n", 15, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+            15)
+            park_drop(n, i);
         return;
     }
     log_msg(0,
@@ -345,9 +367,9 @@ park_snapshot(Node *n, int i)
     ship_run(sp);
 }
 
-/* A watched parked connection has input: its first bytes, peeked, are a
- * state request or not; if not (or cut short, or EOF), it is watched no
- * more. */
+/* A watched parked connection has a request's length of input (its
+ * SO_RCVLOWAT), or ended: its first bytes, peeked, are a state request or
+ * not; if not (or cut short, EOF, an error), it is watched no more. */
 static void
 park_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -379,6 +401,7 @@ node_park_watch(Node *n, struct Parked *p)
     p->rd = NULL;
     if (n->tls || n->srv->access || p->via != CONN_VIA_TCP) return;
     if (!(p->rd = malloc(sizeof *p->rd))) return;
+    park_lowat(p->fd, (int)SNAPSHOT_REQ_LEN); /* no wake-up per byte */
     ev_io_init(p->rd, park_read_cb, p->fd, EV_READ);
     p->rd->data = n;
     ev_io_start(n->loop, p->rd);
