@@ -511,3 +511,49 @@ def test_snapshot_send_timeout_frees_a_sender(cluster):
         s.close()
     assert got is not None, "no sender slot came free in 20 s"
     print("a sender slot came free %.1f s after the streams stalled" % got)
+
+
+def test_snapshot_from_a_node_that_does_not_serve(cluster):
+    """A node that does not serve, here left alone without a leader,
+    answers a peer's rockstalk-snapshot on its client port itself, as the
+    serving leader does (the fetching peer may be the vote it needs to
+    serve): SNAPSHOT with its applied index and the stream, two at most
+    (a third, sent in two pieces, gets OUT_OF_MEMORY, and its connection
+    still waits and is still heard). A connection that says anything else
+    waits for a leader unread, as before, and is served once there is one
+    again."""
+    c = cluster("-z", "1048576")
+    leader = c.node(c.wait_leader())
+    put_bodies(leader, 48, 256 << 10)
+    f = c.follower()
+    c.wait_caught_up(f.id)
+    dead = [nd for nd in c.nodes if nd.id != f.id]
+    for nd in dead:
+        nd.kill9()
+    wait_for(lambda: (f.view() or {}).get("leader", 1) == 0, 10,
+             "the lone node to know no leader")
+    other = f.connect()
+    other.settimeout(1.0)
+    other.sendall(b"list-tube-used\r\n")
+    held = [stalled_snapshot(f) for _ in range(2)]
+    for s, r in held:
+        assert r.startswith(b"SNAPSHOT "), r
+        assert int(r.split()[1]) >= 48, r  # one entry a put at least
+    s = f.connect()
+    s.settimeout(10)
+    s.sendall(SNAPSHOT_REQ[:7])
+    time.sleep(0.2)
+    s.sendall(SNAPSHOT_REQ[7:])
+    assert line(s) == b"OUT_OF_MEMORY"
+    s.sendall(SNAPSHOT_REQ)
+    assert line(s) == b"OUT_OF_MEMORY"
+    with pytest.raises(socket.timeout):
+        other.recv(64)  # waits for a leader, unread
+    for x in [s] + [h for h, _ in held]:
+        x.close()
+    assert b"cluster: sending the state as of entry" in node_log(f)
+    for nd in dead:
+        nd.start(wait=False)
+    other.settimeout(8.0)  # within the 10 s a connection may wait
+    assert line(other) == b"USING default"
+    other.close()

@@ -434,7 +434,8 @@ def test_relays_and_snapshots_use_the_peer_links(tmp_path):
     authenticated peer links, not to the leader's client port: with every
     /CLIENTPORT pointing at a closed port, clients on a follower are still
     served. rockstalk-snapshot on a client port is refused (the state goes
-    to authenticated peers only)."""
+    to authenticated peers only): by the leader, and by a node without a
+    leader, where it waits unread as any other connection."""
     c = Cluster(tmp_path / "c", start=False)
     closed = node_port_closed()
     c.spec = ",".join(item.split("/")[0] + "/%d" % closed
@@ -459,6 +460,19 @@ def test_relays_and_snapshots_use_the_peer_links(tmp_path):
         s.sendall(b"rockstalk-snapshot\r\n")
         s.settimeout(5)
         assert s.recv(4096) == b"UNKNOWN_COMMAND\r\n"
+        s.close()
+        for nd in c.nodes:
+            if nd.id != f.id:
+                nd.kill9()
+        end = time.monotonic() + 10
+        while (f.view() or {}).get("leader", 1) != 0:
+            assert time.monotonic() < end, f.view()
+            time.sleep(0.05)
+        s = f.connect()
+        s.sendall(b"rockstalk-snapshot\r\n")
+        s.settimeout(1)
+        with pytest.raises(socket.timeout):
+            s.recv(4096)
         s.close()
     finally:
         c.stop()

@@ -586,6 +586,7 @@ node_close(Server *s)
     mux_relay_close_all(&n->relays);
     mux_serve_close_all(&n->muxserve);
     for (int i = 0; i < n->nparked; i++) {
+        node_park_unwatch(n, &n->parked[i]);
         close(n->parked[i].fd);
         tls_sock_free(n->parked[i].tls);
     }

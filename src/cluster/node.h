@@ -32,8 +32,10 @@
  *   snapshots  Raft snapshots are small manifests; a node that fell behind
  *              the leader's log, or lost its directory, fetches the state
  *              out of band from a peer's client port (rockstalk-snapshot,
- *              store/ship.h; with mutual TLS a peer link, which any node
- *              answers, nodepeer.c), bounded in memory.
+ *              store/ship.h: the serving leader answers, and a node that
+ *              does not serve on a connection waiting for a leader; with
+ *              mutual TLS a peer link, which any node answers,
+ *              nodepeer.c), bounded in memory.
  *
  * Threads: node_open and node_close on the main thread; node_accept,
  * node_step, node_stats (nodestep.h) and node_snapshot_serve on the loop
@@ -136,7 +138,8 @@ void node_reload_tls(Server *s);
  * with a send timeout of NODE_SHIP_SEND_S: "SNAPSHOT <applied>\r\n" and the
  * stream of store/ship.h. With NODE_SHIP_MAX senders running, c gets
  * OUT_OF_MEMORY and stays open. On a standalone server or a node that does
- * not serve: UNKNOWN_COMMAND. */
+ * not serve: UNKNOWN_COMMAND (such a node answers the request before it
+ * runs commands, on a connection waiting for a leader: node_park_watch). */
 void node_snapshot_serve(Conn *c);
 
 /* How long a leader that stops waits for another node to take the

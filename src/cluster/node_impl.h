@@ -123,6 +123,8 @@ struct Node {
         uint8_t via;  /* CONN_VIA_* */
         TlsSock *tls; /* a tls:// client's session, or NULL */
         int64_t at;   /* monotonic ns */
+        ev_io *rd;    /* owned: watches for rockstalk-snapshot, or NULL
+                         (node_park_watch) */
     } parked[NODE_PARK_MAX];
     int nparked;
 };
@@ -162,6 +164,22 @@ int node_fetch_state(Node *n, uint64_t index);
  * shuts their sockets down and waits up to NODE_SHIP_STOP_MS for them;
  * one still running then stops the process (exit 2). */
 void node_stop_senders(Node *n);
+
+/* Loop thread, p just parked (n->parked): in plaintext cluster mode
+ * without --auth-file, a plain TCP client's connection is watched for a
+ * peer's rockstalk-snapshot, which this node answers although it does not
+ * serve, as the serving leader would (the fetching peer may be the vote
+ * it needs to serve; node_snapshot_serve). Its first bytes are peeked once
+ * there are as many as the request's (SO_RCVLOWAT, back to 1 when the
+ * watch ends); anything else stays unread, and so does all from then on:
+ * the connection waits for a leader as before. After OUT_OF_MEMORY it is
+ * still watched; one that does not take that reply is closed. Without
+ * memory for the watcher it just waits. */
+void node_park_watch(Node *n, struct Parked *p);
+
+/* Loop thread: stops and frees p's watcher, if any, and sets its socket's
+ * SO_RCVLOWAT back to 1; before p's socket is relayed, served or closed. */
+void node_park_unwatch(Node *n, struct Parked *p);
 
 /* Raft thread (RaftNodeCallbacks.serve): a peer's link of another channel
  * than Raft, queued for the loop (at most NODE_SERVED_MAX; fd closed

@@ -301,6 +301,112 @@ node_snapshot_serve(Conn *c)
     ship_run(sp);
 }
 
+/* ---- connections waiting for a leader: a peer's state request ---- */
+
+#define SNAPSHOT_REQ "rockstalk-snapshot\r\n"
+#define SNAPSHOT_REQ_LEN (sizeof SNAPSHOT_REQ - 1)
+
+/* Sets fd's SO_RCVLOWAT (bytes): poll and epoll say readable only once
+ * that many are there, or at EOF or an error; a failure leaves it. */
+static void
+park_lowat(int fd, int bytes)
+{
+    setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes);
+}
+
+void
+node_park_unwatch(Node *n, struct Parked *p)
+{
+    if (!p->rd) return;
+    ev_io_stop(n->loop, p->rd);
+    free(p->rd);
+    p->rd = NULL;
+    park_lowat(p->fd, 1); /* the relay or connection reads every byte */
+}
+
+/* Parked connection i, watched no more, closed (a client that does not
+ * read the replies it asked for). */
+static void
+park_drop(Node *n, int i)
+{
+    node_park_unwatch(n, &n->parked[i]);
+    close(n->parked[i].fd);
+    tls_sock_free(n->parked[i].tls);
+    n->parked[i] = n->parked[--n->nparked];
+}
+
+/* Parked connection i asked for the state (its request still unread): a
+ * sender takes its socket, as node_snapshot_serve's; with none free it gets
+ * OUT_OF_MEMORY and waits on, watched still (a request consumed, as a
+ * serving node's connection would go on). */
+static void
+park_snapshot(Node *n, int i)
+{
+    struct Parked *p = &n->parked[i];
+    char req[SNAPSHOT_REQ_LEN];
+    RaftNodeStatus st;
+    Ship *sp;
+
+    raftnode_status(n->raft, &st);
+    if (recv(p->fd, req, sizeof req, MSG_DONTWAIT) != (ssize_t)sizeof req) {
+        node_park_unwatch(n, p); /* it was peeked: cannot happen */
+        return;
+    }
+    if (!(sp = ship_new(n, p->fd, st.applied))) { /* NODE_SHIP_MAX running */
+        if (send(p->fd, "OUT_OF_MEMORY\r\n", 15, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+            15)
+            park_drop(n, i);
+        return;
+    }
+    log_msg(0,
+            "cluster: sending the state as of entry %llu to a client port "
+            "request (%s)",
+            (unsigned long long)st.applied, raftnode_role_name(st.role));
+    node_park_unwatch(n, p);
+    n->parked[i] = n->parked[--n->nparked]; /* the sender's socket now */
+    ship_run(sp);
+}
+
+/* A watched parked connection has a request's length of input (its
+ * SO_RCVLOWAT), or ended: its first bytes, peeked, are a state request or
+ * not; if not (or cut short, EOF, an error), it is watched no more. */
+static void
+park_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    Node *n = w->data;
+    char head[SNAPSHOT_REQ_LEN];
+    int i = 0;
+    ssize_t r;
+
+    (void)loop, (void)revents;
+    while (i < n->nparked && n->parked[i].rd != w)
+        i++;
+    if (i == n->nparked) { /* not parked: cannot happen */
+        ev_io_stop(n->loop, w);
+        return;
+    }
+    r = recv(w->fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (r == (ssize_t)sizeof head && memcmp(head, SNAPSHOT_REQ, r) == 0 &&
+        !n->srv->stopping && n->raft)
+        park_snapshot(n, i);
+    else
+        node_park_unwatch(n, &n->parked[i]);
+}
+
+void
+node_park_watch(Node *n, struct Parked *p)
+{
+    p->rd = NULL;
+    if (n->tls || n->srv->access || p->via != CONN_VIA_TCP) return;
+    if (!(p->rd = malloc(sizeof *p->rd))) return;
+    park_lowat(p->fd, (int)SNAPSHOT_REQ_LEN); /* no wake-up per byte */
+    ev_io_init(p->rd, park_read_cb, p->fd, EV_READ);
+    p->rd->data = n;
+    ev_io_start(n->loop, p->rd);
+}
+
 /* ---- links the peers open to this node ---- */
 
 void

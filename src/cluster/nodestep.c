@@ -143,8 +143,9 @@ node_accept(Server *s, int fd, int via, TlsSock *tls)
         tls_sock_free(tls);
         return 1;
     }
-    n->parked[n->nparked++] = (struct Parked){
+    n->parked[n->nparked] = (struct Parked){
         .fd = fd, .via = (uint8_t)via, .tls = tls, .at = mono_ns()};
+    node_park_watch(n, &n->parked[n->nparked++]);
     return 1;
 }
 
@@ -165,9 +166,11 @@ promote(Server *s, const RaftNodeStatus *st)
     log_msg(0, "cluster: leader in term %llu; serving %zu jobs (next id %llu)",
             (unsigned long long)st->term, s->jobs.len,
             (unsigned long long)s->next_id);
-    for (int i = 0; i < n->nparked; i++)
+    for (int i = 0; i < n->nparked; i++) {
+        node_park_unwatch(n, &n->parked[i]);
         conn_new_via(s, n->parked[i].fd, n->parked[i].via, n->parked[i].tls,
                      NULL, 0);
+    }
     n->nparked = 0;
 }
 
@@ -224,8 +227,10 @@ unpark(Node *n, const RaftNodeStatus *st)
     for (int i = 0; i < n->nparked; i++) {
         struct Parked *p = &n->parked[i];
         if (lead) {
+            node_park_unwatch(n, p);
             relay(n, p->fd, p->tls, st->leader_id, p->via);
         } else if (p->at < old) {
+            node_park_unwatch(n, p);
             close(p->fd);
             tls_sock_free(p->tls);
         } else {
