@@ -13,6 +13,7 @@ import ctypes
 import os
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import time
@@ -20,6 +21,7 @@ import time
 import pytest
 
 from cluster import ROCKSTALKD, Cluster, make_certs, node_port
+from replay import free_port
 
 # libraft 0.15's uv TCP transport (src/uv_tcp_connect.c, uv_encoding.c)
 RAFT_HANDSHAKE_PROTOCOL = 1
@@ -557,3 +559,43 @@ def test_snapshot_from_a_node_that_does_not_serve(cluster):
     other.settimeout(8.0)  # within the 10 s a connection may wait
     assert line(other) == b"USING default"
     other.close()
+
+
+def test_snapshot_only_on_a_plain_tcp_port(tmp_path):
+    """Without TLS between the nodes, the serving leader streams its state
+    on its plain TCP client port only, where a peer asks for it: over a
+    tls:// listener the raw stream would go under the client's TLS
+    session, and on a unix: socket no peer asks. Both answer
+    UNKNOWN_COMMAND, and the session goes on."""
+    certs = make_certs(str(tmp_path / "certs"), 1)
+    c = Cluster(tmp_path / "c", start=False, tls=False)
+    tls_ports = {}
+    try:
+        for nd in c.nodes:
+            tls_ports[nd.id] = free_port()
+            nd.flags = ["--listen", "tls://127.0.0.1:%d" % tls_ports[nd.id],
+                        "--listen", "unix:%s/n%d.sock" % (tmp_path, nd.id),
+                        "--tls-cert", os.path.join(certs, "node1.pem"),
+                        "--tls-key", os.path.join(certs, "node1.key")]
+            nd.start(wait=False)
+        lead = c.wait_leader()
+        leader = c.node(lead)
+        wait_for(lambda: node_serves(leader), 20, "the leader serving")
+        ctx = ssl.create_default_context(cafile=os.path.join(certs, "ca.pem"))
+        ctx.check_hostname = False
+        t = ctx.wrap_socket(socket.create_connection(
+            ("127.0.0.1", tls_ports[lead]), 10))
+        u = socket.socket(socket.AF_UNIX)
+        u.settimeout(10)
+        u.connect("%s/n%d.sock" % (tmp_path, lead))
+        for s in (t, u):
+            s.sendall(SNAPSHOT_REQ)
+            assert line(s) == b"UNKNOWN_COMMAND"
+            s.sendall(b"list-tube-used\r\n")
+            assert line(s) == b"USING default"
+            s.close()
+        s, r = stalled_snapshot(leader)  # the plain port still streams
+        s.close()
+        assert r.startswith(b"SNAPSHOT "), r
+    finally:
+        c.stop()

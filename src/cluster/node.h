@@ -137,9 +137,12 @@ void node_reload_tls(Server *s);
  * is close-on-exec) and streams every shard on it from a thread of its own,
  * with a send timeout of NODE_SHIP_SEND_S: "SNAPSHOT <applied>\r\n" and the
  * stream of store/ship.h. With NODE_SHIP_MAX senders running, c gets
- * OUT_OF_MEMORY and stays open. On a standalone server or a node that does
- * not serve: UNKNOWN_COMMAND (such a node answers the request before it
- * runs commands, on a connection waiting for a leader: node_park_watch). */
+ * OUT_OF_MEMORY and stays open. UNKNOWN_COMMAND on a standalone server,
+ * on a node that does not serve (without TLS between the nodes, such a
+ * node answers the request before it runs commands, on a connection
+ * waiting for a leader: node_park_watch), with mutual TLS between the
+ * nodes, and on any client listener but plain TCP (Conn.via
+ * CONN_VIA_TCP: over tls:// the stream would go under the session). */
 void node_snapshot_serve(Conn *c);
 
 /* How long a leader that stops waits for another node to take the

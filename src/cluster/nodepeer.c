@@ -281,8 +281,10 @@ node_snapshot_serve(Conn *c)
     int fd;
 
     /* with mutual TLS the state goes to authenticated peers only, over
-     * the snapshot channel (node_served_cb) */
-    if (!n || !n->serving || !n->raft || n->tls) {
+     * the snapshot channel (node_served_cb); without it, on a plain TCP
+     * client port only, where a peer asks (fetch_open): on a tls://
+     * listener the raw stream would go under the client's TLS session */
+    if (!n || !n->serving || !n->raft || n->tls || c->via != CONN_VIA_TCP) {
         conn_reply(c, "UNKNOWN_COMMAND\r\n", 17);
         return;
     }
