@@ -3,8 +3,10 @@
 #ifndef ROCKSTALK_COMMON_H
 #define ROCKSTALK_COMMON_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #define ROCKSTALK_VERSION "0.1.0"
@@ -30,6 +32,21 @@
 #define DEADLINE_SOON_NS ((int64_t)1000000000)
 
 #define NS_PER_SEC ((int64_t)1000000000)
+
+/* Formats a message into err (errcap bytes, NUL-terminated; nothing if
+ * err is NULL or errcap is 0) and returns -1, so that `return errfmt(...)`
+ * reports an error in the 0 / -1 convention of the modules below main. */
+static inline int __attribute__((format(printf, 3, 4)))
+errfmt(char *err, size_t errcap, const char *fmt, ...)
+{
+    if (err && errcap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errcap, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
 
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC): deadlines and timers. */
 static inline int64_t

@@ -13,18 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/common.h"
+
 #define IRQS_MAX 256  /* interrupts of one device considered */
 #define STACK_DEPTH 4 /* dm/md slaves followed */
-
-static int
-fail(char *msg, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* Formats a path into out (PATH_MAX bytes). Returns 0, or -1 if it did not
  * fit (out then holds "", which names no file). */
@@ -63,11 +55,11 @@ static int
 item_fail(int rc, const char *s, const char *at, char *err, size_t errcap)
 {
     if (rc == -2)
-        return fail(err, errcap, "CPU list \"%s\": CPU numbers go up to %d", s,
-                    CPUS_MAX - 1);
-    if (!*at) return fail(err, errcap, "CPU list \"%s\": it ends early", s);
-    return fail(err, errcap, "CPU list \"%s\": unexpected \"%c\" at %d", s, *at,
-                (int)(at - s) + 1);
+        return errfmt(err, errcap, "CPU list \"%s\": CPU numbers go up to %d",
+                      s, CPUS_MAX - 1);
+    if (!*at) return errfmt(err, errcap, "CPU list \"%s\": it ends early", s);
+    return errfmt(err, errcap, "CPU list \"%s\": unexpected \"%c\" at %d", s,
+                  *at, (int)(at - s) + 1);
 }
 
 int
@@ -77,10 +69,10 @@ cpus_parse(const char *s, cpu_set_t *out, char *err, size_t errcap)
     size_t len = strnlen(s, CPUS_LIST_MAX + 1);
 
     CPU_ZERO(out);
-    if (len == 0) return fail(err, errcap, "empty CPU list");
+    if (len == 0) return errfmt(err, errcap, "empty CPU list");
     if (len > CPUS_LIST_MAX)
-        return fail(err, errcap, "CPU list longer than %d characters",
-                    CPUS_LIST_MAX);
+        return errfmt(err, errcap, "CPU list longer than %d characters",
+                      CPUS_LIST_MAX);
     for (;;) {
         int a, b, rc = read_cpu(&p, &a);
         if (rc < 0) return item_fail(rc, s, p, err, errcap);
@@ -90,8 +82,8 @@ cpus_parse(const char *s, cpu_set_t *out, char *err, size_t errcap)
             if ((rc = read_cpu(&p, &b)) < 0)
                 return item_fail(rc, s, p, err, errcap);
             if (b < a)
-                return fail(err, errcap,
-                            "CPU list \"%s\": range %d-%d descends", s, a, b);
+                return errfmt(err, errcap,
+                              "CPU list \"%s\": range %d-%d descends", s, a, b);
         }
         for (int i = a; i <= b; i++)
             CPU_SET(i, out);
@@ -156,10 +148,10 @@ irq_cpus(const char *root, const int *irqs, int n, cpu_set_t *out, char *msg,
         if (read_line(path, line, sizeof line) <= 0) {
             pathf(path, "%s/proc/irq/%d/smp_affinity_list", root, irqs[i]);
             if (read_line(path, line, sizeof line) <= 0)
-                return fail(msg, msgcap, "cannot read %s", path);
+                return errfmt(msg, msgcap, "cannot read %s", path);
         }
         if (cpus_parse(line, &one, err, sizeof err) < 0)
-            return fail(msg, msgcap, "IRQ %d: %s", irqs[i], err);
+            return errfmt(msg, msgcap, "IRQ %d: %s", irqs[i], err);
         CPU_OR(out, out, &one);
     }
     return 0;
@@ -189,7 +181,7 @@ virtio_irqs(const char *root, unsigned v, int *irqs, char *msg, size_t msgcap)
     snprintf(prefix, sizeof prefix, "virtio%u-req", v);
     pathf(path, "%s/proc/interrupts", root);
     FILE *f = fopen(path, "r");
-    if (!f) return fail(msg, msgcap, "cannot read %s", path);
+    if (!f) return errfmt(msg, msgcap, "cannot read %s", path);
     while (n < IRQS_MAX && fgets(line, sizeof line, f)) {
         char *end;
         long irq = strtol(line, &end, 10);
@@ -197,7 +189,8 @@ virtio_irqs(const char *root, unsigned v, int *irqs, char *msg, size_t msgcap)
         if (names_match(end + 1, prefix)) irqs[n++] = (int)irq;
     }
     fclose(f);
-    if (!n) return fail(msg, msgcap, "%s names no %s interrupt", path, prefix);
+    if (!n)
+        return errfmt(msg, msgcap, "%s names no %s interrupt", path, prefix);
     return n;
 }
 
@@ -210,7 +203,7 @@ msi_irqs(const char *dir, int *irqs, char *msg, size_t msgcap)
 
     pathf(path, "%s/msi_irqs", dir);
     DIR *d = opendir(path);
-    if (!d) return fail(msg, msgcap, "cannot read %s", path);
+    if (!d) return errfmt(msg, msgcap, "cannot read %s", path);
     for (struct dirent *e; n < IRQS_MAX && (e = readdir(d));) {
         char *end;
         long irq = strtol(e->d_name, &end, 10);
@@ -218,7 +211,7 @@ msi_irqs(const char *dir, int *irqs, char *msg, size_t msgcap)
             irqs[n++] = (int)irq;
     }
     closedir(d);
-    if (!n) return fail(msg, msgcap, "%s lists no interrupt", path);
+    if (!n) return errfmt(msg, msgcap, "%s lists no interrupt", path);
     return n;
 }
 
@@ -256,7 +249,7 @@ device_irqs(const char *root, const char *top, const char *link, int depth,
 {
     char real[PATH_MAX], dir[PATH_MAX], name[256];
 
-    if (!realpath(link, real)) return fail(msg, msgcap, "no %s", link);
+    if (!realpath(link, real)) return errfmt(msg, msgcap, "no %s", link);
     pathf(dir, "%s", real);
     size_t toplen = strlen(top);
     while (strlen(dir) > toplen && strncmp(dir, top, toplen) == 0) {
@@ -281,7 +274,7 @@ device_irqs(const char *root, const char *top, const char *link, int depth,
         pathf(dir, "%s/sys/class/block/%s", root, name);
         return device_irqs(root, top, dir, depth + 1, irqs, msg, msgcap);
     }
-    return fail(msg, msgcap, "%s: no device interrupts found", real);
+    return errfmt(msg, msgcap, "%s: no device interrupts found", real);
 }
 
 int
@@ -292,12 +285,12 @@ cpus_dev_irqs(const char *root, unsigned maj, unsigned min, cpu_set_t *out,
     int irqs[IRQS_MAX];
 
     if (*root && !realpath(root, rroot))
-        return fail(msg, msgcap, "no %s", root);
+        return errfmt(msg, msgcap, "no %s", root);
     pathf(top, "%s/sys/devices", rroot);
     pathf(link, "%s/sys/dev/block/%u:%u", rroot, maj, min);
     if (access(link, F_OK) < 0)
-        return fail(msg, msgcap, "device %u:%u is not a block device", maj,
-                    min);
+        return errfmt(msg, msgcap, "device %u:%u is not a block device", maj,
+                      min);
     int n = device_irqs(rroot, top, link, 0, irqs, msg, msgcap);
     if (n < 0) return -1;
     char what[512];
@@ -314,19 +307,20 @@ cpus_split(const cpu_set_t *allowed, const cpu_set_t *irq, cpu_set_t *loop,
     char a[64], b[64];
 
     if (CPU_COUNT(allowed) < 2)
-        return fail(msg, msgcap, "this process may use one CPU only (%s)",
-                    cpus_format(allowed, a, sizeof a));
+        return errfmt(msg, msgcap, "this process may use one CPU only (%s)",
+                      cpus_format(allowed, a, sizeof a));
     CPU_AND(store, irq, allowed);
     CPU_XOR(loop, allowed, store); /* allowed minus store */
     if (!CPU_COUNT(store))
-        return fail(msg, msgcap,
-                    "the interrupts go to CPUs %s, none of this process's %s",
-                    cpus_format(irq, a, sizeof a),
-                    cpus_format(allowed, b, sizeof b));
+        return errfmt(msg, msgcap,
+                      "the interrupts go to CPUs %s, none of this process's %s",
+                      cpus_format(irq, a, sizeof a),
+                      cpus_format(allowed, b, sizeof b));
     if (!CPU_COUNT(loop))
-        return fail(msg, msgcap,
-                    "the interrupts go to every CPU this process may use (%s)",
-                    cpus_format(allowed, a, sizeof a));
+        return errfmt(
+            msg, msgcap,
+            "the interrupts go to every CPU this process may use (%s)",
+            cpus_format(allowed, a, sizeof a));
     return 0;
 }
 
@@ -336,7 +330,7 @@ int
 cpus_bind_self(const cpu_set_t *set, char *err, size_t errcap)
 {
     int e = pthread_setaffinity_np(pthread_self(), sizeof *set, set);
-    if (e) return fail(err, errcap, "sched_setaffinity: %s", strerror(e));
+    if (e) return errfmt(err, errcap, "sched_setaffinity: %s", strerror(e));
     return 0;
 }
 
@@ -344,6 +338,6 @@ int
 cpus_get_self(cpu_set_t *out, char *err, size_t errcap)
 {
     int e = pthread_getaffinity_np(pthread_self(), sizeof *out, out);
-    if (e) return fail(err, errcap, "sched_getaffinity: %s", strerror(e));
+    if (e) return errfmt(err, errcap, "sched_getaffinity: %s", strerror(e));
     return 0;
 }

@@ -29,18 +29,6 @@
 /* Longest host name (RFC 1035), plus its NUL. */
 #define CLUSTER_HOST_MAX 254
 
-int
-cluster_errf(char *err, size_t errcap, const char *fmt, ...)
-{
-    if (err && errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* Parses s[0..len) as a decimal number in 1..max: digits only. Returns the
  * number, or 0 if s is not one. */
 static uint64_t
@@ -137,39 +125,38 @@ parse_voter(ClusterConfig *c, const char *s, size_t len, int k, char *err,
     int shown = len > 40 ? 40 : (int)len;
 
     if (c->n == CLUSTER_MAX_VOTERS)
-        return cluster_errf(err, errcap, "--cluster: more than %d voters",
-                            CLUSTER_MAX_VOTERS);
+        return errfmt(err, errcap, "--cluster: more than %d voters",
+                      CLUSTER_MAX_VOTERS);
     if (!at)
-        return cluster_errf(err, errcap,
-                            "--cluster: voter %d \"%.*s\": not ID@HOST:PORT", k,
-                            shown, s);
+        return errfmt(err, errcap,
+                      "--cluster: voter %d \"%.*s\": not ID@HOST:PORT", k,
+                      shown, s);
     const char *slash = memchr(at, '/', len - (size_t)(at - s));
     size_t alen = slash ? (size_t)(slash - at) - 1 : len - (size_t)(at - s) - 1;
     p->client_port = 0;
     if (slash && !(p->client_port = (unsigned)parse_num(
                        slash + 1, len - (size_t)(slash - s) - 1, 65535)))
-        return cluster_errf(
+        return errfmt(
             err, errcap,
             "--cluster: voter %d \"%.*s\": CLIENTPORT is not a number in "
             "1..65535",
             k, shown, s);
     p->id = parse_num(s, (size_t)(at - s), CLUSTER_MAX_ID);
     if (p->id == 0)
-        return cluster_errf(
+        return errfmt(
             err, errcap,
             "--cluster: voter %d \"%.*s\": ID is not a number in 1..%d", k,
             shown, s, CLUSTER_MAX_ID);
     if (parse_addr(at + 1, alen, p->addr, &why) < 0)
-        return cluster_errf(err, errcap, "--cluster: voter %d \"%.*s\": %s", k,
-                            shown, s, why);
+        return errfmt(err, errcap, "--cluster: voter %d \"%.*s\": %s", k, shown,
+                      s, why);
     for (int i = 0; i < c->n; i++) {
         if (c->voters[i].id == p->id)
-            return cluster_errf(err, errcap,
-                                "--cluster: node id %llu given twice",
-                                (unsigned long long)p->id);
+            return errfmt(err, errcap, "--cluster: node id %llu given twice",
+                          (unsigned long long)p->id);
         if (strcmp(c->voters[i].addr, p->addr) == 0)
-            return cluster_errf(err, errcap,
-                                "--cluster: address %s given twice", p->addr);
+            return errfmt(err, errcap, "--cluster: address %s given twice",
+                          p->addr);
     }
     c->n++;
     return 0;
@@ -182,30 +169,29 @@ cluster_parse(const char *cluster, const char *node_id, ClusterConfig *c,
     size_t len = strlen(cluster);
 
     memset(c, 0, sizeof *c);
-    if (len == 0) return cluster_errf(err, errcap, "--cluster: empty");
+    if (len == 0) return errfmt(err, errcap, "--cluster: empty");
     if (len > CLUSTER_ARG_MAX)
-        return cluster_errf(err, errcap, "--cluster: longer than %d bytes",
-                            CLUSTER_ARG_MAX);
+        return errfmt(err, errcap, "--cluster: longer than %d bytes",
+                      CLUSTER_ARG_MAX);
     for (const char *s = cluster, *end;; s = end + 1) {
         end = strchr(s, ',');
         if (!end) end = cluster + len;
         if (end == s)
-            return cluster_errf(err, errcap, "--cluster: empty voter %d",
-                                c->n + 1);
+            return errfmt(err, errcap, "--cluster: empty voter %d", c->n + 1);
         if (parse_voter(c, s, (size_t)(end - s), c->n + 1, err, errcap) < 0)
             return -1;
         if (*end == '\0') break;
     }
     c->self_id = parse_num(node_id, strlen(node_id), CLUSTER_MAX_ID);
     if (c->self_id == 0)
-        return cluster_errf(err, errcap,
-                            "--node-id: \"%.20s\" is not a number in 1..%d",
-                            node_id, CLUSTER_MAX_ID);
+        return errfmt(err, errcap,
+                      "--node-id: \"%.20s\" is not a number in 1..%d", node_id,
+                      CLUSTER_MAX_ID);
     cluster_sort(c);
     if (cluster_find(c, c->self_id) < 0)
-        return cluster_errf(err, errcap,
-                            "--node-id %llu is not one of --cluster's ids",
-                            (unsigned long long)c->self_id);
+        return errfmt(err, errcap,
+                      "--node-id %llu is not one of --cluster's ids",
+                      (unsigned long long)c->self_id);
     return 0;
 }
 
@@ -317,33 +303,31 @@ cluster_identity_parse(const char *text, size_t len, ClusterConfig *c,
     if (next_line(&t, end, line, sizeof line) < 0 ||
         sscanf(line, "rockstalk-cluster %u%n", &version, &used) != 1 ||
         line[used] != '\0')
-        return cluster_errf(err, errcap,
-                            "CLUSTER: not a rockstalk cluster file");
+        return errfmt(err, errcap, "CLUSTER: not a rockstalk cluster file");
     if (version < 1 || version > CLUSTER_FILE_VERSION)
-        return cluster_errf(
+        return errfmt(
             err, errcap,
             "CLUSTER: version %u; this rockstalkd knows versions 1 to %d",
             version, CLUSTER_FILE_VERSION);
     if (next_line(&t, end, line, sizeof line) < 0 ||
         sscanf(line, "node %20s%n", node, &used) != 1 || line[used] != '\0')
-        return cluster_errf(err, errcap, "CLUSTER: no node line");
+        return errfmt(err, errcap, "CLUSTER: no node line");
     if (version >= 2 && parse_state(&t, end, &state) < 0)
-        return cluster_errf(err, errcap, "CLUSTER: bad state line");
+        return errfmt(err, errcap, "CLUSTER: bad state line");
     while (t < end) {
         char id[8], addr[CLUSTER_ADDR_MAX + 8];
         if (next_line(&t, end, line, sizeof line) < 0 ||
             sscanf(line, "voter %7s %29s%n", id, addr, &used) != 2 ||
             line[used] != '\0' || ++n > CLUSTER_MAX_VOTERS ||
             (version < 2 && strchr(addr, '/')))
-            return cluster_errf(err, errcap, "CLUSTER: bad voter line %d",
-                                n + 1);
+            return errfmt(err, errcap, "CLUSTER: bad voter line %d", n + 1);
         size_t off = strlen(spec);
         snprintf(spec + off, sizeof spec - off, "%s%s@%s", n > 1 ? "," : "", id,
                  addr);
     }
-    if (n == 0) return cluster_errf(err, errcap, "CLUSTER: no voters");
+    if (n == 0) return errfmt(err, errcap, "CLUSTER: no voters");
     if (cluster_parse(spec, node, c, sub, sizeof sub) < 0)
-        return cluster_errf(err, errcap, "CLUSTER: %s", sub);
+        return errfmt(err, errcap, "CLUSTER: %s", sub);
     c->state = state;
     return 0;
 }
@@ -370,8 +354,7 @@ read_small(const char *path, char *buf, size_t cap, char *err, size_t errcap)
 
     if (fd < 0) {
         int e = errno;
-        if (e != ENOENT)
-            cluster_errf(err, errcap, "open %s: %s", path, strerror(e));
+        if (e != ENOENT) errfmt(err, errcap, "open %s: %s", path, strerror(e));
         errno = e;
         return -1;
     }
@@ -382,15 +365,14 @@ read_small(const char *path, char *buf, size_t cap, char *err, size_t errcap)
             int e = errno;
             close(fd);
             errno = EIO;
-            return cluster_errf(err, errcap, "read %s: %s", path, strerror(e));
+            return errfmt(err, errcap, "read %s: %s", path, strerror(e));
         }
         if (r == 0) break;
         len += (size_t)r;
         if (len == cap) {
             close(fd);
             errno = EFBIG;
-            return cluster_errf(err, errcap, "%s: larger than %zu bytes", path,
-                                cap);
+            return errfmt(err, errcap, "%s: larger than %zu bytes", path, cap);
         }
     }
     close(fd);
@@ -404,11 +386,11 @@ fsync_path(const char *path, int flags, char *err, size_t errcap)
     int fd = open(path, flags | O_CLOEXEC);
 
     if (fd < 0)
-        return cluster_errf(err, errcap, "open %s: %s", path, strerror(errno));
+        return errfmt(err, errcap, "open %s: %s", path, strerror(errno));
     if (fsync(fd) < 0) {
         int e = errno;
         close(fd);
-        return cluster_errf(err, errcap, "fsync %s: %s", path, strerror(e));
+        return errfmt(err, errcap, "fsync %s: %s", path, strerror(e));
     }
     close(fd);
     return 0;
@@ -422,19 +404,18 @@ write_atomic(const char *dir, const char *tmp, const char *path,
 {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 
-    if (fd < 0)
-        return cluster_errf(err, errcap, "open %s: %s", tmp, strerror(errno));
+    if (fd < 0) return errfmt(err, errcap, "open %s: %s", tmp, strerror(errno));
     if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0) {
         int e = errno;
         close(fd);
         unlink(tmp);
-        return cluster_errf(err, errcap, "write %s: %s", tmp, strerror(e));
+        return errfmt(err, errcap, "write %s: %s", tmp, strerror(e));
     }
     close(fd);
     if (rename(tmp, path) < 0) {
         int e = errno;
         unlink(tmp);
-        return cluster_errf(err, errcap, "rename %s: %s", tmp, strerror(e));
+        return errfmt(err, errcap, "rename %s: %s", tmp, strerror(e));
     }
     return fsync_path(dir, O_RDONLY | O_DIRECTORY, err, errcap);
 }
@@ -447,7 +428,7 @@ check_match(const char *dir, const ClusterConfig *have,
     char a[CLUSTER_SPEC_MAX + 1], b[CLUSTER_SPEC_MAX + 1];
 
     if (have->state == CLUSTER_REMOVED)
-        return cluster_errf(
+        return errfmt(
             err, errcap,
             "node %llu was removed from the cluster (recorded in %s/%s): "
             "this data directory cannot serve as a member again; to bring "
@@ -457,7 +438,7 @@ check_match(const char *dir, const ClusterConfig *have,
     if (!same_voters(have, want)) {
         cluster_spec(have, a, sizeof a);
         cluster_spec(want, b, sizeof b);
-        return cluster_errf(
+        return errfmt(
             err, errcap,
             "data directory %s belongs to cluster %s (its committed "
             "configuration, as this node last recorded it); --cluster %s "
@@ -465,12 +446,11 @@ check_match(const char *dir, const ClusterConfig *have,
             dir, a, b);
     }
     if (have->self_id != want->self_id)
-        return cluster_errf(
-            err, errcap,
-            "data directory %s belongs to node %llu; --node-id %llu "
-            "given (nothing changed)",
-            dir, (unsigned long long)have->self_id,
-            (unsigned long long)want->self_id);
+        return errfmt(err, errcap,
+                      "data directory %s belongs to node %llu; --node-id %llu "
+                      "given (nothing changed)",
+                      dir, (unsigned long long)have->self_id,
+                      (unsigned long long)want->self_id);
     return CLUSTER_ID_MATCH;
 }
 
@@ -494,7 +474,7 @@ cluster_identity_write(const char *dir, const ClusterConfig *c, char *err,
     char path[4096], tmp[4096], raft[4096], buf[CLUSTER_FILE_MAX];
 
     if (identity_paths(dir, path, tmp, raft, sizeof path) < 0)
-        return cluster_errf(err, errcap, "data directory path too long");
+        return errfmt(err, errcap, "data directory path too long");
     size_t n = cluster_format(c, buf, sizeof buf);
     return write_atomic(dir, tmp, path, buf, n, err, errcap);
 }
@@ -505,24 +485,24 @@ check_fresh(const ClusterConfig *c, char *err, size_t errcap)
 {
     if (c->state == CLUSTER_SEEDING) {
         if (c->n != 1)
-            return cluster_errf(err, errcap,
-                                "--seed: --cluster names this node alone "
-                                "(the others join later)");
+            return errfmt(err, errcap,
+                          "--seed: --cluster names this node alone "
+                          "(the others join later)");
         return 0;
     }
     if (c->state == CLUSTER_JOINING) {
         if (c->n < 2)
-            return cluster_errf(err, errcap,
-                                "--join: --cluster must name the current "
-                                "members and this node");
+            return errfmt(err, errcap,
+                          "--join: --cluster must name the current "
+                          "members and this node");
         return 0;
     }
     if (c->n != 3 && c->n != 5)
-        return cluster_errf(err, errcap,
-                            "--cluster: %d voters; a new cluster has 3 or 5 "
-                            "(change it later with rockstalk cluster add and "
-                            "remove)",
-                            c->n);
+        return errfmt(err, errcap,
+                      "--cluster: %d voters; a new cluster has 3 or 5 "
+                      "(change it later with rockstalk cluster add and "
+                      "remove)",
+                      c->n);
     return 0;
 }
 
@@ -536,26 +516,25 @@ cluster_identity_check(const char *dir, ClusterConfig *c, char *err,
     struct stat st;
 
     if (identity_paths(dir, path, tmp, raft, sizeof path) < 0)
-        return cluster_errf(err, errcap, "data directory path too long");
+        return errfmt(err, errcap, "data directory path too long");
     ssize_t len = read_small(path, buf, sizeof buf, err, errcap);
     if (len >= 0) {
         if (cluster_identity_parse(buf, (size_t)len, &have, sub, sizeof sub) <
             0)
-            return cluster_errf(err, errcap, "%s: %s", path, sub);
+            return errfmt(err, errcap, "%s: %s", path, sub);
         if (check_match(dir, &have, c, err, errcap) < 0) return -1;
         c->state = have.state;
         return CLUSTER_ID_MATCH;
     }
     if (errno != ENOENT) return -1;
     if (stat(raft, &st) == 0)
-        return cluster_errf(
-            err, errcap,
-            "%s holds a Raft log but no %s file: refusing to guess "
-            "which node it belongs to",
-            dir, CLUSTER_FILE);
+        return errfmt(err, errcap,
+                      "%s holds a Raft log but no %s file: refusing to guess "
+                      "which node it belongs to",
+                      dir, CLUSTER_FILE);
     if (check_fresh(c, err, errcap) < 0) return -1;
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return cluster_errf(err, errcap, "mkdir %s: %s", dir, strerror(errno));
+        return errfmt(err, errcap, "mkdir %s: %s", dir, strerror(errno));
     size_t n = cluster_format(c, buf, sizeof buf);
     if (write_atomic(dir, tmp, path, buf, n, err, errcap) < 0) return -1;
     return CLUSTER_ID_WRITTEN;
@@ -600,15 +579,15 @@ cluster_identity_adopt(const char *dir, ClusterConfig *c, char *err,
     ClusterConfig have;
 
     if (identity_paths(dir, path, tmp, raft, sizeof path) < 0)
-        return cluster_errf(err, errcap, "data directory path too long");
+        return errfmt(err, errcap, "data directory path too long");
     ssize_t len = read_small(path, buf, sizeof buf, err, errcap);
     if (len < 0) {
         if (errno == ENOENT)
-            cluster_errf(err, errcap, "%s: missing after a restart", path);
+            errfmt(err, errcap, "%s: missing after a restart", path);
         return -1;
     }
     if (cluster_identity_parse(buf, (size_t)len, &have, sub, sizeof sub) < 0)
-        return cluster_errf(err, errcap, "%s: %s", path, sub);
+        return errfmt(err, errcap, "%s: %s", path, sub);
     if (have.state == CLUSTER_REMOVED || have.self_id != c->self_id)
         return check_match(dir, &have, c, err, errcap);
     for (int i = 0; i < have.n; i++) {
@@ -689,7 +668,7 @@ cluster_check_relay(const ClusterConfig *c, int listen_fd, int port, char *err,
         cluster_client_addr(c, k, port, &a);
         if (!listens_on(listen_fd, &a)) continue;
         inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
-        return cluster_errf(
+        return errfmt(
             err, errcap,
             "voter %llu's client address, %s:%u, is this node's own "
             "listening socket: clients relayed to it would come back here "

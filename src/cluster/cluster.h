@@ -30,6 +30,8 @@
 
 #include <netinet/in.h>
 
+#include "base/common.h"
+
 /* Members of a cluster at most: a new cluster starts with 3 or 5 voters
  * (a majority survives one or two losses; an even count adds no
  * tolerance); membership changes online (nodeops.h) pass through 1 to 5. */
@@ -83,12 +85,6 @@ typedef struct ClusterConfig {
     int state;        /* CLUSTER_MEMBER, _JOINING or _REMOVED */
     ClusterPeer voters[CLUSTER_MAX_VOTERS];
 } ClusterConfig;
-
-/* Formats a message into err (errcap bytes, NUL-terminated; nothing if err
- * is NULL or errcap is 0) and returns -1: the 0 / -1 error convention of
- * this module and of raftnode. */
-int cluster_errf(char *err, size_t errcap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* Parses --cluster ("ID@HOST:PORT,ID@HOST:PORT,...", each item optionally
  * followed by "/CLIENTPORT") and --node-id (a decimal id) into *c (state

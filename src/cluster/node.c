@@ -330,10 +330,10 @@ node_standalone_dir(const char *dir, char *err, size_t errcap)
 
     snprintf(path, sizeof path, "%s/%s", dir, CLUSTER_FILE);
     if (access(path, F_OK) == 0)
-        return cluster_errf(err, errcap,
-                            "%s belongs to a cluster node (%s): start it "
-                            "with --cluster and --node-id",
-                            dir, path);
+        return errfmt(err, errcap,
+                      "%s belongs to a cluster node (%s): start it "
+                      "with --cluster and --node-id",
+                      dir, path);
     return 0;
 }
 
@@ -404,16 +404,15 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
     const uint16_t one = 1;
 
     if (*(const unsigned char *)&one != 1)
-        return cluster_errf(err, errcap,
-                            "cluster mode needs a little-endian host");
+        return errfmt(err, errcap, "cluster mode needs a little-endian host");
     snprintf(path, sizeof path, "%s/FORMAT", s->cfg.dir);
     int formatted = access(path, F_OK) == 0;
     snprintf(path, sizeof path, "%s/%s", s->cfg.dir, CLUSTER_FILE);
     if (formatted && access(path, F_OK) != 0)
-        return cluster_errf(err, errcap,
-                            "%s is a standalone data directory; a cluster "
-                            "node needs a directory of its own",
-                            s->cfg.dir);
+        return errfmt(err, errcap,
+                      "%s is a standalone data directory; a cluster "
+                      "node needs a directory of its own",
+                      s->cfg.dir);
     /* with mutual TLS relays go over the peer links, not to client ports */
     for (int i = 0; !s->cfg.peer_cert && i < s->nlisteners; i++)
         if (cluster_check_relay(cc, s->listeners[i].fd, s->cfg.port, err,
@@ -427,7 +426,7 @@ node_prepare(Server *s, const ClusterConfig *cc, char *const *argv, char *err,
                : cluster_identity_check(s->cfg.dir, &me, err, errcap)) < 0)
         return -1;
     if (!(n = calloc(1, sizeof *n)))
-        return cluster_errf(err, errcap, "out of memory");
+        return errfmt(err, errcap, "out of memory");
     if (open_security(s, n, cc, err, errcap) < 0) {
         free(n);
         return -1;

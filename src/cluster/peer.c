@@ -354,7 +354,7 @@ peer_init(struct raft_uv_transport *t, uv_loop_t *loop,
 {
     Peer *p = calloc(1, sizeof *p);
 
-    if (!p) return cluster_errf(err, errcap, "peer transport: no memory");
+    if (!p) return errfmt(err, errcap, "peer transport: no memory");
     p->t = t;
     p->loop = loop;
     p->cfg = *cfg;

@@ -81,22 +81,22 @@ peer_policy_check(const ClusterConfig *cc, const char *cert, const char *key,
     int given = !!cert + !!key + !!ca;
 
     if (given && given < 3)
-        return cluster_errf(err, errcap,
-                            "--cluster-cert, --cluster-key and --cluster-ca "
-                            "go together");
+        return errfmt(err, errcap,
+                      "--cluster-cert, --cluster-key and --cluster-ca "
+                      "go together");
     if (given && insecure)
-        return cluster_errf(err, errcap,
-                            "--cluster-insecure contradicts --cluster-cert");
+        return errfmt(err, errcap,
+                      "--cluster-insecure contradicts --cluster-cert");
     if (given || insecure) return 0;
     for (int i = 0; i < cc->n; i++)
         if (!on_loopback(cc->voters[i].addr))
-            return cluster_errf(err, errcap,
-                                "voter %llu (%s) is off loopback: the nodes "
-                                "need --cluster-cert, --cluster-key and "
-                                "--cluster-ca (mutual TLS), or "
-                                "--cluster-insecure to talk in plaintext",
-                                (unsigned long long)cc->voters[i].id,
-                                cc->voters[i].addr);
+            return errfmt(err, errcap,
+                          "voter %llu (%s) is off loopback: the nodes "
+                          "need --cluster-cert, --cluster-key and "
+                          "--cluster-ca (mutual TLS), or "
+                          "--cluster-insecure to talk in plaintext",
+                          (unsigned long long)cc->voters[i].id,
+                          cc->voters[i].addr);
     return 0;
 }
 
@@ -114,11 +114,11 @@ peer_open_creds(const ClusterConfig *cc, const char *cert, const char *key,
     if (c) tls_creds_unref(c);
     if (id != cc->self_id) {
         tls_source_close(src);
-        return cluster_errf(err, errcap,
-                            "%s names node %llu (rockstalk-node-ID), not "
-                            "this node, %llu",
-                            cert, (unsigned long long)id,
-                            (unsigned long long)cc->self_id);
+        return errfmt(err, errcap,
+                      "%s names node %llu (rockstalk-node-ID), not "
+                      "this node, %llu",
+                      cert, (unsigned long long)id,
+                      (unsigned long long)cc->self_id);
     }
     *out = src;
     return 0;

@@ -80,23 +80,23 @@ authenticate(Dial *d, const ClusterConfig *cfg, uint64_t id, unsigned channel,
     while ((rc = tls_conn_handshake(d->tls)) == 0) {
         int left = (int)(end - now_ms());
         if (flush(d) != 0 || left <= 0 || feed(d, left) < 0)
-            return cluster_errf(err, errcap,
-                                "TLS handshake with node %llu "
-                                "failed or timed out",
-                                (unsigned long long)id);
+            return errfmt(err, errcap,
+                          "TLS handshake with node %llu "
+                          "failed or timed out",
+                          (unsigned long long)id);
     }
     if (rc < 0 || flush(d) != 0)
-        return cluster_errf(err, errcap, "TLS handshake with node %llu: %s",
-                            (unsigned long long)id, tls_conn_error(d->tls));
+        return errfmt(err, errcap, "TLS handshake with node %llu: %s",
+                      (unsigned long long)id, tls_conn_error(d->tls));
     if (tls_peer_node_id(tls_conn_ssl(d->tls), &got) != 0 || got != id)
-        return cluster_errf(err, errcap,
-                            "the server at node %llu's address is not it",
-                            (unsigned long long)id);
+        return errfmt(err, errcap,
+                      "the server at node %llu's address is not it",
+                      (unsigned long long)id);
     peer_preamble_put(pre, cfg->self_id, channel);
     if (tls_conn_write(d->tls, pre, sizeof pre) != (ssize_t)sizeof pre ||
         flush(d) != 0)
-        return cluster_errf(err, errcap, "node %llu: send failed",
-                            (unsigned long long)id);
+        return errfmt(err, errcap, "node %llu: send failed",
+                      (unsigned long long)id);
     return 0;
 }
 
@@ -164,16 +164,16 @@ connect_to(const ClusterConfig *cfg, uint64_t id, int timeout_ms, char *err,
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
 
     if (!v || id == cfg->self_id || peer_parse_addr(v->addr, &sa) != 0)
-        return cluster_errf(err, errcap, "node %llu is not another voter",
-                            (unsigned long long)id);
+        return errfmt(err, errcap, "node %llu is not another voter",
+                      (unsigned long long)id);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return cluster_errf(err, errcap, "socket: %s", strerror(errno));
+    if (fd < 0) return errfmt(err, errcap, "socket: %s", strerror(errno));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     peer_tune_fd(fd);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        cluster_errf(err, errcap, "connect to node %llu (%s): %s",
-                     (unsigned long long)id, v->addr, strerror(errno));
+        errfmt(err, errcap, "connect to node %llu (%s): %s",
+               (unsigned long long)id, v->addr, strerror(errno));
         close(fd);
         return -1;
     }
@@ -192,7 +192,7 @@ peer_dial(TlsSource *tls, const ClusterConfig *cfg, uint64_t id,
     if (!d || !c || !(d->tls = tls_conn_new(c, 0))) {
         if (c) tls_creds_unref(c);
         free(d);
-        return cluster_errf(err, errcap, "peer_dial: out of memory");
+        return errfmt(err, errcap, "peer_dial: out of memory");
     }
     tls_creds_unref(c);
     d->sp = -1;
@@ -219,7 +219,7 @@ peer_dial(TlsSource *tls, const ClusterConfig *cfg, uint64_t id,
     if (rc != 0) {
         close(fd[0]);
         dial_free(d);
-        return cluster_errf(err, errcap, "peer_dial: no thread");
+        return errfmt(err, errcap, "peer_dial: no thread");
     }
     return fd[0];
 }

@@ -402,12 +402,12 @@ start_error(RaftNode *n, int rv, char *err, size_t errcap)
     if (!m || !*m) m = n->io.errmsg;
     if (!*m) m = n->transport.errmsg;
     if (*m)
-        cluster_errf(err, errcap, "raft start in %s: %s", n->dir, m);
+        errfmt(err, errcap, "raft start in %s: %s", n->dir, m);
     else
-        cluster_errf(err, errcap,
-                     "raft start in %s: %s (could it listen on %s? a port "
-                     "in use is one cause)",
-                     n->dir, raft_strerror(rv), n->self_addr);
+        errfmt(err, errcap,
+               "raft start in %s: %s (could it listen on %s? a port "
+               "in use is one cause)",
+               n->dir, raft_strerror(rv), n->self_addr);
 }
 
 /* Raft thread: sets up the loop, libraft and the bootstrap. Returns 0 with
@@ -439,12 +439,12 @@ node_open(RaftNode *n, char *err, size_t errcap)
             goto fail_handles;
         peer_serve(&n->transport, n->cb.serve, n->cb.arg);
     } else if ((rv = raft_uv_tcp_init(&n->transport, &n->loop)) != 0) {
-        cluster_errf(err, errcap, "raft transport: %s", raft_strerror(rv));
+        errfmt(err, errcap, "raft transport: %s", raft_strerror(rv));
         goto fail_handles;
     }
     rv = raft_uv_init(&n->io, &n->loop, n->dir, &n->transport);
     if (rv != 0) {
-        cluster_errf(err, errcap, "raft log in %s: %s", n->dir, n->io.errmsg);
+        errfmt(err, errcap, "raft log in %s: %s", n->dir, n->io.errmsg);
         transport_free(n);
         goto fail_handles;
     }
@@ -454,8 +454,8 @@ node_open(RaftNode *n, char *err, size_t errcap)
     rn_fsm_init(n);
     rv = raft_init(&n->raft, &n->io, &n->fsm, n->cfg.self_id, n->self_addr);
     if (rv != 0) {
-        cluster_errf(err, errcap, "raft log in %s: %s", n->dir,
-                     raft_errmsg(&n->raft));
+        errfmt(err, errcap, "raft log in %s: %s", n->dir,
+               raft_errmsg(&n->raft));
         raft_uv_close(&n->io);
         transport_free(n);
         goto fail_handles;
@@ -487,14 +487,14 @@ node_open(RaftNode *n, char *err, size_t errcap)
         rv = raft_bootstrap(&n->raft, &conf);
     raft_configuration_close(&conf);
     if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
-        cluster_errf(err, errcap, "raft bootstrap in %s: %s", n->dir,
-                     raft_errmsg(&n->raft));
+        errfmt(err, errcap, "raft bootstrap in %s: %s", n->dir,
+               raft_errmsg(&n->raft));
         goto fail_raft;
     }
     rv = raft_start(&n->raft);
     if (rv != 0) {
         if (atomic_load(&n->failed))
-            cluster_errf(err, errcap, "%s", n->fail_msg);
+            errfmt(err, errcap, "%s", n->fail_msg);
         else
             start_error(n, rv, err, errcap);
         goto fail_raft;
@@ -555,16 +555,16 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
 
     *out = NULL;
     if (self < 0)
-        return cluster_errf(err, errcap, "raft: node %llu is not a voter",
-                            (unsigned long long)cfg->self_id);
+        return errfmt(err, errcap, "raft: node %llu is not a voter",
+                      (unsigned long long)cfg->self_id);
     if (!cb || !cb->apply)
-        return cluster_errf(err, errcap, "raft: no apply callback");
+        return errfmt(err, errcap, "raft: no apply callback");
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return cluster_errf(err, errcap, "mkdir %s: %s", dir, strerror(errno));
+        return errfmt(err, errcap, "mkdir %s: %s", dir, strerror(errno));
     n = calloc(1, sizeof *n);
     if (!n || !(n->dir = strdup(dir))) {
         free(n);
-        return cluster_errf(err, errcap, "raft: out of memory");
+        return errfmt(err, errcap, "raft: out of memory");
     }
     n->cfg = *cfg;
     snprintf(n->self_addr, sizeof n->self_addr, "%s", n->cfg.voters[self].addr);
@@ -583,7 +583,7 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     pthread_cond_init(&n->cv, NULL);
     if (uv_loop_init(&n->loop) != 0) {
         node_free(n);
-        return cluster_errf(err, errcap, "raft: uv_loop_init failed");
+        return errfmt(err, errcap, "raft: uv_loop_init failed");
     }
     /* The thread starts with every signal blocked: signals are the owner's
      * (ev_signal on the loop), and a write to a peer that closed its socket
@@ -596,7 +596,7 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     if (prc != 0) {
         uv_loop_close(&n->loop);
         node_free(n);
-        return cluster_errf(err, errcap, "raft: cannot start its thread");
+        return errfmt(err, errcap, "raft: cannot start its thread");
     }
     pthread_setname_np(n->thread, "rs-raft"); /* top -H, perf */
     pthread_mutex_lock(&n->mu);
@@ -606,7 +606,7 @@ raftnode_start(const ClusterConfig *cfg, const char *dir,
     pthread_mutex_unlock(&n->mu);
     if (rc != 0) {
         pthread_join(n->thread, NULL);
-        cluster_errf(err, errcap, "%s", n->init_err);
+        errfmt(err, errcap, "%s", n->init_err);
         node_free(n);
         return -1;
     }

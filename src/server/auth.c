@@ -7,7 +7,6 @@
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,16 +17,6 @@
 #include "conn/conn.h"
 #include "proto/proto.h"
 #include "queue/tube.h"
-
-static int __attribute__((format(printf, 3, 4)))
-fail(char *err, size_t errcap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errcap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 void
 auth_free(AuthTable *t)
@@ -83,12 +72,12 @@ credential(const char *s, size_t n, AuthUser *u, char *err, size_t errcap)
         return 0;
     }
     if (n != 7 + 2 * AUTH_DIGEST_LEN || memcmp(s, "sha256:", 7) != 0)
-        return fail(err, errcap,
-                    "the credential is sha256:<64 hex digits> or cert");
+        return errfmt(err, errcap,
+                      "the credential is sha256:<64 hex digits> or cert");
     for (size_t i = 0; i < AUTH_DIGEST_LEN; i++) {
         int hi = hex_value(s[7 + 2 * i]), lo = hex_value(s[8 + 2 * i]);
         if (hi < 0 || lo < 0)
-            return fail(err, errcap, "sha256: takes 64 hex digits");
+            return errfmt(err, errcap, "sha256: takes 64 hex digits");
         u->digest[i] = (unsigned char)(hi << 4 | lo);
     }
     return 0;
@@ -126,21 +115,22 @@ rule(const char *s, size_t n, AuthUser *u, char *err, size_t errcap)
             memcmp(s, classes[k].name, cn) == 0)
             break;
     if (k == 4 || !colon)
-        return fail(err, errcap,
-                    "rule '%.*s': expected produce:GLOB, consume:GLOB, "
-                    "inspect:GLOB, admin:GLOB or admin",
-                    (int)(n > 80 ? 80 : n), s);
+        return errfmt(err, errcap,
+                      "rule '%.*s': expected produce:GLOB, consume:GLOB, "
+                      "inspect:GLOB, admin:GLOB or admin",
+                      (int)(n > 80 ? 80 : n), s);
     const char *g = colon + 1;
     size_t gn = n - cn - 1;
     if (!glob_ok(g, gn))
-        return fail(err, errcap,
-                    "rule '%.*s': the glob takes 1-200 of tube-name "
-                    "characters and * ? [ ] !",
-                    (int)(n > 80 ? 80 : n), s);
+        return errfmt(err, errcap,
+                      "rule '%.*s': the glob takes 1-200 of tube-name "
+                      "characters and * ? [ ] !",
+                      (int)(n > 80 ? 80 : n), s);
     if (u->nrules == AUTH_RULES_MAX)
-        return fail(err, errcap, "more than %d rules", AUTH_RULES_MAX);
+        return errfmt(err, errcap, "more than %d rules", AUTH_RULES_MAX);
     AuthRule *r = &u->rules[u->nrules];
-    if (!(r->glob = strndup(g, gn))) return fail(err, errcap, "out of memory");
+    if (!(r->glob = strndup(g, gn)))
+        return errfmt(err, errcap, "out of memory");
     r->bits = classes[k].bits;
     u->nrules++;
     u->any |= r->bits;
@@ -154,11 +144,11 @@ unique(const AuthTable *t, const AuthUser *u, char *err, size_t errcap)
 {
     for (size_t i = 0; i + 1 < t->n; i++) {
         if (strcmp(t->users[i].name, u->name) == 0)
-            return fail(err, errcap, "identity %s is defined twice", u->name);
+            return errfmt(err, errcap, "identity %s is defined twice", u->name);
         if (!u->cert && !t->users[i].cert &&
             memcmp(t->users[i].digest, u->digest, AUTH_DIGEST_LEN) == 0)
-            return fail(err, errcap, "%s has the same token as %s", u->name,
-                        t->users[i].name);
+            return errfmt(err, errcap, "%s has the same token as %s", u->name,
+                          t->users[i].name);
     }
     return 0;
 }
@@ -173,23 +163,23 @@ parse_line(const char *s, const char *end, AuthTable *t, char *err,
     const char *f = field(&s, end, &n);
     if (!f) return 0;
     if (!name_ok(f, n))
-        return fail(err, errcap, "the name takes 1-%d of A-Z a-z 0-9 . _ -",
-                    AUTH_NAME_MAX);
+        return errfmt(err, errcap, "the name takes 1-%d of A-Z a-z 0-9 . _ -",
+                      AUTH_NAME_MAX);
     if (t->n == AUTH_USERS_MAX)
-        return fail(err, errcap, "more than %d identities", AUTH_USERS_MAX);
+        return errfmt(err, errcap, "more than %d identities", AUTH_USERS_MAX);
     AuthUser *u = &t->users[t->n];
     memset(u, 0, sizeof *u);
     memcpy(u->name, f, n);
     if (!(u->rules = calloc(AUTH_RULES_MAX, sizeof *u->rules)))
-        return fail(err, errcap, "out of memory");
+        return errfmt(err, errcap, "out of memory");
     t->n++; /* owns rules from here: auth_free releases them */
     if (!(f = field(&s, end, &n)))
-        return fail(err, errcap, "%s has no credential", u->name);
+        return errfmt(err, errcap, "%s has no credential", u->name);
     if (credential(f, n, u, err, errcap) < 0) return -1;
     while ((f = field(&s, end, &n)))
         if (rule(f, n, u, err, errcap) < 0) return -1;
     if (!u->nrules && !u->superuser)
-        return fail(err, errcap, "%s has no rules", u->name);
+        return errfmt(err, errcap, "%s has no rules", u->name);
     return unique(t, u, err, errcap);
 }
 
@@ -201,7 +191,7 @@ auth_parse(const char *text, size_t len, AuthTable *t, char *err, size_t errcap)
     size_t line = 0;
     auth_free(t);
     if (!(t->users = calloc(AUTH_USERS_MAX, sizeof *t->users)))
-        return fail(err, errcap, "out of memory");
+        return errfmt(err, errcap, "out of memory");
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *e = nl ? nl : end;
@@ -209,17 +199,17 @@ auth_parse(const char *text, size_t len, AuthTable *t, char *err, size_t errcap)
         if (e > p && e[-1] == '\r') e--;
         if (memchr(p, '\0', (size_t)(e - p))) {
             auth_free(t);
-            return fail(err, errcap, "line %zu: a NUL byte", line);
+            return errfmt(err, errcap, "line %zu: a NUL byte", line);
         }
         if (parse_line(p, e, t, why, sizeof why) < 0) {
             auth_free(t);
-            return fail(err, errcap, "line %zu: %s", line, why);
+            return errfmt(err, errcap, "line %zu: %s", line, why);
         }
         p = nl ? nl + 1 : end;
     }
     if (!t->n) {
         auth_free(t);
-        return fail(err, errcap, "no identities");
+        return errfmt(err, errcap, "no identities");
     }
     return 0;
 }
@@ -229,35 +219,35 @@ auth_load(const char *path, AuthTable *t, char *err, size_t errcap)
 {
     struct stat st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errcap, "%s: %s", path, strerror(errno));
+    if (fd < 0) return errfmt(err, errcap, "%s: %s", path, strerror(errno));
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errcap, "%s: not a regular file", path);
+        return errfmt(err, errcap, "%s: not a regular file", path);
     }
     if (st.st_mode & (S_IRWXG | S_IRWXO)) {
         close(fd);
-        return fail(err, errcap,
-                    "%s: group or others may read or write it (mode %03o): "
-                    "chmod 600 it",
-                    path, (unsigned)(st.st_mode & 0777));
+        return errfmt(err, errcap,
+                      "%s: group or others may read or write it (mode %03o): "
+                      "chmod 600 it",
+                      path, (unsigned)(st.st_mode & 0777));
     }
     if (st.st_size > AUTH_FILE_MAX) {
         close(fd);
-        return fail(err, errcap, "%s: larger than %d bytes", path,
-                    AUTH_FILE_MAX);
+        return errfmt(err, errcap, "%s: larger than %d bytes", path,
+                      AUTH_FILE_MAX);
     }
     char *buf = malloc((size_t)st.st_size + 1);
     ssize_t n = buf ? read(fd, buf, (size_t)st.st_size + 1) : -1;
     close(fd);
     if (n < 0 || n > st.st_size) {
         free(buf);
-        return fail(err, errcap, "%s: cannot read it", path);
+        return errfmt(err, errcap, "%s: cannot read it", path);
     }
     char why[512];
     int rc = auth_parse(buf, (size_t)n, t, why, sizeof why);
     OPENSSL_cleanse(buf, (size_t)n);
     free(buf);
-    if (rc < 0) return fail(err, errcap, "%s: %s", path, why);
+    if (rc < 0) return errfmt(err, errcap, "%s: %s", path, why);
     return 0;
 }
 

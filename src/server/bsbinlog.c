@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/bytes.h"
+#include "base/common.h"
 #include "proto/proto.h"
 
 /* beanstalkd's Jobrec states (dat.h). */
@@ -29,19 +29,6 @@ typedef struct Rd {
     uint64_t size; /* bytes */
     int last;      /* the last file of the directory */
 } Rd;
-
-static int fail(char *err, size_t errcap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errcap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errcap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static uint64_t
 hash64(uint64_t x)
@@ -189,11 +176,11 @@ cut_short(BsLog *log, Rd *rd, uint64_t off, char *err, size_t errcap)
 {
     if (zero_from(rd, off)) return 1;
     if (!rd->last)
-        return fail(err, errcap,
-                    "%s: record at offset %llu cut short by the end of the "
-                    "file (%llu bytes), and it is not the last file",
-                    rd->path, (unsigned long long)off,
-                    (unsigned long long)rd->size);
+        return errfmt(err, errcap,
+                      "%s: record at offset %llu cut short by the end of the "
+                      "file (%llu bytes), and it is not the last file",
+                      rd->path, (unsigned long long)off,
+                      (unsigned long long)rd->size);
     log->torn = 1;
     log->torn_off = off;
     return 1;
@@ -262,24 +249,24 @@ take_body(BsLog *log, Rd *rd, uint64_t rec, uint64_t off, const Rec *r,
 {
     unsigned char crlf[2];
     if (r->body_size < 2 || (uint32_t)r->body_size - 2 > max_body)
-        return fail(err, errcap,
-                    "%s: offset %llu: job %llu has a body of %d bytes "
-                    "(with CRLF; at most %llu accepted, see -z)",
-                    rd->path, (unsigned long long)rec,
-                    (unsigned long long)r->id, (int)r->body_size,
-                    (unsigned long long)max_body + 2);
+        return errfmt(err, errcap,
+                      "%s: offset %llu: job %llu has a body of %d bytes "
+                      "(with CRLF; at most %llu accepted, see -z)",
+                      rd->path, (unsigned long long)rec,
+                      (unsigned long long)r->id, (int)r->body_size,
+                      (unsigned long long)max_body + 2);
     if (off + (uint64_t)r->body_size > rd->size)
         return cut_short(log, rd, rec, err, errcap);
     if (fseeko(rd->f, (off_t)(off + (uint64_t)r->body_size - 2), SEEK_SET) <
             0 ||
         fread(crlf, 1, 2, rd->f) != 2)
-        return fail(err, errcap, "%s: cannot read at offset %llu", rd->path,
-                    (unsigned long long)off);
+        return errfmt(err, errcap, "%s: cannot read at offset %llu", rd->path,
+                      (unsigned long long)off);
     if (crlf[0] != '\r' || crlf[1] != '\n')
-        return fail(err, errcap,
-                    "%s: offset %llu: job %llu's body does not end in CRLF",
-                    rd->path, (unsigned long long)rec,
-                    (unsigned long long)r->id);
+        return errfmt(err, errcap,
+                      "%s: offset %llu: job %llu's body does not end in CRLF",
+                      rd->path, (unsigned long long)rec,
+                      (unsigned long long)r->id);
     return 0;
 }
 
@@ -290,15 +277,15 @@ apply_live(BsLog *log, Rd *rd, uint64_t rec, BsJob *j, const Rec *r,
            size_t errcap)
 {
     if (r->delay < 0 || r->delay > NS_MAX || r->ttr < 0 || r->ttr > NS_MAX)
-        return fail(err, errcap,
-                    "%s: offset %llu: job %llu has a delay or TTR out of "
-                    "range",
-                    rd->path, (unsigned long long)rec,
-                    (unsigned long long)r->id);
+        return errfmt(err, errcap,
+                      "%s: offset %llu: job %llu has a delay or TTR out of "
+                      "range",
+                      rd->path, (unsigned long long)rec,
+                      (unsigned long long)r->id);
     uint32_t size = (uint32_t)r->body_size - 2;
     if (!name) { /* short record of a known job */
         if (r->body_size < 2 || size != j->body_size)
-            return fail(
+            return errfmt(
                 err, errcap, "%s: offset %llu: job %llu's body size changed",
                 rd->path, (unsigned long long)rec, (unsigned long long)r->id);
         set_fields(j, r);
@@ -306,9 +293,9 @@ apply_live(BsLog *log, Rd *rd, uint64_t rec, BsJob *j, const Rec *r,
     }
     if (!j || !j->live) { /* a new job takes the record's tube */
         if (!j && !(j = add(log, r->id)))
-            return fail(err, errcap, "out of memory");
+            return errfmt(err, errcap, "out of memory");
         long t = tube_index(log, name);
-        if (t < 0) return fail(err, errcap, "out of memory");
+        if (t < 0) return errfmt(err, errcap, "out of memory");
         j->tube = (uint32_t)t;
     }
     set_fields(j, r);
@@ -332,7 +319,7 @@ read_record(BsLog *log, Rd *rd, uint32_t fi, uint32_t max_body, char *err,
     if (n < 4) return cut_short(log, rd, rec, err, errcap);
     int32_t namelen = (int32_t)le_get32(nl);
     if (namelen < 0 || namelen > BS_TUBE_MAX)
-        return fail(
+        return errfmt(
             err, errcap, "%s: offset %llu: tube name length %d (at most %d)",
             rd->path, (unsigned long long)rec, (int)namelen, BS_TUBE_MAX);
     if (fread(name, 1, (size_t)namelen, rd->f) != (size_t)namelen ||
@@ -343,31 +330,33 @@ read_record(BsLog *log, Rd *rd, uint32_t fi, uint32_t max_body, char *err,
     decode(jr, &r);
     if (r.id == 0) { /* the end mark: zeros to the end of the file */
         if (namelen || !zero_from(rd, rec))
-            return fail(err, errcap,
-                        "%s: offset %llu: a record of job 0, or data after "
-                        "the zeroed end",
-                        rd->path, (unsigned long long)rec);
+            return errfmt(err, errcap,
+                          "%s: offset %llu: a record of job 0, or data after "
+                          "the zeroed end",
+                          rd->path, (unsigned long long)rec);
         return 1;
     }
     log->records++;
     if (r.id > log->max_id) log->max_id = r.id;
     if (r.state > ST_DELAYED)
-        return fail(err, errcap, "%s: offset %llu: job %llu: unknown state %u",
-                    rd->path, (unsigned long long)rec, (unsigned long long)r.id,
-                    r.state);
+        return errfmt(err, errcap,
+                      "%s: offset %llu: job %llu: unknown state %u", rd->path,
+                      (unsigned long long)rec, (unsigned long long)r.id,
+                      r.state);
     if (namelen && (r.state == ST_INVALID || !name_ok(name, (size_t)namelen)))
-        return fail(err, errcap,
-                    "%s: offset %llu: job %llu: a full record with state %u "
-                    "or a bad tube name",
-                    rd->path, (unsigned long long)rec, (unsigned long long)r.id,
-                    r.state);
+        return errfmt(err, errcap,
+                      "%s: offset %llu: job %llu: a full record with state %u "
+                      "or a bad tube name",
+                      rd->path, (unsigned long long)rec,
+                      (unsigned long long)r.id, r.state);
     uint64_t body_off = rec + 4 + (uint64_t)namelen + JR_SIZE;
     if (namelen) {
         int rc = take_body(log, rd, rec, body_off, &r, max_body, err, errcap);
         if (rc) return rc;
         if (fseeko(rd->f, (off_t)(body_off + (uint64_t)r.body_size), SEEK_SET) <
             0)
-            return fail(err, errcap, "%s: seek: %s", rd->path, strerror(errno));
+            return errfmt(err, errcap, "%s: seek: %s", rd->path,
+                          strerror(errno));
     }
     BsJob *j = find(log, r.id);
     if (!namelen && (!j || !j->live)) return 0; /* its full record is gone */
@@ -388,24 +377,24 @@ read_file(BsLog *log, uint32_t fi, uint32_t max_body, char *err, size_t errcap)
     unsigned char v[4];
     int rc = 0;
     if (!(rd.f = fopen(rd.path, "rb")))
-        return fail(err, errcap, "%s: %s", rd.path, strerror(errno));
+        return errfmt(err, errcap, "%s: %s", rd.path, strerror(errno));
     if (fstat(fileno(rd.f), &st) < 0) {
-        rc = fail(err, errcap, "%s: %s", rd.path, strerror(errno));
+        rc = errfmt(err, errcap, "%s: %s", rd.path, strerror(errno));
     } else if ((rd.size = (uint64_t)st.st_size) == 0 ||
                (rd.last && zero_from(&rd, 0))) {
         if (!rd.last)
-            rc =
-                fail(err, errcap, "%s: an empty file before the last", rd.path);
+            rc = errfmt(err, errcap, "%s: an empty file before the last",
+                        rd.path);
         else
             log->torn = 1, log->torn_off = 0; /* made, never written */
     } else if (fseeko(rd.f, 0, SEEK_SET) < 0 || fread(v, 1, 4, rd.f) != 4) {
-        rc = fail(err, errcap, "%s: header cut short (%llu bytes)", rd.path,
-                  (unsigned long long)rd.size);
+        rc = errfmt(err, errcap, "%s: header cut short (%llu bytes)", rd.path,
+                    (unsigned long long)rd.size);
     } else if (le_get32(v) != BS_WALVER) {
-        rc = fail(err, errcap,
-                  "%s: binlog format version %d; this reads version %d "
-                  "(beanstalkd 1.10 to 1.13)",
-                  rd.path, (int)le_get32(v), BS_WALVER);
+        rc = errfmt(err, errcap,
+                    "%s: binlog format version %d; this reads version %d "
+                    "(beanstalkd 1.10 to 1.13)",
+                    rd.path, (int)le_get32(v), BS_WALVER);
     } else {
         while ((rc = read_record(log, &rd, fi, max_body, err, errcap)) == 0)
             ;
@@ -448,32 +437,33 @@ list_files(const char *dir, BsLog *log, char *err, size_t errcap)
     uint64_t *nums = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
-    if (!d) return fail(err, errcap, "%s: %s", dir, strerror(errno));
+    if (!d) return errfmt(err, errcap, "%s: %s", dir, strerror(errno));
     while (rc == 0 && (e = readdir(d))) {
         long k = file_number(e->d_name);
         if (k < 0) continue;
         if (n == BS_FILES_MAX) {
-            rc = fail(err, errcap, "%s: more than %d binlog files", dir,
-                      BS_FILES_MAX);
+            rc = errfmt(err, errcap, "%s: more than %d binlog files", dir,
+                        BS_FILES_MAX);
         } else if (n == cap) {
             uint64_t *t = realloc(nums, (cap = cap ? 2 * cap : 64) * 8);
             if (!t)
-                rc = fail(err, errcap, "out of memory");
+                rc = errfmt(err, errcap, "out of memory");
             else
                 nums = t;
         }
         if (rc == 0) nums[n++] = (uint64_t)k;
     }
     closedir(d);
-    if (rc == 0 && n == 0) rc = fail(err, errcap, "%s: no binlog.N files", dir);
+    if (rc == 0 && n == 0)
+        rc = errfmt(err, errcap, "%s: no binlog.N files", dir);
     if (rc == 0 && !(log->files = calloc(n, sizeof *log->files)))
-        rc = fail(err, errcap, "out of memory");
+        rc = errfmt(err, errcap, "out of memory");
     if (rc == 0) qsort(nums, n, sizeof *nums, cmp_u64);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (asprintf(&log->files[i], "%s/binlog.%llu", dir,
                      (unsigned long long)nums[i]) < 0) {
             log->files[i] = NULL;
-            rc = fail(err, errcap, "out of memory");
+            rc = errfmt(err, errcap, "out of memory");
         }
         log->nfiles = i + 1;
     }
@@ -510,20 +500,20 @@ bslog_body(const BsLog *log, const BsJob *j, char *buf, char *err,
            size_t errcap)
 {
     if (j->file >= log->nfiles)
-        return fail(err, errcap, "job %llu: no such file",
-                    (unsigned long long)j->id);
+        return errfmt(err, errcap, "job %llu: no such file",
+                      (unsigned long long)j->id);
     const char *path = log->files[j->file];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errcap, "%s: %s", path, strerror(errno));
+    if (fd < 0) return errfmt(err, errcap, "%s: %s", path, strerror(errno));
     size_t got = 0;
     while (got < j->body_size) {
         ssize_t n = pread(fd, buf + got, j->body_size - got,
                           (off_t)(j->body_off + got));
         if (n <= 0) {
             close(fd);
-            return fail(err, errcap, "%s: reading job %llu's body: %s", path,
-                        (unsigned long long)j->id,
-                        n < 0 ? strerror(errno) : "end of file");
+            return errfmt(err, errcap, "%s: reading job %llu's body: %s", path,
+                          (unsigned long long)j->id,
+                          n < 0 ? strerror(errno) : "end of file");
         }
         got += (size_t)n;
     }

@@ -485,20 +485,18 @@ check_cluster(const ServerConfig *cfg, ClusterConfig *cc, char *err,
               size_t errcap)
 {
     if (!cfg->cluster_arg || !cfg->node_id_arg)
-        return cluster_errf(err, errcap, "--cluster and --node-id go together");
+        return errfmt(err, errcap, "--cluster and --node-id go together");
     if (cfg->memory_only)
-        return cluster_errf(err, errcap,
-                            "--cluster needs a store, not --memory");
+        return errfmt(err, errcap, "--cluster needs a store, not --memory");
     if (cfg->max_job_size > STORE_RAFT_ENTRY_MAX - (64u << 10))
-        return cluster_errf(err, errcap,
-                            "-z: at most %u bytes in cluster mode (a job "
-                            "travels in one Raft entry)",
-                            STORE_RAFT_ENTRY_MAX - (64u << 10));
+        return errfmt(err, errcap,
+                      "-z: at most %u bytes in cluster mode (a job "
+                      "travels in one Raft entry)",
+                      STORE_RAFT_ENTRY_MAX - (64u << 10));
     if (cluster_parse(cfg->cluster_arg, cfg->node_id_arg, cc, err, errcap) < 0)
         return -1;
     if (cfg->cluster_join && cfg->cluster_seed)
-        return cluster_errf(err, errcap,
-                            "--join and --seed exclude each other");
+        return errfmt(err, errcap, "--join and --seed exclude each other");
     if (cfg->cluster_join) cc->state = CLUSTER_JOINING;
     if (cfg->cluster_seed) cc->state = CLUSTER_SEEDING;
     return peer_policy_check(cc, cfg->peer_cert, cfg->peer_key, cfg->peer_ca,
