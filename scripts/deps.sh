@@ -5,7 +5,10 @@ PKGS="build-essential pkg-config libev-dev librocksdb-dev zlib1g-dev libmicrohtt
 beanstalkd python3 python3-pytest python3-yaml netcat-openbsd mandoc clang libclang-rt-14-dev \
 ruby ruby-beaneater php-cli php-pda-pheanstalk php-yaml nodejs \
 libedit-dev libncurses-dev python3-pexpect python3-pyte \
-libraft-dev libuv1-dev libssl-dev openssl stunnel4 gdb chromium liburing-dev libisal-dev"
+libraft-dev libuv1-dev libssl-dev openssl stunnel4 gdb chromium liburing-dev libisal-dev \
+python3-pytest-xdist"
+# python3-pytest-xdist: make test and make asan run the suite on 3
+# workers (PYTEST_JOBS in the Makefile).
 # chromium: the web console's browser tests (tests/test_console.py, driven
 # by npm's playwright-core, which downloads no browser of its own).
 # libisal-dev (Intel ISA-L): the body ring's CRC-32 (zlib's value,

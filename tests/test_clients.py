@@ -17,6 +17,7 @@ are installed from tests/clients/package-lock.json (`npm ci`) when
 tests/clients/node_modules is missing. Run one script by hand with
 `ruby tests/clients/beaneater_check.rb 127.0.0.1 11300` and so on.
 """
+import fcntl
 import os
 import re
 import shutil
@@ -49,7 +50,16 @@ def _node_modules_ready():
 
 @pytest.fixture(scope="session")
 def node_modules():
-    """Installs the Node.js clients from the lock file, once, if missing."""
+    """Installs the Node.js clients from the lock file, once, if missing.
+    Under a lock file in tests/clients: with pytest-xdist each worker has
+    its own session, and two concurrent `npm ci` in one directory break
+    each other."""
+    with open(os.path.join(CLIENTS_DIR, ".npm-ci.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _npm_ci_if_missing()
+
+
+def _npm_ci_if_missing():
     if _node_modules_ready():
         return
     npm = shutil.which("npm")
