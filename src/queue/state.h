@@ -132,6 +132,9 @@ typedef struct Server {
                                 (server.c, ack_spin) */
     int64_t ack_spin_since;  /* monotonic ns the current spin began, 0: none
                                 since the store last caught up */
+    int64_t reply_spin_end;  /* monotonic ns until which the loop goes on
+                                polling for a lone client's next command
+                                after the store caught up, 0: none */
     ev_signal sigterm_w, sigint_w, sigusr1_w, sighup_w;
     ev_timer stop_w;         /* bounds the shutdown's wait for replies */
     int stopping;            /* 1: SIGTERM/SIGINT taken, no new commands;

@@ -92,6 +92,11 @@ store_cb(struct ev_loop *loop, ev_async *w, int revents)
  * core and the mutation thread on the other, 6.7-8.0k/s, else 4.2-5.2k/s;
  * beanstalkd -f0 makes 4.4-7.5k/s by the same rule (BENCHMARKS.md). */
 #define ACK_SPIN_MAX_NS 400000
+/* And once the store caught up with a lone client's change (its reply
+ * leaves in this round), the loop polls on for REPLY_SPIN_NS: that
+ * client's next command then finds the loop awake instead of waking an
+ * idle core. */
+#define REPLY_SPIN_NS 150000
 #define ACK_SPIN_MAX_ACTIVE 1
 #define ACK_SPIN_MAX_INFLIGHT 2
 static void
@@ -111,7 +116,11 @@ ack_spin(Server *s)
     int spin = 0;
 
     if (!behind) {
+        if (s->ack_spin_since && lone)
+            s->reply_spin_end = mono_ns() + REPLY_SPIN_NS;
         s->ack_spin_since = 0;
+        spin = s->reply_spin_end && lone && mono_ns() < s->reply_spin_end;
+        if (!spin) s->reply_spin_end = 0;
     } else if (lone) {
         int64_t now = mono_ns();
         if (!s->ack_spin_since) s->ack_spin_since = now;
