@@ -211,6 +211,8 @@ typedef struct Server {
                                put-unique keys (server.c) */
     uint64_t trim_ops;      /* commands run, as of the last second */
     uint64_t trim_written;  /* store bytes written, as of the last trim */
+    uint64_t trim_flushed;  /* store memtable bytes flushed at rest (its
+                               rest rounds), as of the last trim */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];
