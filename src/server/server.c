@@ -198,9 +198,11 @@ ops_total(const Server *s)
  *    the rest rounds flushed them. A pinned mmap threshold gave them back
  *    at once but cost up to a third more CPU per put of 4 KiB bodies.
  * malloc_trim walks every free chunk with the heap locked: 180 ms at 2M
- * jobs after a drain here, so it runs only in a second in which no command
- * ran and no change waits for the store, when it delays no reply in
- * flight. Every second (second_cb). */
+ * jobs after a drain here, so it runs only after a second in which no
+ * command ran (TRIM_QUIET quarters) and no change waits for the store, when
+ * it delays no reply in flight. Every quarter second (second_cb), so that
+ * a rest round that ends just after a tick is not left for a second. */
+#define TRIM_QUIET 4
 static void
 maybe_trim(Server *s)
 {
@@ -208,7 +210,8 @@ maybe_trim(Server *s)
     if (s->store) store_stats(s->store, &st);
     uint64_t ops = ops_total(s), written = st.bytes - s->trim_written;
     uint64_t flushed = st.idle_flushed - s->trim_flushed;
-    int idle = ops == s->trim_ops && s->acked_seq >= s->applied_seq;
+    s->trim_quiet = ops == s->trim_ops ? s->trim_quiet + 1 : 0;
+    int idle = s->trim_quiet >= TRIM_QUIET && s->acked_seq >= s->applied_seq;
     s->trim_ops = ops;
     if (s->jobs.len > s->jobs_peak) s->jobs_peak = s->jobs.len;
     if (idle && ((s->jobs_peak >= 100000 && s->jobs.len < s->jobs_peak / 4) ||
@@ -229,16 +232,17 @@ maybe_trim(Server *s)
     }
 }
 
-/* Each second: gives memory back if idle (maybe_trim), closes TLS
- * connections stuck in their handshake and trims quiet ones, and forgets the
- * put-unique keys whose window has ended (a bounded number per second; the rest
- * the next second). */
+/* Each quarter second: gives memory back if idle (maybe_trim); each
+ * second: closes TLS connections stuck in their handshake and trims quiet
+ * ones, and forgets the put-unique keys whose window has ended (a bounded
+ * number per second; the rest the next second). */
 static void
 second_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     Server *s = w->data;
     (void)loop, (void)revents;
     maybe_trim(s);
+    if (++s->quarters % 4) return;
     conn_sweep_tls(s, mono_ns() - CONN_HANDSHAKE_S * NS_PER_SEC);
     if (node_serves(w->data)) /* the leader's sweep is replicated */
         queue_dedup_sweep(w->data, state_wall_ns(s), 100000);
@@ -589,7 +593,7 @@ init_watchers(Server *s)
     ev_signal_init(&s->sigusr1_w, signal_cb, SIGUSR1);
     ev_signal_init(&s->sighup_w, signal_cb, SIGHUP);
     ev_timer_init(&s->stop_w, stop_cb, SHUTDOWN_GRACE_S, 0.);
-    ev_timer_init(&s->second_w, second_cb, 1., 1.);
+    ev_timer_init(&s->second_w, second_cb, .25, .25);
     s->accept_pause_w.data = s->prepare_w.data = s;
     s->tick_w.data = s->store_w.data = s->stop_w.data = s->second_w.data = s;
     s->sigterm_w.data = s->sigint_w.data = s->sigusr1_w.data = s;
