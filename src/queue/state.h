@@ -207,10 +207,15 @@ typedef struct Server {
     uint32_t active_last;   /* ...and in the window before it */
     ev_tstamp active_since; /* when it began (ev_now) */
     size_t jobs_peak;       /* job count high-water since the last trim */
-    ev_timer second_w;      /* each second: malloc_trim when idle, expired
-                               put-unique keys (server.c) */
-    uint64_t trim_ops;      /* commands run, as of the last second */
+    ev_timer second_w;      /* each quarter second: malloc_trim when idle;
+                               each second: expired put-unique keys
+                               (server.c) */
+    uint32_t quarters;      /* second_w's ticks so far */
+    uint32_t trim_quiet;    /* ...in a row in which no command ran */
+    uint64_t trim_ops;      /* commands run, as of the last tick */
     uint64_t trim_written;  /* store bytes written, as of the last trim */
+    uint64_t trim_flushed;  /* store memtable bytes flushed at rest (its
+                               rest rounds), as of the last trim */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];

@@ -176,67 +176,73 @@ ops_total(const Server *s)
     return n;
 }
 
-/* Bytes written to the store since the last trim that make an idle second
- * trim too (maybe_trim). */
+/* Bytes written to the store, or memtable bytes it flushed at rest,
+ * since the last trim that make an idle second trim too (maybe_trim). */
 #define TRIM_WRITTEN ((uint64_t)64 << 20)
-
-/* Store bytes written so far (0 with --memory). */
-static uint64_t
-store_written(const Server *s)
-{
-    StoreStats st = {0};
-    if (s->store) store_stats(s->store, &st);
-    return st.bytes;
-}
+#define TRIM_FLUSHED ((uint64_t)16 << 20)
 
 /* Gives memory back once it is free: glibc returns the top of its heap by
  * itself, but not free holes inside it, so ask it to (malloc_trim)
  *  - once the job count is below a quarter of its peak (and the peak was
  *    large): the holes a partial drain leaves;
- *  - once TRIM_WRITTEN bytes were written to the store: RocksDB's
- *    memtable blocks (MiBs each, freed at each flush) and the hand-off's
- *    chunks (store/handoff.c, which also keeps up to 16 MiB of spare ones,
- *    freed here first) are reused through the heap while writes go on,
- *    without a page fault each time, but stayed resident when they
- *    stopped: 60 MiB after a load of 1M 1 KiB jobs (BENCHMARKS.md, "Memory
- *    row, 2026-11-28"). A pinned mmap threshold gave them back at once
- *    but cost up to a third more CPU per put of 4 KiB bodies.
+ *  - once TRIM_WRITTEN bytes were written to the store, or its rest rounds
+ *    flushed TRIM_FLUSHED bytes of memtables, and the store is at rest
+ *    (StoreStats.at_rest: its rest round after the writes is done, the
+ *    memtables' blocks freed, store/idle.h): RocksDB's memtable blocks
+ *    (MiBs each, freed at each flush) and the hand-off's chunks
+ *    (store/handoff.c, which also keeps up to 16 MiB of spare ones, freed
+ *    here first) are reused through the heap while writes go on, without
+ *    a page fault each time, but stayed resident when they stopped: 60 MiB
+ *    after a load of 1M 1 KiB jobs (BENCHMARKS.md, "Memory row,
+ *    2026-11-28"), and up to 2 x 32 + 16 MiB more in the memtables until
+ *    the rest rounds flushed them. A pinned mmap threshold gave them back
+ *    at once but cost up to a third more CPU per put of 4 KiB bodies.
  * malloc_trim walks every free chunk with the heap locked: 180 ms at 2M
- * jobs after a drain here, so it runs only in a second in which no command
- * ran and no change waits for the store, when it delays no reply in
- * flight. Every second (second_cb). */
+ * jobs after a drain here, so it runs only after a second in which no
+ * command ran (TRIM_QUIET quarters) and no change waits for the store, when
+ * it delays no reply in flight. Every quarter second (second_cb), so that
+ * a rest round that ends just after a tick is not left for a second. */
+#define TRIM_QUIET 4
 static void
 maybe_trim(Server *s)
 {
-    uint64_t ops = ops_total(s), written = store_written(s) - s->trim_written;
-    int idle = ops == s->trim_ops && s->acked_seq >= s->applied_seq;
+    StoreStats st = {.at_rest = 1};
+    if (s->store) store_stats(s->store, &st);
+    uint64_t ops = ops_total(s), written = st.bytes - s->trim_written;
+    uint64_t flushed = st.idle_flushed - s->trim_flushed;
+    s->trim_quiet = ops == s->trim_ops ? s->trim_quiet + 1 : 0;
+    int idle = s->trim_quiet >= TRIM_QUIET && s->acked_seq >= s->applied_seq;
     s->trim_ops = ops;
     if (s->jobs.len > s->jobs_peak) s->jobs_peak = s->jobs.len;
     if (idle && ((s->jobs_peak >= 100000 && s->jobs.len < s->jobs_peak / 4) ||
-                 written >= TRIM_WRITTEN)) {
+                 (st.at_rest &&
+                  (written >= TRIM_WRITTEN || flushed >= TRIM_FLUSHED)))) {
         int64_t t0 = mono_ns();
         if (s->store) store_release_spares(s->store);
         malloc_trim(0);
         log_msg(1,
                 "malloc_trim after %zu -> %zu jobs, %" PRIu64
-                " MiB written: %.1f ms",
-                s->jobs_peak, s->jobs.len, written >> 20,
+                " MiB written, %" PRIu64 " MiB of memtables flushed at rest: "
+                "%.1f ms",
+                s->jobs_peak, s->jobs.len, written >> 20, flushed >> 20,
                 (double)(mono_ns() - t0) / 1e6);
         s->jobs_peak = s->jobs.len;
         s->trim_written += written;
+        s->trim_flushed += flushed;
     }
 }
 
-/* Each second: gives memory back if idle (maybe_trim), closes TLS
- * connections stuck in their handshake and trims quiet ones, and forgets the
- * put-unique keys whose window has ended (a bounded number per second; the rest
- * the next second). */
+/* Each quarter second: gives memory back if idle (maybe_trim); each
+ * second: closes TLS connections stuck in their handshake and trims quiet
+ * ones, and forgets the put-unique keys whose window has ended (a bounded
+ * number per second; the rest the next second). */
 static void
 second_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     Server *s = w->data;
     (void)loop, (void)revents;
     maybe_trim(s);
+    if (++s->quarters % 4) return;
     conn_sweep_tls(s, mono_ns() - CONN_HANDSHAKE_S * NS_PER_SEC);
     if (node_serves(w->data)) /* the leader's sweep is replicated */
         queue_dedup_sweep(w->data, state_wall_ns(s), 100000);
@@ -587,7 +593,7 @@ init_watchers(Server *s)
     ev_signal_init(&s->sigusr1_w, signal_cb, SIGUSR1);
     ev_signal_init(&s->sighup_w, signal_cb, SIGHUP);
     ev_timer_init(&s->stop_w, stop_cb, SHUTDOWN_GRACE_S, 0.);
-    ev_timer_init(&s->second_w, second_cb, 1., 1.);
+    ev_timer_init(&s->second_w, second_cb, .25, .25);
     s->accept_pause_w.data = s->prepare_w.data = s;
     s->tick_w.data = s->store_w.data = s->stop_w.data = s->second_w.data = s;
     s->sigterm_w.data = s->sigint_w.data = s->sigusr1_w.data = s;

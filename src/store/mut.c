@@ -44,6 +44,7 @@ mut_init(StoreMut *m, StoreSyncMode mode, StoreShard *shard, int nshards,
     pthread_cond_init(&m->acv, &ca);
     pthread_condattr_destroy(&ca);
     snapreq_init(&m->snapreq);
+    idle_init(&m->idle);
 }
 
 void
@@ -60,6 +61,7 @@ mut_destroy(StoreMut *m)
     m->bbuf = NULL;
     pend_destroy(&m->pend, m->ho);
     snapreq_destroy(&m->snapreq);
+    idle_destroy(&m->idle);
     pthread_mutex_destroy(&m->pmu);
     pthread_mutex_destroy(&m->wmu);
     pthread_cond_destroy(&m->acv);
@@ -599,10 +601,13 @@ mut_wait_args(StoreMut *m)
     pthread_mutex_unlock(&m->pmu);
     int interval = m->mode == STORE_SYNC_INTERVAL && sync_any_dirty(y);
     int64_t due = y->last_sync_mono + (int64_t)y->interval_ms * 1000000;
+    int64_t at = interval && due < pend ? due : pend;
+    int64_t idle = m->idle_on ? idle_deadline(&m->idle) : INT64_MAX;
 
+    if (idle < at) at = idle;
     return (HandoffWait){
-        .timed = interval || pend != INT64_MAX,
-        .deadline_ns = interval && due < pend ? due : pend,
+        .timed = at != INT64_MAX,
+        .deadline_ns = at,
         .prev_records = m->prev_records,
         .prev_puts = m->prev_puts,
         .last_sync_dur = y->last_sync_dur,
@@ -703,6 +708,23 @@ applier_stop(StoreMut *m)
     m->applier_on = 0;
 }
 
+/* The rest round's step (store/idle.h): the shards' written bytes, and
+ * whether the write-behind window still holds groups to write. */
+static void
+mut_idle(StoreMut *m)
+{
+    uint64_t written =
+        atomic_load_explicit(&m->ack->st_bytes, memory_order_relaxed);
+    int busy = 0;
+
+    if (m->journal && written == m->idle.seen) { /* else it re-arms anyway */
+        pthread_mutex_lock(&m->pmu);
+        busy = pend_deadline(&m->pend) != INT64_MAX;
+        pthread_mutex_unlock(&m->pmu);
+    }
+    idle_step(&m->idle, m->shard, m->nshards, written, busy, util_now_ns());
+}
+
 void
 mut_run(StoreMut *m)
 {
@@ -721,6 +743,7 @@ mut_run(StoreMut *m)
         if (m->mode == STORE_SYNC_INTERVAL) sync_interval(m->sync);
         if (snapreq_pending(&m->snapreq)) mut_backup_point(m);
         if (stop && !group) break;
+        if (m->idle_on) mut_idle(m);
     }
     snapreq_stop(&m->snapreq);
     applier_stop(m);
@@ -750,9 +773,16 @@ mut_start(StoreMut *m, char *err, size_t errcap)
         pthread_setname_np(m->applier, "rs-applier");
         m->applier_on = 1;
     }
+    /* a round after start too: the journal's replay filled memtables */
+    m->idle_on = !m->propose;
+    m->idle.armed = 1;
+    m->idle.quiet_from = util_now_ns();
     e = pthread_create(&m->thread, NULL, mut_main, m);
 
-    if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+    if (e) {
+        m->idle_on = 0;
+        return util_fail(err, errcap, "pthread_create: %s", strerror(e));
+    }
     pthread_setname_np(m->thread, "rs-mutation"); /* top -H, perf */
     m->started = 1;
     return 0;

@@ -25,7 +25,9 @@
  * thread. Calls: store_bodyring (replay's ring bodies), store_handoff (input),
  * store_sync (syncs), store_ack (publication, fail-stop, counters),
  * store_shard (RocksDB handles), store_journal, store_pend, store_enc
- * (records), store_snapreq (a backup's moment), store_util.
+ * (records), store_snapreq (a backup's moment), store_idle (the rest
+ * round: memtables flushed once the shards took no write for a while),
+ * store_util.
  */
 #ifndef ROCKSTALK_STORE_MUT_H
 #define ROCKSTALK_STORE_MUT_H
@@ -39,6 +41,7 @@
 #include "store/batch.h"
 #include "store/bodyring.h"
 #include "store/handoff.h"
+#include "store/idle.h"
 #include "store/journal.h"
 #include "store/pend.h"
 #include "store/shard.h"
@@ -99,6 +102,9 @@ typedef struct StoreMut {
     /* a backup's request for one moment (store/snapreq.h): served between
      * two groups, the write-behind window written first */
     SnapReq snapreq;
+    /* the rest round (store/idle.h): standalone, once started */
+    IdleFlush idle;
+    int idle_on;
     pthread_t thread;
     int started;
 } StoreMut;

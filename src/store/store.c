@@ -201,7 +201,16 @@ store_stats(const Store *s, StoreStats *out)
     out->ring_flushes =
         atomic_load_explicit(&s->ring.st_flushes, memory_order_relaxed);
     out->ring_restored = s->ring.restored;
+    out->idle_flushes = atomic_load(&s->mut.idle.st_rounds);
+    out->idle_flushed = atomic_load(&s->mut.idle.st_flushed);
+    out->at_rest = !s->mut.idle_on || idle_at_rest(&s->mut.idle, out->bytes);
     out->nshards = s->nshards;
+}
+
+uint64_t
+store_memtable_bytes(const Store *s)
+{
+    return idle_memtable_bytes(s->shard, s->nshards);
 }
 
 void

@@ -140,6 +140,10 @@ int store_failed(Store *s, char *msg, size_t cap);
 /* Loop thread: counters for stats. */
 void store_stats(const Store *s, StoreStats *out);
 
+/* Any thread: bytes of every shard's RocksDB memtables now (store/idle.h
+ * idle_memtable_bytes). Takes each shard's mutex briefly: for stats. */
+uint64_t store_memtable_bytes(const Store *s);
+
 /* Loop thread, when idle: frees buffers kept only to speed up the next
  * burst of writes (the hand-off's spare chunks), before a malloc_trim. */
 void store_release_spares(Store *s);

@@ -233,6 +233,13 @@ typedef struct StoreStats {
     /* its flushes of the shards' body CFs before reusing a file, and the
      * bodies put back from it at start-up (store/bodyring.h) */
     uint64_t ring_flushes, ring_restored;
+    /* the rest rounds that flushed memtables once the shards took no
+     * write for a while, and the bytes those held (store/idle.h) */
+    uint64_t idle_flushes, idle_flushed;
+    /* 1 when nothing waits for a rest round: the latest one ended with
+     * nothing written since, or the store runs none (cluster mode, a
+     * store not started) */
+    int at_rest;
     int nshards;
 } StoreStats;
 
