@@ -81,15 +81,22 @@ rocks_sync(void *ctx, void *db, char **errmsg)
 /* Runs RocksDB's flush and compaction threads (the process-wide pools of
  * the default Env, shared by every shard) at the lowest CPU priority, nice
  * 19 (rocksdb/env.h, Env::LowerThreadPoolCPUPriority; a thread applies it at
- * its next job). A memtable flush of the body CF compresses tens of MiB and
- * keeps a core busy for ~15 ms; at the same priority as the mutation thread
- * and the loop it takes their core on a 2-core machine: 90% of the small
- * puts acknowledged 3 ms or later beside 8 x 256 KiB producers (bigsmall)
- * fell inside a flush that covered 27-37% of the time. Nothing waits on a
- * flush but the applier's writes (off the acknowledgement path) and the
- * body ring's reuse of a lap. bigsmall, 6 alternated cells each (2 CPUs,
- * server at nice -10): the small put's p99 1.66-2.34 ms (median 2.1)
- * against 2.01-3.19 (2.7) before, its max 4.9-9.6 ms against 6.2-29.4. */
+ * its next job). A memtable flush of the body CF (32 MiB of bodies: block
+ * copies and Snappy) keeps a core busy for ~15 ms; at the mutation thread's
+ * and the loop's priority it takes their core on a 2-core machine: beside
+ * 8 x 256 KiB producers (bench row bigsmall) 90-96% of the small puts
+ * acknowledged 3 ms or later fell inside a flush, which covered 27-37% of
+ * the time. What waits on a flush: the applier's writes (a write stall; off
+ * the acknowledgement path) and the body ring's reuse of a lap (bodyring.c,
+ * a forced flush; under saturation a nice-19 flush is slower there).
+ * bigsmall, 3 s cells, 10 alternated pairs, 2 CPUs, server at nice -10: the
+ * small put's p99 median 2.09 ms (1.66-2.51; 4.75 in one cell run beside
+ * another session's load) against 2.67 (2.01-4.88), lower in 9 of 10 pairs; the
+ * large producers 557 MiB/s beside it against 530 (alone 2596 puts/s against
+ * 2281, so their "kept" ratio fell, 0.86x against 0.98x median).
+ * bytes_per_sync, wal_bytes_per_sync (1 MiB) and a 50 MiB/s rate limiter made
+ * no difference: the flush writes ~1.6 MiB (Snappy) and the device was no
+ * busier when acks were slow. */
 static void
 lower_pool_priority(void)
 {
