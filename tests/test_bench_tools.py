@@ -210,3 +210,45 @@ def test_sync_write_refusals(ceiling_bin, tmp_path, args):
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "-d or -s needs -b and -o" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def rsbench_bin(tmp_path_factory):
+    build = tmp_path_factory.mktemp("rsbench")
+    script = ('say() { echo "$*" >&2; }; HERE=$1/scripts/bench BUILD=$2; '
+              '. "$HERE/common.sh"; bench_build rsbench')
+    r = subprocess.run(["bash", "-c", script, "build", ROOT, str(build)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return str(build / "rsbench")
+
+
+def run_bigsmall(rsbench, port, slow):
+    env = dict(os.environ)
+    env.pop("RSBENCH_SLOW_US", None)
+    if slow is not None:
+        env["RSBENCH_SLOW_US"] = slow
+    r = subprocess.run([rsbench, "-p", str(port), "-m", "bigsmall", "-c",
+                        "1", "-s", "100", "-g", "1", "-G", "4096", "-n",
+                        "30", "-d", "10"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    res = dict(kv.split("=", 1) for kv in
+               r.stdout.strip().splitlines()[-1].split()[1:])
+    slows = [ln.split() for ln in r.stderr.splitlines()
+             if ln.startswith("slow ")]
+    return int(res["small_ops"]) + int(res.get("late", 0)), slows
+
+
+def test_rsbench_slow_acks(rsbench_bin, rockstalkd):
+    """RSBENCH_SLOW_US=0 prints every small put (never a large one), with
+    its send time in Unix microseconds and its latency; a bound no put
+    reaches, or none given, prints none."""
+    srv = rockstalkd()
+    small, slows = run_bigsmall(rsbench_bin, srv.port, "0")
+    assert small > 0 and len(slows) == small
+    now = time.time() * 1e6
+    for _, sent, lat in slows:
+        assert now - 60e6 < int(sent) <= now and 0 <= int(lat) < 60e6
+    assert run_bigsmall(rsbench_bin, srv.port, "1000000000")[1] == []
+    assert run_bigsmall(rsbench_bin, srv.port, None)[1] == []

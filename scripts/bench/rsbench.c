@@ -34,6 +34,11 @@
  * default). So every tube has a producer and a worker, and in cycle the
  * backlog (-B) spreads evenly over all N tubes.
  *
+ * With RSBENCH_SLOW_US=N in the environment, each small put (any put not
+ * of a bigsmall large producer) acknowledged N us or more after it was sent
+ * is printed on stderr as "slow SENT LAT": SENT in Unix microseconds (to
+ * line up with the server's logs, e.g. RocksDB's event times), LAT in us.
+ *
  * The last line printed is machine-readable: "RESULT key=value ...".
  */
 #include <errno.h>
@@ -668,6 +673,26 @@ big_done(struct run *r, uint64_t now)
     }
 }
 
+/* RSBENCH_SLOW_US (see the top of this file): prints the put sent at t0
+ * (CLOCK_MONOTONIC ns) and acknowledged v ns later if v is over it. */
+static void
+slow_ack(uint64_t t0, uint64_t v)
+{
+    static long long lim = -2;
+    static uint64_t off;
+    if (lim == -2) {
+        const char *e = getenv("RSBENCH_SLOW_US");
+        struct timespec ts;
+        lim = e ? atoll(e) : -1;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        off = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec -
+              now_ns();
+    }
+    if (lim < 0 || v < (uint64_t)lim * 1000) return;
+    fprintf(stderr, "slow %llu %llu\n", (unsigned long long)((t0 + off) / 1000),
+            (unsigned long long)(v / 1000));
+}
+
 static void
 record(struct run *r, const struct conn *c, const struct pend *p, uint64_t now)
 {
@@ -677,6 +702,7 @@ record(struct run *r, const struct conn *c, const struct pend *p, uint64_t now)
         hist_add(&r->big, v);
     else
         hist_add(&r->lat[p->kind], v);
+    if (!c->big && p->kind == K_PUT) slow_ack(p->t0, v);
 }
 
 /* Checks the reply to use, watch or ignore; c is the connection (its
