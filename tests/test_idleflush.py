@@ -8,6 +8,7 @@ does not stay resident. No round runs while writes go on."""
 import time
 
 from conftest import wait_for
+from test_hostile import instrumented
 from test_protocol import Client, stats_of
 
 BODY = 8192
@@ -76,8 +77,12 @@ def test_rest_round_flushes_memtables_and_trims(rockstalkd):
     assert len(got) == 1, got
     flushed = int(got[0].split(b" MiB written, ")[1].split(b" MiB")[0])
     assert flushed >= 16, got
-    # the memtables' blocks went back to the system
-    assert rss_kb(s.proc.pid) < rss_before - (8 << 10), rss_before
+    # the memtables' blocks went back to the system (not under ASan or
+    # valgrind: their allocators keep freed memory in a quarantine and
+    # malloc_trim does not reach it; the round and the trim are checked
+    # above all the same)
+    if not instrumented(s.proc.pid):
+        assert rss_kb(s.proc.pid) < rss_before - (8 << 10), rss_before
     time.sleep(1.5)  # nothing written since: no second round, no trim
     assert num(stats_of(c), "idle-flushes") == 1
     assert len(trims(s)) == 1
