@@ -19,15 +19,21 @@ from replay import free_port
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(scope="module")
-def ceiling_bin(tmp_path_factory):
-    build = tmp_path_factory.mktemp("bench")
+def bench_build(tmp_path_factory, call, name):
+    """Builds one of scripts/bench's tools the way run.sh does (common.sh's
+    call, a shell command) into a fresh directory; the binary's path."""
+    build = tmp_path_factory.mktemp(name)
     script = ('say() { echo "$*" >&2; }; HERE=$1/scripts/bench REPO=$1 '
-              'BUILD=$2; . "$HERE/common.sh"; bench_build_ceiling')
+              'BUILD=$2; . "$HERE/common.sh"; ' + call)
     r = subprocess.run(["bash", "-c", script, "build", ROOT, str(build)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    return str(build / "ceiling")
+    return str(build / name)
+
+
+@pytest.fixture(scope="module")
+def ceiling_bin(tmp_path_factory):
+    return bench_build(tmp_path_factory, "bench_build_ceiling", "ceiling")
 
 
 class Conn:
@@ -214,13 +220,7 @@ def test_sync_write_refusals(ceiling_bin, tmp_path, args):
 
 @pytest.fixture(scope="module")
 def rsbench_bin(tmp_path_factory):
-    build = tmp_path_factory.mktemp("rsbench")
-    script = ('say() { echo "$*" >&2; }; HERE=$1/scripts/bench BUILD=$2; '
-              '. "$HERE/common.sh"; bench_build rsbench')
-    r = subprocess.run(["bash", "-c", script, "build", ROOT, str(build)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return str(build / "rsbench")
+    return bench_build(tmp_path_factory, "bench_build rsbench", "rsbench")
 
 
 def run_bigsmall(rsbench, port, slow):

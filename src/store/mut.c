@@ -709,15 +709,17 @@ applier_stop(StoreMut *m)
 }
 
 /* The rest round's step (store/idle.h): the shards' written bytes, and
- * whether the write-behind window still holds groups to write. */
+ * whether writes are still to come: a group was just taken (grouped), or
+ * the write-behind window still holds groups (looked at under pmu only
+ * when neither that nor new bytes re-arm the round anyway). */
 static void
-mut_idle(StoreMut *m)
+mut_idle(StoreMut *m, int grouped)
 {
     uint64_t written =
         atomic_load_explicit(&m->ack->st_bytes, memory_order_relaxed);
-    int busy = 0;
+    int busy = grouped;
 
-    if (m->journal && written == m->idle.seen) { /* else it re-arms anyway */
+    if (!busy && m->journal && written == m->idle.seen) {
         pthread_mutex_lock(&m->pmu);
         busy = pend_deadline(&m->pend) != INT64_MAX;
         pthread_mutex_unlock(&m->pmu);
@@ -743,7 +745,7 @@ mut_run(StoreMut *m)
         if (m->mode == STORE_SYNC_INTERVAL) sync_interval(m->sync);
         if (snapreq_pending(&m->snapreq)) mut_backup_point(m);
         if (stop && !group) break;
-        if (m->idle_on) mut_idle(m);
+        if (m->idle_on) mut_idle(m, group != NULL);
     }
     snapreq_stop(&m->snapreq);
     applier_stop(m);
