@@ -6,11 +6,13 @@ coming back when its connection closes, and the refusals; without a log
 and with one (-b: replies and jobs only after their generation's
 fdatasync, or -d's and -s's synchronous write); -d's and -s's log
 holding each put in place, and their refusals. Built as run.sh builds it (common.sh's bench_build_ceiling),
-into a temporary directory; a few seconds in all."""
+into a temporary directory; a few seconds in all. Also rsbench's slow-ack
+report (RSBENCH_SLOW_US) and its incompressible bodies (-R)."""
 import os
 import socket
 import subprocess
 import time
+import zlib
 
 import pytest
 
@@ -252,3 +254,78 @@ def test_rsbench_slow_acks(rsbench_bin, rockstalkd):
         assert now - 60e6 < int(sent) <= now and 0 <= int(lat) < 60e6
     assert run_bigsmall(rsbench_bin, srv.port, "1000000000")[1] == []
     assert run_bigsmall(rsbench_bin, srv.port, None)[1] == []
+
+
+@pytest.fixture
+def queue_ceiling(ceiling_bin):
+    """The ceiling probe in queue mode, in memory: its port."""
+    port = free_port()
+    proc = start([ceiling_bin, "-q", "-l", "127.0.0.1", "-p", str(port)],
+                 port)
+    try:
+        yield port
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def rsbench_put(rsbench, port, tube, args):
+    """Runs rsbench (args) into tube, then reserves every job it left:
+    their bodies, in order."""
+    r = subprocess.run([rsbench, "-p", str(port), "-t", tube, "-x"] + args,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    c = Conn(port)
+    assert c.cmd(b"watch " + tube.encode()).startswith(b"WATCHING")
+    bodies = []
+    while True:
+        reply = c.reserve()
+        if reply == b"TIMED_OUT":
+            break
+        jid, body = c.reserved(reply)
+        bodies.append(body)
+        assert c.cmd(b"delete %d" % jid) == b"DELETED"
+    c.close()
+    return bodies
+
+
+def incompressible(data):
+    return len(zlib.compress(data, 9)) >= 0.95 * len(data)
+
+
+def test_rsbench_random_bodies(rsbench_bin, queue_ceiling):
+    """-R: a small body and a large one are each incompressible, and so
+    are many small ones together (a store compresses a block of them at
+    once: they must not repeat one another); without -R bodies are the
+    repeating alphabet, which compresses."""
+    port = queue_ceiling
+    small = rsbench_put(rsbench_bin, port, "rs",
+                        ["-m", "put", "-s", "100", "-n", "40", "-R"])
+    assert len(small) == 40 and all(len(b) == 100 for b in small)
+    assert all(incompressible(b[16:]) for b in small)
+    assert incompressible(b"".join(b[16:] for b in small))
+    large = rsbench_put(rsbench_bin, port, "rl",
+                        ["-m", "bigsmall", "-c", "0", "-g", "1", "-G",
+                         "262144", "-n", "3", "-d", "10", "-R"])
+    assert len(large) == 3 and all(len(b) == 262144 for b in large)
+    assert all(incompressible(b) for b in large)
+    plain = rsbench_put(rsbench_bin, port, "p",
+                        ["-m", "put", "-s", "4096", "-n", "2"])
+    assert len(plain) == 2
+    assert all(len(zlib.compress(b)) < 0.1 * len(b) for b in plain)
+    assert plain[0][16:] == bytes(b"abcdefghijklmnopqrstuvwxyz"[i % 26]
+                                  for i in range(16, 4096))
+
+
+@pytest.mark.parametrize("args", [["-s", "100"], ["-s", "5000", "-r", "7"]])
+def test_rsbench_random_bodies_reserved(rsbench_bin, queue_ceiling, args):
+    """-R in cycle mode: every reserved body (any byte: of 150-odd 5000-byte
+    ones, some hold a CRLF; read in 7-byte pieces too) checks against the
+    body put."""
+    r = subprocess.run([rsbench_bin, "-p", str(queue_ceiling), "-m",
+                        "cycle", "-c", "2", "-n", "300", "-d", "10", "-x",
+                        "-R"] + args, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    res = r.stdout.strip().splitlines()[-1]
+    assert res.startswith("RESULT ") and " ops=300" in res, res

@@ -3,7 +3,8 @@
 # Input lines: rep row server status [ops_s p50 p99 p999 cpu_us_op hwm_kb
 # preload_s cell_s e2e_p99_us e2e_max_us e2e_p50_us]
 # where status is "ok" or "ERR"; the bigsmall cells (rows bigsmall,
-# bigsmall-s, bigsmall-l) add large_ops_s small_max_us large_p99_us secs
+# bigsmall-s, bigsmall-l and, with incompressible bodies, bigsmall-r,
+# bigsmall-r-s, bigsmall-r-l) add large_ops_s small_max_us large_p99_us secs
 # (columns 16-19, see run.sh's record_bigsmall). Environment: REPS, ROWS,
 # SERVERS, DRAIN_JOBS, BIG_BODY, BIG_CONNS, STRICT. Prints the medians, the ratios per row and the issue's
 # targets; exits 1 if a beanstalkd or ceiling cell failed or, with STRICT=1,
@@ -28,6 +29,9 @@ BEGIN {
     rowname["bigsmall"] = "small+" big
     rowname["bigsmall-s"] = "small alone"
     rowname["bigsmall-l"] = big " alone"
+    rowname["bigsmall-r"] = "small+" big " -R"
+    rowname["bigsmall-r-s"] = "small alone -R"
+    rowname["bigsmall-r-l"] = big " alone -R"
     srvname["rs"] = "rockstalkd"
     srvname["rs-f50"] = "rockstalkd -f50"
     srvname["rs-F"] = "rockstalkd -F"
@@ -317,17 +321,22 @@ function tubes_table(    r, row, s, srv, any) {
     }
 }
 
-# The big-beside-small row (issue 30): the small producer (c=1) beside
-# the large ones, each side's rate beside its rate alone (bigsmall-s,
-# bigsmall-l), with the small put's latency (ms; medians).
-function bigsmall_table(    s, srv, any, mib) {
+# The big-beside-small row (issue 30), row bs ("bigsmall" or, with
+# incompressible bodies, "bigsmall-r"): the small producer (c=1) beside
+# the large ones, each side's rate beside its rate alone (bs-s, bs-l),
+# with the small put's latency (ms; medians).
+function bigsmall_table(bs,    s, srv, any, mib, alone_s, alone_l) {
+    alone_s = bs "-s"
+    alone_l = bs "-l"
     for (s = 1; s <= nsrv; s++)
-        if (("bigsmall", srvs[s]) in seen)
+        if ((bs, srvs[s]) in seen)
             any = 1
     if (!any)
         return
     print ""
-    print "big beside small: one producer of small bodies (c=1, one put in" \
+    print "big beside small" (bs == "bigsmall-r" ? \
+        " with incompressible bodies (rsbench -R)" : "") \
+        ": one producer of small bodies (c=1, one put in" \
         " flight) beside " ENVIRON["BIG_CONNS"] " producers of " \
         ENVIRON["BIG_BODY"] "-byte bodies (one in flight each); alone =" \
         " the same producers without the others; kept = beside / alone" \
@@ -337,24 +346,24 @@ function bigsmall_table(    s, srv, any, mib) {
         "alone p99", "large", "alone", "kept", "MiB/s"
     for (s = 1; s <= nsrv; s++) {
         srv = srvs[s]
-        if (!(("bigsmall", srv) in seen))
+        if (!((bs, srv) in seen))
             continue
-        mib = median("bigsmall", srv, 16)
+        mib = median(bs, srv, 16)
         if (mib != "" && mib != "-")
             mib = mib * ENVIRON["BIG_BODY"] / 1048576
         printf "%-18s %8s %8s %6s %7s %7s %7s %9s %8s %8s %6s %7s\n", \
-            srvname[srv], cell(median("bigsmall", srv, 5), "%.0f"), \
-            cell(median("bigsmall-s", srv, 5), "%.0f"), \
-            cell(quot(median("bigsmall", srv, 5), \
-                median("bigsmall-s", srv, 5)), "%.2fx"), \
-            cell(ms(median("bigsmall", srv, 6)), "%.2f"), \
-            cell(ms(median("bigsmall", srv, 7)), "%.2f"), \
-            cell(ms(median("bigsmall", srv, 17)), "%.1f"), \
-            cell(ms(median("bigsmall-s", srv, 7)), "%.2f"), \
-            cell(median("bigsmall", srv, 16), "%.0f"), \
-            cell(median("bigsmall-l", srv, 16), "%.0f"), \
-            cell(quot(median("bigsmall", srv, 16), \
-                median("bigsmall-l", srv, 16)), "%.2fx"), \
+            srvname[srv], cell(median(bs, srv, 5), "%.0f"), \
+            cell(median(alone_s, srv, 5), "%.0f"), \
+            cell(quot(median(bs, srv, 5), median(alone_s, srv, 5)), \
+                "%.2fx"), \
+            cell(ms(median(bs, srv, 6)), "%.2f"), \
+            cell(ms(median(bs, srv, 7)), "%.2f"), \
+            cell(ms(median(bs, srv, 17)), "%.1f"), \
+            cell(ms(median(alone_s, srv, 7)), "%.2f"), \
+            cell(median(bs, srv, 16), "%.0f"), \
+            cell(median(alone_l, srv, 16), "%.0f"), \
+            cell(quot(median(bs, srv, 16), median(alone_l, srv, 16)), \
+                "%.2fx"), \
             cell(mib, "%.0f")
     }
 }
@@ -576,6 +585,11 @@ function targets_table() {
     target_rows("bigsmall", "bigsmall-s", "rs", 0.25)
     target_lat("bigsmall", "rs", 7, 2000, "small put p99")
     target_rows("bigsmall", "bigsmall-l", "rs", 0.9, 16, "large")
+    # ... and the same goals with incompressible bodies (bigsmall-r, when
+    # BENCH_ROWS asks for it): the issue does not say its bodies compress
+    target_rows("bigsmall-r", "bigsmall-r-s", "rs", 0.25)
+    target_lat("bigsmall-r", "rs", 7, 2000, "small put p99")
+    target_rows("bigsmall-r", "bigsmall-r-l", "rs", 0.9, 16, "large")
     # issue 30 (the cluster): put c=50 through the leader makes 0.8x of the
     # Raft ceiling of the same run, and so does the cluster with mutual TLS
     # between its nodes, held to the plaintext ceiling (the issue's words)
@@ -593,7 +607,8 @@ END {
     cluster_table()
     client_tls_table()
     tubes_table()
-    bigsmall_table()
+    bigsmall_table("bigsmall")
+    bigsmall_table("bigsmall-r")
     print ""
     targets_table()
     rc = 0

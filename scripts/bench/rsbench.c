@@ -39,6 +39,19 @@
  * is printed on stderr as "slow SENT LAT": SENT in Unix microseconds (to
  * line up with the server's logs, e.g. RocksDB's event times), LAT in us.
  *
+ * With -R every body is incompressible: instead of the repeating alphabet
+ * (which Snappy, RocksDB's default, shrinks some 20 times), bytes of a
+ * fixed-seed splitmix64 stream, any byte value (bodies are length-prefixed;
+ * rsbench reads a reserved body by its length, never scanning it). One
+ * buffer, filled once, of the largest body plus RAND_SPAN bytes holds them:
+ * a put's body is its time stamp followed by the buffer's bytes from an
+ * offset hashed from that stamp (a reserve finds the offset the same way
+ * and checks the body), so a small body and a large one are each random,
+ * and the small bodies a store packs together in one block (RocksDB
+ * compresses per block, ~4 KiB) do not repeat one another either. Large
+ * bodies overlap their neighbours' bytes, but 256 KiB of them spans a
+ * block (and Snappy's 64 KiB window) of its own: no copy to find.
+ *
  * The last line printed is machine-readable: "RESULT key=value ...".
  */
 #include <errno.h>
@@ -82,6 +95,8 @@ static const char *const kind_names[] = {"use", "watch",   "ignore",
 #define MAX_SRV 8            /* server pids -S takes (a cluster's nodes) */
 #define BIG_CONNS 8          /* bigsmall: default large producers (-g) */
 #define BIG_SIZE (256 << 10) /* bigsmall: default large body bytes (-G) */
+#define RAND_SPAN (1 << 20)  /* -R: body start offsets, below this */
+#define RAND_SEED 0x5eed5eed5eed5eedULL /* -R: the byte stream's seed */
 
 struct hist {
     uint64_t n, max;
@@ -109,8 +124,9 @@ struct cfg {
     const char *host, *tube, *cafile;
     SSL_CTX *tls; /* -T: the client context, else NULL */
     int port, mode, conns, depth, nocheck;
-    int ntubes; /* -U: tubes the load spreads over, 0: just -t */
-    int tlsmax; /* -V: the highest TLS version offered, 0: OpenSSL's */
+    int randbody; /* -R: incompressible bodies */
+    int ntubes;   /* -U: tubes the load spreads over, 0: just -t */
+    int tlsmax;   /* -V: the highest TLS version offered, 0: OpenSSL's */
     int srvpid[MAX_SRV], nsrv; /* -S: summed CPU and peak RSS */
     int bigconns; /* bigsmall: large producers (-g); -1: not given */
     size_t size, maxread;
@@ -165,6 +181,25 @@ now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* splitmix64 (Steele, Lea, Flood 2014): the next value of the stream whose
+ * state is *s. */
+static uint64_t
+splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* -R: where in the body buffer a body stamped t takes its bytes from (0
+ * without -R, and for bodies too small for a stamp, t = 0). */
+static size_t
+body_off(const struct cfg *cfg, uint64_t t)
+{
+    return cfg->randbody ? (size_t)(splitmix64(&t) % RAND_SPAN) : 0;
 }
 
 static void
@@ -507,9 +542,10 @@ send_put(struct run *r, struct conn *c, uint64_t now)
     int n = snprintf(hdr, sizeof hdr, "put %d 0 %d %zu\r\n", PRI, TTR, size);
     wb_add(c, hdr, (size_t)n);
     char *body = wb_room(c, size + 2);
-    memcpy(body, r->body, size);
+    uint64_t t = size >= STAMP_LEN ? now : 0;
+    memcpy(body, r->body + body_off(r->cfg, t), size);
     if (size >= STAMP_LEN) {
-        snprintf(stamp, sizeof stamp, "%016" PRIx64, now);
+        snprintf(stamp, sizeof stamp, "%016" PRIx64, t);
         memcpy(body, stamp, STAMP_LEN);
     }
     memcpy(body + size, "\r\n", 2);
@@ -770,8 +806,6 @@ check_body(struct run *r, const char *b, size_t n, uint64_t now)
 {
     size_t from = n >= STAMP_LEN ? STAMP_LEN : 0;
     uint64_t t = 0;
-    if (memcmp(b + from, r->body + from, n - from) != 0)
-        die("a reserved job's body differs from every body put");
     for (size_t i = 0; i < from; i++) {
         char ch = b[i];
         int d = ch >= '0' && ch <= '9'   ? ch - '0'
@@ -780,6 +814,9 @@ check_body(struct run *r, const char *b, size_t n, uint64_t now)
         if (d < 0) die("a reserved job's body has no time stamp");
         t = t << 4 | (uint64_t)d;
     }
+    const char *want = r->body + body_off(r->cfg, t);
+    if (memcmp(b + from, want + from, n - from) != 0)
+        die("a reserved job's body differs from every body put");
     /* only jobs put in this phase: older ones did not wait for us */
     if (from && r->mode == M_CYCLE && r->record && t >= r->start && now > t)
         hist_add(&r->e2e, now - t);
@@ -1430,6 +1467,9 @@ usage(FILE *f)
         "            producers, 0 allowed)\n"
         "  -P N      commands in flight per connection (default 1)\n"
         "  -s BYTES  job body size (default 64)\n"
+        "  -R        incompressible bodies: seeded pseudo-random bytes (after\n"
+        "            the time stamp) from an offset that varies per put,\n"
+        "            instead of a repeating alphabet\n"
         "  -d SECS   time bound of the measured phase (default 5; 0: none)\n"
         "  -n N      count bound: jobs put (put, conn), jobs deleted (drain,\n"
         "            cycle), put rounds (latency), large jobs put (bigsmall:\n"
@@ -1560,6 +1600,8 @@ opt_one(struct cfg *cfg, int o, const char *a)
         cfg->tube = a;
     } else if (o == 'x') {
         cfg->nocheck = 1;
+    } else if (o == 'R') {
+        cfg->randbody = 1;
     } else if (o == 'T') {
         cfg->tls = (SSL_CTX *)1; /* made in main, once -A is known */
     } else if (o == 'A') {
@@ -1615,7 +1657,7 @@ parse_args(struct cfg *cfg, int argc, char **argv)
     cfg->backlog = 10000;
     cfg->bigconns = -1;
     while ((o = getopt(argc, argv,
-                       "m:H:p:c:P:s:d:n:L:B:t:S:r:U:g:G:xTA:V:h")) != -1)
+                       "m:H:p:c:P:s:d:n:L:B:t:S:r:U:g:G:xRTA:V:h")) != -1)
         opt_one(cfg, o, optarg);
     if (optind < argc) die("unexpected argument \"%s\" (see -h)", argv[optind]);
     if (!*cfg->tube || strlen(cfg->tube) > 200 || strpbrk(cfg->tube, " \r\n"))
@@ -1652,12 +1694,24 @@ check_counts(const struct cfg *cfg, const struct run *r,
             res->after);
 }
 
+/* The body buffer: size bytes of the repeating alphabet or, with -R,
+ * size + RAND_SPAN bytes of splitmix64's stream (body_off). */
 static char *
-make_body(size_t size)
+make_body(const struct cfg *cfg, size_t size)
 {
-    char *body = xrealloc(NULL, size + 1);
-    for (size_t i = 0; i < size; i++)
-        body[i] = (char)('a' + i % 26);
+    if (!cfg->randbody) {
+        char *body = xrealloc(NULL, size + 1);
+        for (size_t i = 0; i < size; i++)
+            body[i] = (char)('a' + i % 26);
+        return body;
+    }
+    size_t n = size + RAND_SPAN;
+    char *body = xrealloc(NULL, n + sizeof(uint64_t));
+    uint64_t s = RAND_SEED;
+    for (size_t i = 0; i < n; i += sizeof(uint64_t)) {
+        uint64_t x = splitmix64(&s);
+        memcpy(body + i, &x, sizeof x);
+    }
     return body;
 }
 
@@ -1669,7 +1723,8 @@ main(int argc, char **argv)
     struct hist all;
 
     parse_args(&cfg, argc, argv);
-    char *body = make_body(cfg.size > cfg.bigsize ? cfg.size : cfg.bigsize);
+    char *body =
+        make_body(&cfg, cfg.size > cfg.bigsize ? cfg.size : cfg.bigsize);
     if (cfg.preload) res.preload_secs = preload(&cfg, body);
     if (!cfg.nocheck) res.before = tube_jobs(&cfg);
     struct run *r = new_run(&cfg, body, cfg.mode);

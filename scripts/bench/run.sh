@@ -87,6 +87,9 @@
 #                       cells per server: both, the small one alone, the
 #                       large ones alone; run by rs, rs-f50, bs-b and
 #                       bs-f0 only, each with -z BENCH_BIG_BODY)
+#                       bigsmall-r (not in the default list): bigsmall
+#                       with incompressible bodies (rsbench -R), its three
+#                       cells bigsmall-r-s, bigsmall-r, bigsmall-r-l
 #   BENCH_BIG_BODY      the bigsmall row's large body bytes (default 262144)
 #   BENCH_BIG_CONNS     its large producers (default 8)
 #   BENCH_BIG_MIB       its disk budget: a cell ends once the large
@@ -331,11 +334,11 @@ row_args() {
     cycle100t1) echo "-m cycle -c 100 -P 1 -s $BODY -U 1" ;;
     cycle100t1000) echo "-m cycle -c 100 -P 1 -s $BODY -U 1000" ;;
     conn1) echo "-m conn -s $BODY" ;;
-    bigsmall | bigsmall-s | bigsmall-l)
-        local c=1 g=$BIG_CONNS
-        [ "$1" = bigsmall-s ] && g=0
-        [ "$1" = bigsmall-l ] && c=0
-        echo "-m bigsmall -c $c -P 1 -s $BODY -g $g -G $BIG_BODY -n $BIG_JOBS"
+    bigsmall | bigsmall-s | bigsmall-l | bigsmall-r | bigsmall-r-s | bigsmall-r-l)
+        local c=1 g=$BIG_CONNS r=
+        case $1 in *-s) g=0 ;; *-l) c=0 ;; esac
+        case $1 in bigsmall-r*) r=" -R" ;; esac
+        echo "-m bigsmall -c $c -P 1 -s $BODY -g $g -G $BIG_BODY -n $BIG_JOBS$r"
         ;;
     drain50) echo "-m drain -c 50 -P 1 -s $BODY -L $DRAIN_JOBS" ;;
     esac
@@ -661,10 +664,11 @@ record_bigsmall() {
 # The cells of row $1 for one server: bigsmall is three, the small
 # producer alone (bigsmall-s), both (bigsmall) and the large ones alone
 # (bigsmall-l), run back to back so that what each side keeps is measured
-# over the least drift of a shared machine.
+# over the least drift of a shared machine; bigsmall-r likewise.
 cell_rows() {
     case $1 in
     bigsmall) echo "bigsmall-s bigsmall bigsmall-l" ;;
+    bigsmall-r) echo "bigsmall-r-s bigsmall-r bigsmall-r-l" ;;
     *) echo "$1" ;;
     esac
 }
@@ -778,11 +782,12 @@ header() {
     echo "cells: $REPS x ${SECS}s, medians; bodies $BODY B;" \
         "drain preload $DRAIN_JOBS jobs;" \
         "pinning: $PIN; data dirs in $TMPBASE"
-    case " $ROWS " in *" bigsmall "*)
+    case " $ROWS " in *" bigsmall "* | *" bigsmall-r "*)
         echo "bigsmall: 1 producer of $BODY B beside $BIG_CONNS of" \
             "$BIG_BODY B, one put in flight each; servers -z $BIG_BODY;" \
             "a cell ends after $BIG_JOBS large puts ($BIG_MIB MiB) or" \
-            "${SECS}s" ;;
+            "${SECS}s; bigsmall-r: the same with incompressible bodies" \
+            "(rsbench -R)" ;;
     esac
     case " $SERVERS " in *" rs-cl"*)
         echo "cluster: 3 rockstalkd nodes on this machine (Raft, default" \
