@@ -17,26 +17,26 @@
  * changes are never acknowledged (the loop leaves a leadership it lost,
  * node.h). */
 static void
-emit(Proposer *m, StoreAck *ack, uint64_t pseq)
+emit(Proposer *p, StoreAck *ack, uint64_t pseq)
 {
     int rc;
 
-    if (!m->enrec) return;
-    if (m->refused) { /* past a gap: dropped, as the refused one */
-        m->elen = SRAFT_HDR;
-        m->enrec = 0;
+    if (!p->enrec) return;
+    if (p->refused) { /* past a gap: dropped, as the refused one */
+        p->elen = SRAFT_HDR;
+        p->enrec = 0;
         return;
     }
-    sraft_entry_header(m->ebuf, m->elen, m->node_id, m->enrec, pseq);
+    sraft_entry_header(p->ebuf, p->elen, p->node_id, p->enrec, pseq);
     for (int tries = 0;
-         (rc = m->fn(m->arg, m->ebuf, m->elen)) == 1 && tries < 10000; tries++)
+         (rc = p->fn(p->arg, p->ebuf, p->elen)) == 1 && tries < 10000; tries++)
         usleep(1000);
     if (rc == 1)
         ack_fail(ack, "raft", -1,
                  strdup("the Raft node took no proposal for 10 s"));
-    if (rc == -1) m->refused = 1; /* the node restarts (cluster/node.c) */
-    m->elen = SRAFT_HDR;
-    m->enrec = 0;
+    if (rc == -1) p->refused = 1; /* the node restarts (cluster/node.c) */
+    p->elen = SRAFT_HDR;
+    p->enrec = 0;
 }
 
 /* The entry in ebuf is full and the next record continues the sequence
@@ -45,16 +45,16 @@ emit(Proposer *m, StoreAck *ack, uint64_t pseq)
  * and starts the next entry with them, so that no sequence is cut (a
  * move's put and delete, PROTOCOL.md 18.15). */
 static void
-emit_before(Proposer *m, StoreAck *ack, size_t sstart, uint32_t snrec,
+emit_before(Proposer *p, StoreAck *ack, size_t sstart, uint32_t snrec,
             uint64_t last)
 {
-    size_t tail = m->elen - sstart;
-    m->elen = sstart;
-    m->enrec -= snrec;
-    emit(m, ack, last - 1);
-    memmove(m->ebuf + SRAFT_HDR, m->ebuf + sstart, tail);
-    m->elen = SRAFT_HDR + tail;
-    m->enrec = snrec;
+    size_t tail = p->elen - sstart;
+    p->elen = sstart;
+    p->enrec -= snrec;
+    emit(p, ack, last - 1);
+    memmove(p->ebuf + SRAFT_HDR, p->ebuf + sstart, tail);
+    p->elen = SRAFT_HDR + tail;
+    p->enrec = snrec;
 }
 
 /* Makes room for a record of rl bytes of sequence seq in the entry being
@@ -63,16 +63,16 @@ emit_before(Proposer *m, StoreAck *ack, size_t sstart, uint32_t snrec,
  * cut, its sequence published by the entry that ends it). *sstart and
  * *snrec: where the current sequence's records begin, and how many. */
 static void
-room(Proposer *m, StoreAck *ack, size_t rl, uint64_t seq, uint64_t last,
+room(Proposer *p, StoreAck *ack, size_t rl, uint64_t seq, uint64_t last,
      size_t *sstart, uint32_t *snrec)
 {
-    if (m->elen + rl <= m->ecap) return;
+    if (p->elen + rl <= p->ecap) return;
     if (seq == last && *sstart > SRAFT_HDR) {
-        emit_before(m, ack, *sstart, *snrec, last);
+        emit_before(p, ack, *sstart, *snrec, last);
         *sstart = SRAFT_HDR;
-        if (m->elen + rl <= m->ecap) return;
+        if (p->elen + rl <= p->ecap) return;
     }
-    emit(m, ack, seq == last ? last - 1 : last);
+    emit(p, ack, seq == last ? last - 1 : last);
     *sstart = SRAFT_HDR;
     *snrec = 0;
 }
@@ -83,38 +83,38 @@ room(Proposer *m, StoreAck *ack, size_t rl, uint64_t seq, uint64_t last,
  * that fits in no entry stops the store (the loop caps job sizes so that
  * none is). */
 void
-propose_chunks(Proposer *m, StoreAck *ack, const Chunk *chunks, uint64_t seq)
+propose_chunks(Proposer *p, StoreAck *ack, const Chunk *chunks, uint64_t seq)
 {
     uint64_t last = 0;
     size_t sstart = SRAFT_HDR; /* where the records of last begin */
     uint32_t snrec = 0;        /* ...how many */
     EncRec r;
 
-    if (!m->ebuf) {
-        m->ecap = STORE_RAFT_ENTRY_MAX;
-        m->ebuf = util_xrealloc(NULL, m->ecap);
+    if (!p->ebuf) {
+        p->ecap = STORE_RAFT_ENTRY_MAX;
+        p->ebuf = util_xrealloc(NULL, p->ecap);
     }
-    m->elen = SRAFT_HDR;
-    m->enrec = 0;
+    p->elen = SRAFT_HDR;
+    p->enrec = 0;
     for (const Chunk *c = chunks; c; c = c->next) {
         for (size_t off = c->start; off < c->len;) {
             size_t rl = enc_rec_get(c->p + off, &r);
-            if (rl > m->ecap - SRAFT_HDR) {
+            if (rl > p->ecap - SRAFT_HDR) {
                 ack_fail(ack, "raft entry", -1,
                          strdup("a record larger than a Raft entry"));
                 return;
             }
-            if (r.seq != last) sstart = m->elen, snrec = 0;
-            room(m, ack, rl, r.seq, last, &sstart, &snrec);
-            memcpy(m->ebuf + m->elen, c->p + off, rl);
-            m->elen += rl;
-            m->enrec++;
+            if (r.seq != last) sstart = p->elen, snrec = 0;
+            room(p, ack, rl, r.seq, last, &sstart, &snrec);
+            memcpy(p->ebuf + p->elen, c->p + off, rl);
+            p->elen += rl;
+            p->enrec++;
             snrec++;
             last = r.seq;
             off += rl;
         }
     }
-    emit(m, ack, seq);
+    emit(p, ack, seq);
 }
 
 void
