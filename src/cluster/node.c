@@ -284,7 +284,7 @@ propose(void *arg, const void *entry, size_t len)
     pthread_mutex_unlock(&n->raft_mu);
     if (rc == RAFTNODE_OK) return 0;
     if (rc == RAFTNODE_EFULL) return 1;
-    atomic_store(&n->gap, 1); /* mut_emit drops the entry */
+    atomic_store(&n->gap, 1); /* store/propose.c drops the entry */
     return -1;
 }
 

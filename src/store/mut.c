@@ -51,8 +51,7 @@ void
 mut_destroy(StoreMut *m)
 {
     sbatch_destroy(&m->sb);
-    free(m->ebuf);
-    m->ebuf = NULL;
+    propose_free(&m->prop);
     free(m->iov);
     m->iov = NULL;
     free(m->rbuf);
@@ -434,121 +433,12 @@ mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *ring, uint64_t *seq,
     return n;
 }
 
-/* Cluster mode (loop thread): proposes the entry built in ebuf, with
- * publish seq pseq. While the Raft node's queue is full it waits (the
- * loop throttles its input well before: server.c counts the queue in its
- * backlog), up to 10 s, then stops the store: the loop's state holds the
- * change, so dropping it would be a lie. A refused entry is dropped: its
- * changes are never acknowledged (the loop leaves a leadership it lost,
- * node.h). */
-static void
-mut_emit(StoreMut *m, uint64_t pseq)
-{
-    int rc;
-
-    if (!m->enrec) return;
-    if (m->refused) { /* past a gap: dropped, as the refused one */
-        m->elen = SRAFT_HDR;
-        m->enrec = 0;
-        return;
-    }
-    sraft_entry_header(m->ebuf, m->elen, m->node_id, m->enrec, pseq);
-    for (int tries = 0;
-         (rc = m->propose(m->propose_arg, m->ebuf, m->elen)) == 1 &&
-         tries < 10000;
-         tries++)
-        usleep(1000);
-    if (rc == 1)
-        ack_fail(m->ack, "raft", -1,
-                 strdup("the Raft node took no proposal for 10 s"));
-    if (rc == -1) m->refused = 1; /* the node restarts (cluster/node.c) */
-    m->elen = SRAFT_HDR;
-    m->enrec = 0;
-}
-
-/* The entry in ebuf is full and the next record continues the sequence
- * last, whose records start at sstart (> SRAFT_HDR; snrec of them):
- * proposes what comes before them (publishing the sequence before it)
- * and starts the next entry with them, so that no sequence is cut (a
- * move's put and delete, PROTOCOL.md 18.15). */
-static void
-mut_emit_before(StoreMut *m, size_t sstart, uint32_t snrec, uint64_t last)
-{
-    size_t tail = m->elen - sstart;
-    m->elen = sstart;
-    m->enrec -= snrec;
-    mut_emit(m, last - 1);
-    memmove(m->ebuf + SRAFT_HDR, m->ebuf + sstart, tail);
-    m->elen = SRAFT_HDR + tail;
-    m->enrec = snrec;
-}
-
-/* Makes room for a record of rl bytes of sequence seq in the entry being
- * built: proposes it first when full, carrying the records of a sequence
- * the record continues to the next entry (one larger than an entry is
- * cut, its sequence published by the entry that ends it). *sstart and
- * *snrec: where the current sequence's records begin, and how many. */
-static void
-mut_room(StoreMut *m, size_t rl, uint64_t seq, uint64_t last, size_t *sstart,
-         uint32_t *snrec)
-{
-    if (m->elen + rl <= m->ecap) return;
-    if (seq == last && *sstart > SRAFT_HDR) {
-        mut_emit_before(m, *sstart, *snrec, last);
-        *sstart = SRAFT_HDR;
-        if (m->elen + rl <= m->ecap) return;
-    }
-    mut_emit(m, seq == last ? last - 1 : last);
-    *sstart = SRAFT_HDR;
-    *snrec = 0;
-}
-
-/* Cluster mode: the group's records become entries of at most
- * STORE_RAFT_ENTRY_MAX bytes, cut only between two sequences (an entry
- * publishes the last sequence it holds whole), each proposed. A record
- * that fits in no entry stops the store (the loop caps job sizes so that
- * none is). */
-static void
-mut_propose(StoreMut *m, const Chunk *chunks, uint64_t seq)
-{
-    uint64_t last = 0;
-    size_t sstart = SRAFT_HDR; /* where the records of last begin */
-    uint32_t snrec = 0;        /* ...how many */
-    EncRec r;
-
-    if (!m->ebuf) {
-        m->ecap = STORE_RAFT_ENTRY_MAX;
-        m->ebuf = util_xrealloc(NULL, m->ecap);
-    }
-    m->elen = SRAFT_HDR;
-    m->enrec = 0;
-    for (const Chunk *c = chunks; c; c = c->next) {
-        for (size_t off = c->start; off < c->len;) {
-            size_t rl = enc_rec_get(c->p + off, &r);
-            if (rl > m->ecap - SRAFT_HDR) {
-                ack_fail(m->ack, "raft entry", -1,
-                         strdup("a record larger than a Raft entry"));
-                return;
-            }
-            if (r.seq != last) sstart = m->elen, snrec = 0;
-            mut_room(m, rl, r.seq, last, &sstart, &snrec);
-            memcpy(m->ebuf + m->elen, c->p + off, rl);
-            m->elen += rl;
-            m->enrec++;
-            snrec++;
-            last = r.seq;
-            off += rl;
-        }
-    }
-    mut_emit(m, seq);
-}
-
 void
 mut_propose_direct(void *arg, Chunk *c, uint64_t seq)
 {
     StoreMut *m = arg;
 
-    if (!ack_is_failed(m->ack)) mut_propose(m, c, seq);
+    if (!ack_is_failed(m->ack)) propose_chunks(&m->prop, m->ack, c, seq);
 }
 
 /* Commits one group (all chunks taken at once) and publishes its last seq.
@@ -638,7 +528,7 @@ int
 mut_snapshots(StoreMut *m, const rocksdb_snapshot_t **snaps, uint64_t *seq,
               char *err, size_t errcap)
 {
-    if (m->propose || !m->started)
+    if (m->prop.fn || !m->started)
         return util_fail(err, errcap,
                          "no mutation thread writes this store's shards");
     return snapreq_take(&m->snapreq, kick_handoff, m->ho, snaps, m->nshards,
@@ -769,14 +659,14 @@ mut_start(StoreMut *m, char *err, size_t errcap)
 {
     int e;
 
-    if (m->journal && !m->propose) {
+    if (m->journal && !m->prop.fn) {
         if ((e = pthread_create(&m->applier, NULL, applier_main, m)))
             return util_fail(err, errcap, "pthread_create: %s", strerror(e));
         pthread_setname_np(m->applier, "rs-applier");
         m->applier_on = 1;
     }
     /* a round after start too: the journal's replay filled memtables */
-    m->idle_on = !m->propose;
+    m->idle_on = !m->prop.fn;
     m->idle.armed = 1;
     m->idle.quiet_from = util_now_ns();
     e = pthread_create(&m->thread, NULL, mut_main, m);

@@ -14,8 +14,9 @@
  * that a journal commit never waits behind a long RocksDB write. In cluster
  * mode the loop thread proposes each chunk it flushes as Raft entries itself
  * (mut_propose_direct, the hand-off's direct hook: no thread wake-up on a
- * reply's path), and the raft thread writes the shards (store/raft.h); this
- * thread then has nothing to do.
+ * reply's path; the entries are cut in store/propose.h), and the raft
+ * thread writes the shards (store/raft.h); this thread then has nothing
+ * to do.
  *
  * Threads: mut_init, mut_start, mut_join and mut_destroy on the main
  * thread; mut_run is the mutation thread's body (or runs on the main thread
@@ -25,9 +26,9 @@
  * thread. Calls: store_bodyring (replay's ring bodies), store_handoff (input),
  * store_sync (syncs), store_ack (publication, fail-stop, counters),
  * store_shard (RocksDB handles), store_journal, store_pend, store_enc
- * (records), store_snapreq (a backup's moment), store_idle (the rest
- * round: memtables flushed once the shards took no write for a while),
- * store_util.
+ * (records), store_propose (cluster mode's entries), store_snapreq (a
+ * backup's moment), store_idle (the rest round: memtables flushed once the
+ * shards took no write for a while), store_util.
  */
 #ifndef ROCKSTALK_STORE_MUT_H
 #define ROCKSTALK_STORE_MUT_H
@@ -44,6 +45,7 @@
 #include "store/idle.h"
 #include "store/journal.h"
 #include "store/pend.h"
+#include "store/propose.h"
 #include "store/shard.h"
 #include "store/snapreq.h"
 #include "store/sync.h"
@@ -87,18 +89,10 @@ typedef struct StoreMut {
     size_t rcap;
     unsigned char *bbuf; /* under wmu: a ring put's body read back */
     size_t bcap;
-    /* cluster mode (store/raft.h): each chunk is proposed as Raft entries
-     * by the loop thread instead of written; NULL: standalone. Only the
-     * loop thread touches these then. */
-    StoreProposeFn propose;
-    void *propose_arg;
-    uint16_t node_id;    /* the entries' origin */
-    unsigned char *ebuf; /* the entry being built */
-    size_t elen, ecap;   /* its bytes, its capacity */
-    uint32_t enrec;      /* its records */
-    int refused;         /* propose refused an entry: nothing more is
-                            proposed (a later entry would publish past
-                            the gap, acknowledging the dropped one) */
+    /* cluster mode (store/propose.h): each chunk is proposed as Raft
+     * entries by the loop thread instead of written; prop.fn NULL:
+     * standalone. Only the loop thread touches it then. */
+    Proposer prop;
     /* a backup's request for one moment (store/snapreq.h): served between
      * two groups, the write-behind window written first */
     SnapReq snapreq;

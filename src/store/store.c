@@ -428,9 +428,9 @@ void
 store_cluster_mode(Store *s, uint16_t node_id, StoreProposeFn propose,
                    void *arg)
 {
-    s->mut.propose = propose;
-    s->mut.propose_arg = arg;
-    s->mut.node_id = node_id;
+    s->mut.prop.fn = propose;
+    s->mut.prop.arg = arg;
+    s->mut.prop.node_id = node_id;
     handoff_direct(&s->ho, mut_propose_direct, &s->mut);
 }
 
@@ -461,7 +461,7 @@ store_raft_snapshot(Store *s, uint64_t index, void **manifest, size_t *len)
 
     if (sraft_mark(&s->raft, index) < 0 || !(m = malloc(SRAFT_MANIFEST_LEN)))
         return -1;
-    sraft_manifest(&s->raft, index, s->mut.node_id, m);
+    sraft_manifest(&s->raft, index, s->mut.prop.node_id, m);
     *manifest = m;
     *len = SRAFT_MANIFEST_LEN;
     return 0;
@@ -498,7 +498,7 @@ store_backup_send(Store *s, StoreWriteFn write, void *warg,
     const rocksdb_snapshot_t *snap[STORE_SHARDS_MAX];
     ShipTotals tot;
 
-    if (s->mut.propose) /* cluster mode: between two applied entries */
+    if (s->mut.prop.fn) /* cluster mode: between two applied entries */
         sraft_snapshots(&s->raft, snap, &info->seq);
     else if (mut_snapshots(&s->mut, snap, &info->seq, err, errcap) < 0)
         return -1;

@@ -1350,15 +1350,15 @@ check_entries(const uint64_t *seqs, const uint32_t *want_n,
                                             .op = ENC_OP_PUT});
     Chunk c = {.p = buf, .len = 3 * rl, .cap = 3 * rl, .nrec = 3};
     m.ack = &ack;
-    m.propose = capture_entry;
-    m.propose_arg = &got;
+    m.prop.fn = capture_entry;
+    m.prop.arg = &got;
     mut_propose_direct(&m, &c, seqs[2]);
     assert_int_equal(got.n, want_entries);
     for (int i = 0; i < want_entries; i++) {
         assert_int_equal(got.nrec[i], want_n[i]);
         assert_int_equal(got.pseq[i], want_pseq[i]);
     }
-    free(m.ebuf);
+    propose_free(&m.prop);
     free(buf);
 }
 
