@@ -256,6 +256,17 @@ def test_rsbench_slow_acks(rsbench_bin, rockstalkd):
     assert run_bigsmall(rsbench_bin, srv.port, None)[1] == []
 
 
+@pytest.mark.parametrize("bad", ["-1", "x", "10ms", "99999999999999999999"])
+def test_rsbench_slow_us_refused(rsbench_bin, bad):
+    """A value of RSBENCH_SLOW_US that is not a count of microseconds
+    stops rsbench before it connects anywhere."""
+    r = subprocess.run([rsbench_bin, "-p", "1"], capture_output=True,
+                       text=True, env=dict(os.environ, RSBENCH_SLOW_US=bad),
+                       timeout=10)
+    assert r.returncode != 0
+    assert "RSBENCH_SLOW_US: expected microseconds" in r.stderr
+
+
 @pytest.fixture
 def queue_ceiling(ceiling_bin):
     """The ceiling probe in queue mode, in memory: its port."""

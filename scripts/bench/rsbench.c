@@ -133,6 +133,11 @@ struct cfg {
     size_t bigsize; /* bigsmall: large body bytes (-G); 0: not given */
     double secs;
     uint64_t count, preload, backlog;
+    /* RSBENCH_SLOW_US: set (slow), the slow small put's bound (ns), and
+     * the CLOCK_REALTIME - CLOCK_MONOTONIC offset its lines are printed
+     * with */
+    int slow;
+    uint64_t slow_ns, real_off;
 };
 
 /* One phase (preload or measured) of a run. */
@@ -710,22 +715,13 @@ big_done(struct run *r, uint64_t now)
 }
 
 /* RSBENCH_SLOW_US (see the top of this file): prints the put sent at t0
- * (CLOCK_MONOTONIC ns) and acknowledged v ns later if v is over it. */
+ * (CLOCK_MONOTONIC ns) and acknowledged v ns later if v is over the bound. */
 static void
-slow_ack(uint64_t t0, uint64_t v)
+slow_ack(const struct cfg *cfg, uint64_t t0, uint64_t v)
 {
-    static long long lim = -2;
-    static uint64_t off;
-    if (lim == -2) {
-        const char *e = getenv("RSBENCH_SLOW_US");
-        struct timespec ts;
-        lim = e ? atoll(e) : -1;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        off = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec -
-              now_ns();
-    }
-    if (lim < 0 || v < (uint64_t)lim * 1000) return;
-    fprintf(stderr, "slow %llu %llu\n", (unsigned long long)((t0 + off) / 1000),
+    if (!cfg->slow || v < cfg->slow_ns) return;
+    fprintf(stderr, "slow %llu %llu\n",
+            (unsigned long long)((t0 + cfg->real_off) / 1000),
             (unsigned long long)(v / 1000));
 }
 
@@ -738,7 +734,7 @@ record(struct run *r, const struct conn *c, const struct pend *p, uint64_t now)
         hist_add(&r->big, v);
     else
         hist_add(&r->lat[p->kind], v);
-    if (!c->big && p->kind == K_PUT) slow_ack(p->t0, v);
+    if (!c->big && p->kind == K_PUT) slow_ack(r->cfg, p->t0, v);
 }
 
 /* Checks the reply to use, watch or ignore; c is the connection (its
@@ -1660,6 +1656,20 @@ parse_args(struct cfg *cfg, int argc, char **argv)
                        "m:H:p:c:P:s:d:n:L:B:t:S:r:U:g:G:xRTA:V:h")) != -1)
         opt_one(cfg, o, optarg);
     if (optind < argc) die("unexpected argument \"%s\" (see -h)", argv[optind]);
+    const char *slow = getenv("RSBENCH_SLOW_US");
+    if (slow && *slow) {
+        struct timespec ts;
+        char *end;
+        errno = 0;
+        unsigned long long us = strtoull(slow, &end, 10);
+        if (errno || *end || *slow == '-' || us > UINT64_MAX / 1000)
+            die("RSBENCH_SLOW_US: expected microseconds, got \"%s\"", slow);
+        cfg->slow = 1;
+        cfg->slow_ns = (uint64_t)us * 1000;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        cfg->real_off = (uint64_t)ts.tv_sec * 1000000000ULL +
+                        (uint64_t)ts.tv_nsec - now_ns();
+    }
     if (!*cfg->tube || strlen(cfg->tube) > 200 || strpbrk(cfg->tube, " \r\n"))
         die("-t: bad tube name");
     if (cfg->mode == M_LATENCY || cfg->mode == M_CONN)
