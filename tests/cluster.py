@@ -48,6 +48,24 @@ def _ephemeral_range():
         return None
 
 
+def _worker_slice(lo, hi):
+    """The part of [lo, hi] this process picks node ports from: all of it,
+    or under pytest-xdist (PYTEST_XDIST_WORKER gwN of
+    PYTEST_XDIST_WORKER_COUNT) the N-th of as many disjoint slices, so
+    that two workers never pick the same port between a pick and a
+    node's bind."""
+    w = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        i = int(w[2:]) if w.startswith("gw") else 0
+    except ValueError:
+        return lo, hi
+    if n <= 1 or not 0 <= i < n:
+        return lo, hi
+    width = (hi - lo + 1) // n
+    return lo + i * width, lo + (i + 1) * width - 1
+
+
 def node_port():
     """A free loopback port for a node, given once per process. A port
     from free_port (bind to port 0) is in the ephemeral range, where
@@ -60,7 +78,7 @@ def node_port():
     with _lock:
         if rng and rng[0] > 12000:
             for _ in range(200):
-                p = _rand.randint(10000, rng[0] - 1)
+                p = _rand.randint(*_worker_slice(10000, rng[0] - 1))
                 if p in _given:
                     continue
                 with socket.socket() as s:
