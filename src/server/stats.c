@@ -241,6 +241,9 @@ stats_process(Server *s, Out *o)
     kv_u(o, "rockstalk-body-ring-waits", st.ring_waits);
     kv_u(o, "rockstalk-body-ring-flushes", st.ring_flushes);
     kv_u(o, "rockstalk-body-ring-restored", st.ring_restored);
+    kv_u(o, "rockstalk-body-ring-held-files", st.ring_held_files);
+    kv_u(o, "rockstalk-body-ring-held-bytes", st.ring_held_bytes);
+    kv_u(o, "rockstalk-body-ring-copied", st.ring_copied);
     kv_u(o, "rockstalk-idle-flushes", st.idle_flushes);
     kv_u(o, "rockstalk-memtable-bytes",
          s->store ? store_memtable_bytes(s->store) : 0);

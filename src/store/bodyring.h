@@ -79,6 +79,14 @@
 /* One body on its way (private to bodyring.c). */
 typedef struct RingReq RingReq;
 
+/* A held file (store/bodyheld.h): a generation retired from its ring file
+ * with live bodies in it, renamed <dir>/held-<gen>. */
+typedef struct HeldFile {
+    uint64_t gen;  /* the generation it holds */
+    uint64_t size; /* bytes */
+    int fd;        /* open for reads */
+} HeldFile;
+
 /* The ring; lives in the Store. */
 typedef struct BodyRing {
     char *dir;                        /* <data dir>/bodies, owned */
@@ -90,7 +98,17 @@ typedef struct BodyRing {
     uint64_t top_gen;                 /* highest generation found */
     uint64_t start_gen; /* this run's first generation (older ones were
                            replayed before reset) */
-    StoreShard *shard;  /* borrowed, [nshards], for the WAL syncs */
+    /* Files (store/bodyheld.h): readers take flk shared, the writer takes
+     * it exclusive to change fd, fsize, slot_gen, held and pins. */
+    pthread_rwlock_t flk;
+    uint64_t slot_gen[STORE_RING_FILES]; /* the generation file i holds
+                                            (0: none) */
+    HeldFile *held; /* retired generations, ascending gen, owned */
+    size_t nheld, heldcap;
+    int pins;             /* backups reading the ring (bodyring_pin) */
+    pthread_mutex_t *wmu; /* borrowed: StoreMut.wmu, taken by a copy-out
+                             (store/bodyheld.h) */
+    StoreShard *shard;    /* borrowed, [nshards], for the WAL syncs */
     int nshards;
     StoreAck *ack; /* borrowed */
     Handoff *ho;   /* borrowed: kicks the mutation thread to drain */
@@ -129,7 +147,9 @@ typedef struct BodyRing {
     _Atomic uint64_t st_bodies, st_bytes, st_waits; /* written; cover waits */
     _Atomic uint64_t st_flushes; /* covers done (a flush of every shard's
                                     body CF each) */
-    uint64_t restored;           /* bodies bodyring_restore put back */
+    _Atomic uint64_t st_copied;  /* bodies copied out of held files */
+    _Atomic uint64_t st_held_files, st_held_bytes; /* held files now */
+    uint64_t restored; /* bodies bodyring_restore put back */
     uint64_t restore_gen[STORE_RING_FILES]; /* bodyring_restore: the
                                                generation of each file's
                                                first entry (0: none) */

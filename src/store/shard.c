@@ -450,6 +450,33 @@ shard_get_bodies(const StoreShard *sh, const uint64_t *ids, size_t n,
 }
 
 int
+shard_get_ring_ref(const StoreShard *sh, uint64_t id, StoreRingRef *ref,
+                   char *err, size_t errcap)
+{
+    char key[ENC_KEY_LEN], *e = NULL;
+    size_t vlen = 0;
+
+    enc_key_put(key, id);
+    rocksdb_pinnableslice_t *ps = rocksdb_get_pinned_cf(
+        sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING], key, ENC_KEY_LEN, &e);
+    if (e) {
+        util_fail(err, errcap, "read ring reference of job %" PRIu64 ": %s", id,
+                  e);
+        rocksdb_free(e);
+        return -1;
+    }
+    if (!ps) return 0;
+    const char *v = rocksdb_pinnableslice_value(ps, &vlen);
+    if (vlen == ENC_RING_REF) *ref = enc_ring_ref_get((const unsigned char *)v);
+    rocksdb_pinnableslice_destroy(ps);
+    if (vlen != ENC_RING_REF)
+        return util_fail(err, errcap,
+                         "job %" PRIu64 "'s ring reference has %zu bytes", id,
+                         vlen);
+    return 1;
+}
+
+int
 shard_has_body(const StoreShard *sh, const char *key)
 {
     char *e = NULL;
