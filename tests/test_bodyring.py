@@ -424,15 +424,14 @@ def test_ring_refusals(rockstalkd):
     c.close()
 
 
-# ---- ring bodies kept out of RocksDB's WAL (store/bodyring.h) ----
+# ---- ring bodies kept out of RocksDB (store/bodyheld.h) ----
 #
 # A put through the ring writes its reference to RocksDB with the WAL (ring
-# column family) and its body without it; a kill -9 before a flush of the
-# body column family loses the body from RocksDB, and the start-up puts it
-# back from the ring (rockstalk-body-ring-restored). These tests kill
-# without ROCKSTALKD_FAULT_DEFER_UNSYNCED, after waiting for the write-
-# behind window (1 s, store/pend.h) to apply the puts, so the references
-# are in RocksDB's WAL and the bodies only in the memtable.
+# column family); its body stays in the ring, its home, and each start-up
+# copies every live ring body into RocksDB (rockstalk-body-ring-restored).
+# These tests kill without ROCKSTALKD_FAULT_DEFER_UNSYNCED, after waiting
+# for the write-behind window (1 s, store/pend.h) to apply the puts, so the
+# references are in RocksDB's WAL and the bodies in the ring only.
 
 BIGRING = ["--journal-size", str(4 * MiB), "--body-ring", "4096",
            "--body-ring-size", str(8 * MiB), "-z", str(MiB)]
@@ -440,9 +439,9 @@ APPLIED = 1.6   # s: the write-behind window (1 s) and the applier's grace
 
 
 def test_ring_unflushed_bodies_sigkill(rockstalkd):
-    """(a) ring bodies applied to RocksDB without the WAL and not flushed
-    are back byte-exact after kill -9, read from the ring; (c) a deleted
-    ring job's reference went with it (nothing restored for it)."""
+    """(a) ring bodies, whose home is the ring, are back byte-exact after
+    kill -9, copied into RocksDB at the start-up; (c) a deleted ring job's
+    reference went with it (nothing restored for it)."""
     srv = rockstalkd(*BIGRING)
     c = Conn(srv.port)
     bodies = [body_of(i, [70000, 150000, 20, 9000][i % 4]) for i in range(16)]
@@ -500,8 +499,8 @@ def test_ring_deleted_refs_gone(rockstalkd):
 
 
 def test_ring_lapped_unflushed_sigkill(rockstalkd):
-    """(b) after the ring lapped several times (its files reused, each
-    reuse after a flush of the shards' body column families), every live
+    """(b) after the ring lapped several times (a file whose generation
+    still has live jobs kept as a held file, store/bodyheld.h), every live
     job's body is right after kill -9, with 3 shards."""
     srv = rockstalkd(*FLAGS, "--shards", "3")
     conns = [Conn(srv.port) for _ in range(3)]
@@ -523,10 +522,9 @@ def test_ring_lapped_unflushed_sigkill(rockstalkd):
 
 @pytest.mark.parametrize("how", ["crc", "missing"])
 def test_ring_unflushed_body_damaged_refuses(rockstalkd, how):
-    """(d) a ring entry damaged (a body byte flipped, or its file gone)
-    whose body RocksDB lacks (applied without the WAL, not flushed, then
-    kill -9): the restart refuses, naming the job, instead of serving a
-    wrong body."""
+    """(d) a ring entry damaged (a body byte flipped, or its file gone),
+    its body nowhere else (kill -9): the restart refuses, naming the job,
+    instead of serving a wrong body."""
     srv = rockstalkd(*BIGRING)
     c = Conn(srv.port)
     ids = put_many(c, [body_of(i, 100000) for i in range(4)])

@@ -24,110 +24,6 @@ typedef struct Live {
     uint64_t n, bytes;
 } Live;
 
-static int
-held_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap)
-{
-    int n = snprintf(buf, cap, "%s/held-%" PRIu64, r->dir, gen);
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
-}
-
-/* Index of gen in r->held (ascending), or -1. */
-static long
-held_index(const BodyRing *r, uint64_t gen)
-{
-    size_t lo = 0, hi = r->nheld;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->held[mid].gen < gen)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < r->nheld && r->held[lo].gen == gen ? (long)lo : -1;
-}
-
-/* Adds h at its place (ascending gen); flk exclusive or main thread. */
-static void
-held_add(BodyRing *r, HeldFile h)
-{
-    size_t at = r->nheld;
-
-    if (r->nheld == r->heldcap) {
-        r->heldcap = r->heldcap ? 2 * r->heldcap : 8;
-        r->held = util_xrealloc(r->held, r->heldcap * sizeof *r->held);
-    }
-    while (at > 0 && r->held[at - 1].gen > h.gen) {
-        r->held[at] = r->held[at - 1];
-        at--;
-    }
-    r->held[at] = h;
-    r->nheld++;
-    atomic_fetch_add(&r->st_held_files, 1);
-    atomic_fetch_add(&r->st_held_bytes, h.size);
-}
-
-int
-held_find(const BodyRing *r, uint64_t gen, int *fd, uint64_t *size)
-{
-    int i = (int)(gen % STORE_RING_FILES);
-
-    if (gen && r->fd[i] >= 0 && r->slot_gen[i] == gen) {
-        *fd = r->fd[i];
-        *size = r->fsize[i];
-        return 1;
-    }
-    long k = held_index(r, gen);
-    if (k < 0) return 0;
-    *fd = r->held[k].fd;
-    *size = r->held[k].size;
-    return 1;
-}
-
-int
-held_open(BodyRing *r, char *err, size_t errcap)
-{
-    DIR *d = opendir(r->dir);
-    struct dirent *e;
-    char path[4096];
-    int rc = 0;
-
-    if (!d && errno == ENOENT) return 0;
-    if (!d)
-        return util_fail(err, errcap, "opendir %s: %s", r->dir,
-                         strerror(errno));
-    while (rc == 0 && (e = readdir(d)) != NULL) {
-        unsigned long long g;
-        char tail;
-        struct stat st;
-        if (sscanf(e->d_name, "held-%llu%c", &g, &tail) != 1 || !g ||
-            held_path(r, g, path, sizeof path) < 0 ||
-            strcmp(strrchr(path, '/') + 1, e->d_name) != 0)
-            continue; /* not a name this server gives */
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0) {
-            rc = util_fail(err, errcap, "open %s: %s", path, strerror(errno));
-            if (fd >= 0) close(fd);
-            break;
-        }
-        held_add(r,
-                 (HeldFile){.gen = g, .size = (uint64_t)st.st_size, .fd = fd});
-        if (g > r->top_gen) r->top_gen = g;
-    }
-    closedir(d);
-    return rc;
-}
-
-void
-held_close(BodyRing *r)
-{
-    for (size_t k = 0; k < r->nheld; k++)
-        if (r->held[k].fd >= 0) close(r->held[k].fd);
-    free(r->held);
-    r->held = NULL;
-    r->nheld = r->heldcap = 0;
-}
-
 void
 bodyring_pin(BodyRing *r)
 {
@@ -164,7 +60,8 @@ count_live(BodyRing *r, uint64_t slot, Live *live)
             (void)rocksdb_iter_key(it, &klen);
             if (vlen != ENC_RING_REF) continue;
             StoreRingRef ref = enc_ring_ref_get((const unsigned char *)v);
-            long k = ref.gen == slot ? (long)r->nheld : held_index(r, ref.gen);
+            long k = ref.gen == slot ? (long)r->nheld
+                                     : bodyring_held_index(r, ref.gen);
             if (k < 0) continue;
             live[k].n++;
             live[k].bytes += RING_HDR + (uint64_t)ref.len;
@@ -201,7 +98,7 @@ retire(BodyRing *r, int i)
 
     if (snprintf(from, sizeof from, "%s/ring-%d", r->dir, i) >=
             (int)sizeof from ||
-        held_path(r, gen, to, sizeof to) < 0) {
+        bodyring_held_path(r, gen, to, sizeof to) < 0) {
         errno = ENAMETOOLONG;
         return fail_errno(r, "path", r->dir);
     }
@@ -220,7 +117,8 @@ retire(BodyRing *r, int i)
         return fail_errno(r, "fsync", r->dir);
     }
     pthread_rwlock_wrlock(&r->flk);
-    held_add(r, (HeldFile){.gen = gen, .size = r->fsize[i], .fd = r->fd[i]});
+    bodyring_held_add(
+        r, (HeldFile){.gen = gen, .size = r->fsize[i], .fd = r->fd[i]});
     r->fd[i] = fd;
     r->fsize[i] = r->size;
     r->slot_gen[i] = 0;
@@ -235,7 +133,7 @@ drop(BodyRing *r, uint64_t gen)
     char path[4096];
 
     pthread_rwlock_wrlock(&r->flk);
-    long k = r->pins ? -1 : held_index(r, gen);
+    long k = r->pins ? -1 : bodyring_held_index(r, gen);
     HeldFile h = k >= 0 ? r->held[k] : (HeldFile){0};
     if (k >= 0) {
         memmove(r->held + k, r->held + k + 1,
@@ -248,7 +146,7 @@ drop(BodyRing *r, uint64_t gen)
     if (k < 0) return;
     close(h.fd);
     /* a file left by a crash here is deleted at the next start */
-    if (held_path(r, gen, path, sizeof path) == 0) (void)unlink(path);
+    if (bodyring_held_path(r, gen, path, sizeof path) == 0) (void)unlink(path);
 }
 
 /* Copies one live body (key k of shard sh, reference v) into the body CF,
@@ -467,7 +365,7 @@ bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards, char *err,
     for (size_t k = 0; k < r->nheld; k++) {
         close(r->held[k].fd);
         r->held[k].fd = -1;
-        if (held_path(r, r->held[k].gen, path, sizeof path) == 0 &&
+        if (bodyring_held_path(r, r->held[k].gen, path, sizeof path) == 0 &&
             unlink(path) < 0 && errno != ENOENT)
             return util_fail(err, errcap, "unlink %s: %s", path,
                              strerror(errno));

@@ -22,8 +22,8 @@
  * ring body is copied into the body CF and its reference removed, and the
  * held files are deleted, so a run starts with every ring file free.
  *
- * Threads: bodyring_restore and held_open, held_close on the main thread;
- * held_cover on the writer thread; bodyring_pin and bodyring_unpin on any
+ * Threads: bodyring_restore on the main thread; held_cover on the writer
+ * thread (BodyRing.cover_hook); bodyring_pin and bodyring_unpin on any
  * thread (a backup's). Readers of the files take BodyRing.flk shared
  * (bodyring_read); whoever changes them takes it exclusive.
  */
@@ -36,16 +36,9 @@
 #include "store/bodyring.h"
 #include "store/shard.h"
 
-/* Main thread, from bodyring_open: opens every held-<gen> file of r->dir.
- * Returns 0, or -1 with a message in err. */
-int held_open(BodyRing *r, char *err, size_t errcap);
-
-/* The file that holds generation gen: its fd and size (bytes). BodyRing.flk
- * held (either way) or the writer thread. Returns 1, or 0 if none does. */
-int held_find(const BodyRing *r, uint64_t gen, int *fd, uint64_t *size);
-
-/* Writer thread, before ring file i takes a new generation, every record
- * that may refer to the one it holds applied: keeps that generation as a
+/* BodyRing.cover_hook (the store sets it): writer thread, before ring
+ * file i takes a new generation, every record that may refer to the one
+ * it holds applied and the WALs synced: keeps that generation as a
  * held file if a live job still refers to it or a backup pins the files,
  * deletes the held files without live jobs and copies out the sparse
  * ones (above). Returns 0, or -1 after ack_fail. */
@@ -65,8 +58,5 @@ int bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards,
  * references of a snapshot taken after bodyring_pin stay readable. */
 void bodyring_pin(BodyRing *r);
 void bodyring_unpin(BodyRing *r);
-
-/* Closes and forgets the held files (the files stay). */
-void held_close(BodyRing *r);
 
 #endif

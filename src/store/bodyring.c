@@ -1,8 +1,10 @@
 /* store/bodyring.c - the body ring and its writer (see store/bodyring.h). */
 #include "store/bodyring.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,6 @@
 #include <zlib.h>
 
 #include "base/bytes.h"
-#include "store/bodyheld.h"
 #include "store/enc.h"
 #include "store/util.h"
 
@@ -56,6 +57,117 @@ file_path(const BodyRing *r, int i, char *buf, size_t cap, char *err,
         return util_fail(err, errcap, "path too long: %s", r->dir);
     return 0;
 }
+
+/* ---- held files (store/bodyheld.h) ---- */
+
+int
+bodyring_held_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s/held-%" PRIu64, r->dir, gen);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+long
+bodyring_held_index(const BodyRing *r, uint64_t gen)
+{
+    size_t lo = 0, hi = r->nheld;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->held[mid].gen < gen)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->nheld && r->held[lo].gen == gen ? (long)lo : -1;
+}
+
+void
+bodyring_held_add(BodyRing *r, HeldFile h)
+{
+    size_t at = r->nheld;
+
+    if (r->nheld == r->heldcap) {
+        r->heldcap = r->heldcap ? 2 * r->heldcap : 8;
+        r->held = util_xrealloc(r->held, r->heldcap * sizeof *r->held);
+    }
+    while (at > 0 && r->held[at - 1].gen > h.gen) {
+        r->held[at] = r->held[at - 1];
+        at--;
+    }
+    r->held[at] = h;
+    r->nheld++;
+    atomic_fetch_add(&r->st_held_files, 1);
+    atomic_fetch_add(&r->st_held_bytes, h.size);
+}
+
+/* The file that holds generation gen: its fd and size (bytes). flk held
+ * (either way) or the writer thread. Returns 1, or 0 if none does. */
+static int
+held_find(const BodyRing *r, uint64_t gen, int *fd, uint64_t *size)
+{
+    int i = (int)(gen % STORE_RING_FILES);
+
+    if (gen && r->fd[i] >= 0 && r->slot_gen[i] == gen) {
+        *fd = r->fd[i];
+        *size = r->fsize[i];
+        return 1;
+    }
+    long k = bodyring_held_index(r, gen);
+    if (k < 0) return 0;
+    *fd = r->held[k].fd;
+    *size = r->held[k].size;
+    return 1;
+}
+
+/* Opens every held-<gen> file of r->dir (main thread, from
+ * bodyring_open). Returns 0, or -1 with a message in err. */
+static int
+held_open(BodyRing *r, char *err, size_t errcap)
+{
+    DIR *d = opendir(r->dir);
+    struct dirent *e;
+    char path[4096];
+    int rc = 0;
+
+    if (!d && errno == ENOENT) return 0;
+    if (!d)
+        return util_fail(err, errcap, "opendir %s: %s", r->dir,
+                         strerror(errno));
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        unsigned long long g;
+        char tail;
+        struct stat st;
+        if (sscanf(e->d_name, "held-%llu%c", &g, &tail) != 1 || !g ||
+            bodyring_held_path(r, g, path, sizeof path) < 0 ||
+            strcmp(strrchr(path, '/') + 1, e->d_name) != 0)
+            continue; /* not a name this server gives */
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+            rc = util_fail(err, errcap, "open %s: %s", path, strerror(errno));
+            if (fd >= 0) close(fd);
+            break;
+        }
+        bodyring_held_add(
+            r, (HeldFile){.gen = g, .size = (uint64_t)st.st_size, .fd = fd});
+        if (g > r->top_gen) r->top_gen = g;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Closes and forgets the held files (the files stay). */
+static void
+held_close(BodyRing *r)
+{
+    for (size_t k = 0; k < r->nheld; k++)
+        if (r->held[k].fd >= 0) close(r->held[k].fd);
+    free(r->held);
+    r->held = NULL;
+    r->nheld = r->heldcap = 0;
+}
+
+/* ---- entries ---- */
 
 /* Reads exactly n bytes at off: 0, 1 at a short read, -1 on error. */
 static int
@@ -311,7 +423,7 @@ cover(BodyRing *r, uint64_t need, int i)
         }
         r->covered = pos;
     }
-    if (held_cover(r, i) < 0) return -1;
+    if (r->cover_hook(r, i) < 0) return -1;
     atomic_fetch_add_explicit(&r->st_flushes, 1, memory_order_relaxed);
     return 0;
 }
@@ -470,6 +582,7 @@ bodyring_start(BodyRing *r, StoreShard *shard, int nshards, StoreAck *ack,
     r->notify = notify;
     r->notify_arg = arg;
     if (!r->min) return 0;
+    if (!r->cover_hook) return util_fail(err, errcap, "body ring: no cover");
     int e = pthread_create(&r->thread, NULL, ring_main, r);
     if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
     pthread_setname_np(r->thread, "rs-bodyring");

@@ -155,13 +155,4 @@ enc_rec_jlen(const EncRec *r)
            (r->ref ? (size_t)r->ref : r->body_len);
 }
 
-/* The bytes r's record stands for in the hand-off backlog and the
- * write-behind window: its length plus, for a ring put, its body (read
- * back and written to a shard when applied, as a plain put's). */
-static inline size_t
-enc_rec_weight(const EncRec *r)
-{
-    return ENC_REC_HDR + (size_t)r->meta_len + r->ref + r->body_len;
-}
-
 #endif

@@ -234,28 +234,33 @@ store_kick(void *arg)
 
 /* The body of job id read from the body ring, its home
  * (store/bodyheld.h): 1 with *body (malloc'd) and *len, 0 if the job has
- * no ring reference or its entry does not verify (the job was deleted
- * meanwhile and its file reused), -1 with a message in err on an error. */
+ * none (deleted), -1 with a message in err on an error. Without a
+ * reference, or with one whose entry no longer verifies, the body CF is
+ * read once more: a copy-out may have moved the body there (with the
+ * reference's removal, in one batch) since the caller looked. */
 static int
 store_ring_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
                 size_t errcap)
 {
+    const StoreShard *sh = &s->shard[store_shard_of(id, s->nshards)];
     StoreRingRef ref;
-    int rc = shard_get_ring_ref(&s->shard[store_shard_of(id, s->nshards)], id,
-                                &ref, err, errcap);
+    int rc = shard_get_ring_ref(sh, id, &ref, err, errcap);
 
-    if (rc <= 0) return rc;
-    char *b = malloc(ref.len ? ref.len : 1);
-    if (!b)
-        return util_fail(err, errcap, "out of memory reading job %" PRIu64, id);
-    rc = bodyring_read(&s->ring, &ref, b, err, errcap);
-    if (rc != 0) {
+    if (rc > 0) {
+        char *b = malloc(ref.len ? ref.len : 1);
+        if (!b)
+            return util_fail(err, errcap, "out of memory reading job %" PRIu64,
+                             id);
+        rc = bodyring_read(&s->ring, &ref, b, err, errcap);
+        if (rc == 0) {
+            *body = b;
+            *len = ref.len;
+            return 1;
+        }
         free(b);
-        return rc < 0 ? -1 : 0;
     }
-    *body = b;
-    *len = ref.len;
-    return 1;
+    if (rc < 0) return -1;
+    return shard_get_body(sh, id, body, len, err, errcap);
 }
 
 int
@@ -656,6 +661,7 @@ store_start(Store *s, char *err, size_t errcap)
         return -1;
     }
     s->ring.wmu = &s->mut.wmu; /* copy-outs (store/bodyheld.h) */
+    s->ring.cover_hook = held_cover;
     if (bodyring_start(&s->ring, s->shard, s->nshards, &s->ack, &s->ho,
                        s->cfg.notify, s->cfg.notify_arg, err, errcap) < 0) {
         s->started = 1; /* store_close joins the mutation thread */
