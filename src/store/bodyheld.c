@@ -76,45 +76,34 @@ count_live(BodyRing *r, uint64_t slot, Live *live)
     return 0;
 }
 
-/* Fails the store with "body ring: what path: strerror(errno)". */
-static int
-fail_errno(BodyRing *r, const char *what, const char *path)
-{
-    char *msg = NULL;
-
-    if (asprintf(&msg, "%s %s: %s", what, path, strerror(errno)) < 0)
-        msg = NULL;
-    ack_fail(r->ack, "body ring", -1, msg);
-    return -1;
-}
-
 /* Renames ring file i to held-<its generation> and puts a new, empty ring
- * file of r->size bytes in its place (the directory synced). */
+ * file of r->size bytes in its place (the directory synced). Returns 0,
+ * or -1 with a message in err. */
 static int
-retire(BodyRing *r, int i)
+retire(BodyRing *r, int i, char *err, size_t errcap)
 {
     char from[4096], to[4096];
     uint64_t gen = r->slot_gen[i];
 
     if (snprintf(from, sizeof from, "%s/ring-%d", r->dir, i) >=
             (int)sizeof from ||
-        bodyring_held_path(r, gen, to, sizeof to) < 0) {
-        errno = ENAMETOOLONG;
-        return fail_errno(r, "path", r->dir);
-    }
-    if (rename(from, to) < 0) return fail_errno(r, "rename", from);
+        bodyring_held_path(r, gen, to, sizeof to) < 0)
+        return util_fail(err, errcap, "path too long: %s", r->dir);
+    if (rename(from, to) < 0)
+        return util_fail(err, errcap, "rename %s: %s", from, strerror(errno));
     int fd = open(from, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return fail_errno(r, "open", from);
+    if (fd < 0)
+        return util_fail(err, errcap, "open %s: %s", from, strerror(errno));
     if (ftruncate(fd, (off_t)r->size) < 0) {
         close(fd);
-        return fail_errno(r, "size", from);
+        return util_fail(err, errcap, "size %s: %s", from, strerror(errno));
     }
     int dfd = open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int rc = dfd < 0 ? -1 : fsync(dfd);
     if (dfd >= 0) close(dfd);
     if (rc < 0) {
         close(fd);
-        return fail_errno(r, "fsync", r->dir);
+        return util_fail(err, errcap, "fsync %s: %s", r->dir, strerror(errno));
     }
     pthread_rwlock_wrlock(&r->flk);
     bodyring_held_add(
@@ -123,6 +112,7 @@ retire(BodyRing *r, int i)
     r->fsize[i] = r->size;
     r->slot_gen[i] = 0;
     pthread_rwlock_unlock(&r->flk);
+    if (gen > r->top_gen) r->top_gen = gen; /* bodyring_reset starts above */
     return 0;
 }
 
@@ -244,7 +234,9 @@ held_cover(BodyRing *r, int i)
         pthread_rwlock_rdlock(&r->flk);
         int keep = live[n].n > 0 || r->pins > 0;
         pthread_rwlock_unlock(&r->flk);
-        if (keep) rc = retire(r, i);
+        char err[512];
+        if (keep && (rc = retire(r, i, err, sizeof err)) < 0)
+            ack_fail(r->ack, "body ring", -1, strdup(err));
     }
     for (size_t k = 0; rc == 0 && k < n; k++) {
         if (live[k].n && live[k].bytes * HELD_SPARSE >= sizes[k]) continue;
@@ -263,12 +255,35 @@ held_cover(BodyRing *r, int i)
 
 /* ---- start-up ---- */
 
-/* Puts the body of the job of key k (reference v, vlen bytes) of shard sh
- * into b unless its body CF holds it, and removes the reference. */
+/* Start-up with the ring on: the files live references point into. */
+typedef struct Seen {
+    int slot[STORE_RING_FILES]; /* ring file i's generation */
+    unsigned char *held;        /* [nheld]: held file k's */
+} Seen;
+
+/* Marks the file of the verified reference ref live in seen. */
+static void
+seen_mark(const BodyRing *r, Seen *seen, const StoreRingRef *ref)
+{
+    int i = (int)(ref->gen % STORE_RING_FILES);
+    long k;
+
+    if (r->slot_gen[i] == ref->gen)
+        seen->slot[i] = 1;
+    else if ((k = bodyring_held_index(r, ref->gen)) >= 0)
+        seen->held[k] = 1;
+}
+
+/* The live reference v (vlen bytes) of the job of key k in shard sh. A
+ * reference whose body the body CF holds (an older server copied every
+ * ring body there) is removed (into b). Else, with seen (the ring on),
+ * its entry's header must verify and its file is marked live in seen;
+ * without (no ring this run), its body is read back, verified, and put
+ * into the body CF with the reference's removal (into b). */
 static int
 restore_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
-            size_t vlen, rocksdb_writebatch_t *b, char **buf, char *err,
-            size_t errcap)
+            size_t vlen, rocksdb_writebatch_t *b, Seen *seen, char **buf,
+            char *err, size_t errcap)
 {
     uint64_t id = enc_key_get(k);
 
@@ -283,10 +298,11 @@ restore_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
         return util_fail(err, errcap,
                          "shard-%02d: read of job %" PRIu64 "'s body",
                          sh->index, id);
-    rocksdb_writebatch_delete_cf(b, sh->cf[SHARD_CF_RING], k, ENC_KEY_LEN);
-    if (has) return 0; /* an older server's: flushed to the body CF */
-    *buf = util_xrealloc(*buf, ref.len ? ref.len : 1);
-    int rc = bodyring_read(r, &ref, *buf, err, errcap);
+    if (has || !seen)
+        rocksdb_writebatch_delete_cf(b, sh->cf[SHARD_CF_RING], k, ENC_KEY_LEN);
+    if (has) return 0;
+    if (!seen) *buf = util_xrealloc(*buf, ref.len ? ref.len : 1);
+    int rc = bodyring_read(r, &ref, seen ? NULL : *buf, err, errcap);
     if (rc < 0) return -1;
     if (rc > 0)
         return util_fail(err, errcap,
@@ -295,8 +311,11 @@ restore_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
                          "ring entry (generation %" PRIu64 ", offset %" PRIu64
                          ", %u bytes) does not verify",
                          id, sh->index, ref.gen, ref.off, ref.len);
-    rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_BODY], k, ENC_KEY_LEN, *buf,
-                              ref.len);
+    if (seen)
+        seen_mark(r, seen, &ref);
+    else
+        rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_BODY], k, ENC_KEY_LEN,
+                                  *buf, ref.len);
     r->restored++;
     return 0;
 }
@@ -319,8 +338,8 @@ restore_write(const StoreShard *sh, rocksdb_writebatch_t *b, char *err,
 
 /* bodyring_restore of one shard. */
 static int
-restore_shard(BodyRing *r, const StoreShard *sh, char **buf, char *err,
-              size_t errcap)
+restore_shard(BodyRing *r, const StoreShard *sh, Seen *seen, char **buf,
+              char *err, size_t errcap)
 {
     rocksdb_iterator_t *it =
         rocksdb_create_iterator_cf(sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING]);
@@ -334,7 +353,7 @@ restore_shard(BodyRing *r, const StoreShard *sh, char **buf, char *err,
         const char *k = rocksdb_iter_key(it, &klen);
         const char *v = rocksdb_iter_value(it, &vlen);
         if (klen == ENC_KEY_LEN)
-            rc = restore_one(r, sh, k, v, vlen, b, buf, err, errcap);
+            rc = restore_one(r, sh, k, v, vlen, b, seen, buf, err, errcap);
         if (rc == 0 && rocksdb_writebatch_data(b, &klen) &&
             klen > ((size_t)16 << 20))
             rc = restore_write(sh, b, err, errcap);
@@ -351,17 +370,36 @@ restore_shard(BodyRing *r, const StoreShard *sh, char **buf, char *err,
     return rc;
 }
 
-int
-bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards, char *err,
-                 size_t errcap)
+/* Start-up, the ring on: keeps as held files the ring files live jobs
+ * refer to (so that the ring may start over), deletes the held files none
+ * refers to. */
+static int
+restore_files(BodyRing *r, const Seen *seen, char *err, size_t errcap)
 {
-    char *buf = NULL, path[4096];
-    int rc = 0;
+    size_t n = r->nheld;
+    uint64_t *dead = malloc((n ? n : 1) * sizeof *dead);
+    size_t ndead = 0;
 
-    for (int i = 0; rc == 0 && i < nshards; i++)
-        rc = restore_shard(r, &shard[i], &buf, err, errcap);
-    free(buf);
-    if (rc < 0) return -1;
+    if (!dead) return util_fail(err, errcap, "out of memory");
+    for (size_t k = 0; k < n; k++)
+        if (!seen->held[k]) dead[ndead++] = r->held[k].gen;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < STORE_RING_FILES; i++)
+        if (seen->slot[i] && r->fd[i] >= 0 && r->slot_gen[i])
+            rc = retire(r, i, err, errcap);
+    for (size_t k = 0; rc == 0 && k < ndead; k++)
+        drop(r, dead[k]);
+    free(dead);
+    return rc;
+}
+
+/* Start-up, no ring this run: every held file goes (its bodies are in the
+ * body CF now). */
+static int
+remove_held(BodyRing *r, char *err, size_t errcap)
+{
+    char path[4096];
+
     for (size_t k = 0; k < r->nheld; k++) {
         close(r->held[k].fd);
         r->held[k].fd = -1;
@@ -374,4 +412,23 @@ bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards, char *err,
     atomic_store(&r->st_held_files, 0);
     atomic_store(&r->st_held_bytes, 0);
     return 0;
+}
+
+int
+bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards, char *err,
+                 size_t errcap)
+{
+    Seen seen = {.held = calloc(r->nheld ? r->nheld : 1, 1)};
+    Seen *sp = r->min ? &seen : NULL;
+    char *buf = NULL;
+    int rc = seen.held ? 0 : util_fail(err, errcap, "out of memory");
+
+    for (int i = 0; rc == 0 && i < nshards; i++)
+        rc = restore_shard(r, &shard[i], sp, &buf, err, errcap);
+    free(buf);
+    if (rc == 0)
+        rc = sp ? restore_files(r, sp, err, errcap)
+                : remove_held(r, err, errcap);
+    free(seen.held);
+    return rc;
 }

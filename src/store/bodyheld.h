@@ -18,9 +18,12 @@
  * then deleted: the disk held is at most four times the live bodies',
  * plus the ring.
  *
- * At start-up (bodyring_restore, after the journal's replay) every live
- * ring body is copied into the body CF and its reference removed, and the
- * held files are deleted, so a run starts with every ring file free.
+ * At start-up (bodyring_restore, after the journal's replay) the header
+ * of every live ring body's entry is checked, the ring files live jobs
+ * refer to become held files and the held files none refers to are
+ * deleted, so a run starts with every ring file free and copies nothing;
+ * a run without the ring copies every live ring body into RocksDB
+ * instead.
  *
  * Threads: bodyring_restore on the main thread; held_cover on the writer
  * thread (BodyRing.cover_hook); bodyring_pin and bodyring_unpin on any
@@ -44,12 +47,17 @@
  * ones (above). Returns 0, or -1 after ack_fail. */
 int held_cover(BodyRing *r, int i);
 
-/* Main thread, after the journal's replay, before bodyring_reset: puts
- * every live ring body into its shard's body CF (a body it holds already,
- * from an older server, is kept) and removes its ring reference, with
- * synced writes, then deletes the held files. A body neither place holds
- * intact is a hard error, never a wrong body. Counts the bodies in
- * r->restored. Returns 0, or -1 with a message in err (naming the job). */
+/* Main thread, after the journal's replay, before bodyring_reset. A ring
+ * reference whose body the body CF holds (an older server's copy) is
+ * removed. With the ring on (r->min), every other live reference's entry
+ * header must verify (bodyring_read without a body); the ring files such
+ * references point into are renamed held files and the held files none
+ * points into deleted. With the ring off, every live ring body is read
+ * back, verified and put into its shard's body CF with its reference's
+ * removal (synced writes), and every held file is deleted. A reference
+ * whose entry does not verify is a hard error, never a wrong body. Counts
+ * the live ring bodies in r->restored. Returns 0, or -1 with a message in
+ * err (naming the job). */
 int bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards,
                      char *err, size_t errcap);
 

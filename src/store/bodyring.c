@@ -263,7 +263,7 @@ bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
     if (held_find(r, ref->gen, &fd, &fsize) && ref->off % RING_ALIGN == 0 &&
         ref->off <= fsize &&
         fsize - ref->off >= RING_HDR + (uint64_t)ref->len &&
-        (rc = read_at(fd, h, RING_HDR, ref->off)) == 0)
+        (rc = read_at(fd, h, RING_HDR, ref->off)) == 0 && buf)
         rc = read_at(fd, buf, ref->len, ref->off + RING_HDR);
     pthread_rwlock_unlock(&r->flk);
     if (rc < 0)
@@ -272,7 +272,7 @@ bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
         le_get64(h + 8) != ref->gen || le_get32(h + 16) != ref->crc ||
         le_get32(h + 20) != (uint32_t)crc32(0L, h, 20))
         return 1;
-    return body_crc(buf, ref->len) == ref->crc ? 0 : 1;
+    return !buf || body_crc(buf, ref->len) == ref->crc ? 0 : 1;
 }
 
 /* ---- reset ---- */

@@ -160,7 +160,8 @@ int bodyring_open(BodyRing *r, const char *datadir, uint64_t size, uint32_t min,
 
 /* Any thread (BodyRing.flk taken shared; pread shares no offset): reads
  * the body ref points at, in its ring file or held file, into buf
- * (ref->len bytes) and checks it (magic, generation, lengths, both crcs).
+ * (ref->len bytes) and checks it (magic, generation, lengths, both crcs);
+ * with buf NULL, only the entry's header (the body's crc as recorded).
  * Returns 0, 1 if it does not verify (a reference past its file, a file
  * missing, a torn or overwritten entry), or -1 on a read error (message
  * in err). */
