@@ -76,6 +76,21 @@ count_live(BodyRing *r, uint64_t slot, Live *live)
     return 0;
 }
 
+/* Syncs every shard's WAL. Returns 0, or -1 after ack_fail. */
+static int
+sync_wals(BodyRing *r)
+{
+    char *msg = NULL;
+
+    for (int s = 0; s < r->nshards; s++) {
+        if (r->io->sync(r->io->ctx, r->shard[s].db, &msg) < 0) {
+            ack_fail(r->ack, "body ring: WAL sync of", s, msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Renames ring file i to held-<its generation> and puts a new, empty ring
  * file of r->size bytes in its place (the directory synced). Returns 0,
  * or -1 with a message in err. */
@@ -186,7 +201,7 @@ copy_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
 static int
 copy_out(BodyRing *r, uint64_t gen)
 {
-    char *buf = NULL, *msg = NULL;
+    char *buf = NULL;
     int rc = 0;
 
     for (int s = 0; rc == 0 && s < r->nshards; s++) {
@@ -203,13 +218,9 @@ copy_out(BodyRing *r, uint64_t gen)
                 rc = copy_one(r, sh, k, v, &buf);
         }
         rocksdb_iter_destroy(it);
-        if (rc == 0 && r->io->sync(r->io->ctx, sh->db, &msg) < 0) {
-            ack_fail(r->ack, "body ring: WAL sync of", s, msg);
-            rc = -1;
-        }
     }
     free(buf);
-    return rc;
+    return rc == 0 ? sync_wals(r) : rc;
 }
 
 int
@@ -229,7 +240,16 @@ held_cover(BodyRing *r, int i)
         gens[k] = r->held[k].gen;
         sizes[k] = r->held[k].size;
     }
+    /* a sync first: the StoreIO seam may hold unsynced writes back,
+     * unreadable (store/fault.c), and the count must see every reference
+     * applied */
+    if (rc == 0) rc = sync_wals(r);
     if (rc == 0) rc = count_live(r, r->slot_gen[i], live);
+    /* and after: what the count saw is durable before any file is
+     * overwritten or deleted (with -f MS a delete applied may not be in a
+     * synced journal yet, and a crash must not bring back a job whose body
+     * is gone) */
+    if (rc == 0) rc = sync_wals(r);
     if (rc == 0 && r->slot_gen[i]) {
         pthread_rwlock_rdlock(&r->flk);
         int keep = live[n].n > 0 || r->pins > 0;

@@ -7,12 +7,12 @@
  * readers (store_get_body, store_get_bodies, a backup's stream) read it
  * from the ring. Before the writer starts a new generation in ring file i
  * (a cover, store/bodyring.c), held_cover counts the live references of
- * every shard's ring CF: if any points at the generation file i holds (or
- * a backup pins the files), the file is renamed <dir>/held-<gen> and a
- * new, empty ring file takes its place; else it is overwritten in place.
- * In the same cover a held file none of whose jobs is alive is deleted,
- * and a held file whose live bodies fill less than a quarter of it is
- * copied out (each live body put into the body CF and its reference
+ * every shard's ring CF and syncs the WALs: if any points at the generation
+ * file i holds (or a backup pins the files), the file is renamed
+ * <dir>/held-<gen> and a new, empty ring file takes its place; else it is
+ * overwritten in place. In the same cover a held file none of whose jobs is
+ * alive is deleted, and a held file whose live bodies fill less than a quarter
+ * of it is copied out (each live body put into the body CF and its reference
  * removed, in one batch with the WAL, under StoreMut.wmu so that no delete
  * of the job slips between the check and the write), the WALs synced, and
  * then deleted: the disk held is at most four times the live bodies',
@@ -41,10 +41,12 @@
 
 /* BodyRing.cover_hook (the store sets it): writer thread, before ring
  * file i takes a new generation, every record that may refer to the one
- * it holds applied and the WALs synced: keeps that generation as a
- * held file if a live job still refers to it or a backup pins the files,
- * deletes the held files without live jobs and copies out the sparse
- * ones (above). Returns 0, or -1 after ack_fail. */
+ * it holds applied. Counts the live references, syncs every shard's WAL
+ * (so that every delete the count saw is durable before a file goes),
+ * keeps that generation as a held file if a live job still refers to it
+ * or a backup pins the files, deletes the held files without live jobs
+ * and copies out the sparse ones (above). Returns 0, or -1 after
+ * ack_fail. */
 int held_cover(BodyRing *r, int i);
 
 /* Main thread, after the journal's replay, before bodyring_reset. A ring

@@ -390,15 +390,14 @@ sample_for(BodyRing *r, uint64_t need, uint64_t *pos, uint64_t *seq)
  * waits until the loop has resolved those entries, then until the
  * mutation thread has applied the sequence it named (the write-behind
  * window writes it within PEND_WINDOW_NS, store/pend.h; after
- * RING_DRAIN_WAIT_US the writer asks for a drain instead), syncs every
- * shard's WAL (the references, the metas), then lets held_cover keep the
- * generation the file holds if a job still refers to it. Returns 0, or -1
- * if the store stops or failed first. */
+ * RING_DRAIN_WAIT_US the writer asks for a drain instead), then lets
+ * cover_hook (store/bodyheld.h) count the references, sync the WALs and
+ * keep the generation the file holds if a job still refers to it.
+ * Returns 0, or -1 if the store stops or failed first. */
 static int
 cover(BodyRing *r, uint64_t need, int i)
 {
     uint64_t pos, seq;
-    char *msg = NULL;
 
     if (r->covered < need) {
         atomic_fetch_add_explicit(&r->st_waits, 1, memory_order_relaxed);
@@ -414,12 +413,6 @@ cover(BodyRing *r, uint64_t need, int i)
                 handoff_kick(r->ho);
             }
             usleep(100);
-        }
-        for (int k = 0; k < r->nshards; k++) {
-            if (r->io->sync(r->io->ctx, r->shard[k].db, &msg) < 0) {
-                ack_fail(r->ack, "body ring: WAL sync of", k, msg);
-                return -1;
-            }
         }
         r->covered = pos;
     }

@@ -31,15 +31,14 @@
  *    24  the body
  *
  * Reuse rule: before ring file i takes generation g + STORE_RING_FILES,
- * every journal record that may refer to generation g is in RocksDB and
- * the shards' WALs were synced after that: the loop says up to which
- * sequence the bodies it took are in records (bodyring_resolved), the
- * writer waits until the mutation thread has applied that sequence
- * (asking it to drain its write-behind window), then syncs every shard's
- * WAL itself. Until then the writer waits: the large producers are held
- * back, nobody else. Then held_cover (store/bodyheld.h) keeps generation
- * g as a held file if a live job still refers to it; else the file is
- * overwritten in place.
+ * every journal record that may refer to generation g is in RocksDB: the
+ * loop says up to which sequence the bodies it took are in records
+ * (bodyring_resolved), the writer waits until the mutation thread has
+ * applied that sequence (asking it to drain its write-behind window).
+ * Until then the writer waits: the large producers are held back, nobody else.
+ * Then held_cover (store/bodyheld.h) counts the references, syncs every shard's
+ * WAL and keeps generation g as a held file if a live job still refers to it;
+ * else the file is overwritten in place.
  *
  * Readers of a ring body (bodyring_read: the journal's replay, the
  * store's body reads, a backup, a copy-out) find its file by generation:
