@@ -1,0 +1,528 @@
+"""Held ring files (store/bodyring.h): a large put body lives in the body
+ring only; its job's ring reference (ring column family) is its home, and
+reserve, peek and a backup read it from there. A ring file that must be
+reused while a live job still refers to its generation is renamed
+<dir>/bodies/held-<gen> and a fresh ring-k is made. At each reuse (a
+cover) the writer deletes the held files whose jobs are all gone and
+copies into RocksDB the live bodies of a held file less than a quarter of
+which is still live, then deletes it; while a backup runs nothing is
+reused in place or deleted. A start copies every live ring body into
+RocksDB (rockstalk-body-ring-restored) and leaves no held file.
+
+Small rings (4 x 1 MiB, bodies from 4096 bytes up) and bodies of about
+64 KiB, so a few MiB make many laps; -m 0, so that every peek and reserve
+reads its body from disk (a ring file, a held file or RocksDB), never from
+the body cache.
+
+  * live: laps with every job kept leave held files; the stats
+    (rockstalk-body-ring-held-files, -held-bytes, -copied) agree with the
+    directory; each held file is the generation it is named after; every
+    body is exact by peek and by reserve.
+  * freed: once their jobs are deleted, more laps remove every held file.
+  * copy-out: a held file thinned to about 1 job in 10 is copied out and
+    deleted; the kept bodies are exact, also after kill -9 (RocksDB's
+    unsynced writes lost, ROCKSTALKD_FAULT_DEFER_UNSYNCED=1).
+  * restart: with held files present, a clean stop or a kill -9, then a
+    start that copies every live ring body (restored == their number),
+    leaves no held file, and a second start copies nothing.
+  * backup: a backup taken while held files exist and puts go on serves
+    every body of its moment exactly.
+  * concurrency: a putter, a reserver that deletes (and buries 1 in 5)
+    and a peeker of random live ids for a few seconds: no error, every
+    body exact, NOT_FOUND only for a job whose delete was sent.
+
+    /usr/bin/python3 -m pytest -q -n 3 tests/test_bodyheld.py
+"""
+import os
+import random
+import re
+import struct
+import threading
+import time
+
+import pytest
+
+from conftest import ROCKSTALKD
+from test_backup import backup, contents, start, stop
+from test_bodyring import FLAGS, RING_FILES, MiB, Conn
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(ROCKSTALKD),
+                       reason="rockstalkd binary not built (%s does not "
+                       "exist)" % ROCKSTALKD),
+    pytest.mark.not_via_follower("the body ring is a standalone's"),
+]
+
+HFLAGS = FLAGS + ["-m", "0"]
+RING_MAGIC = 0x31425352
+SIZES = [5000, 40000, 60000, 64000, 65536, 70000, 90000]
+
+
+# ---- bodies that say what they are ----
+
+def mk(i, n):
+    """Body number i, n bytes: "iiiiiiii:nnnnnnn:" then bytes drawn from
+    i and n, so any body can be checked without knowing its job."""
+    head = b"%08d:%07d:" % (i, n)
+    return head + random.Random(i * 1000003 + n).randbytes(n - len(head))
+
+
+def body_no(b):
+    """The number of a body made by mk(), after checking all of it."""
+    m = re.match(rb"(\d{8}):(\d{7}):", b)
+    assert m and int(m.group(2)) == len(b), b[:40]
+    i = int(m.group(1))
+    assert b == mk(i, len(b)), "body %d (%d bytes) is damaged" % (i, len(b))
+    return i
+
+
+class Bodies:
+    """Numbers bodies, sizes drawn from SIZES (random.Random(seed))."""
+
+    def __init__(self, seed, first):
+        self.rng, self.i = random.Random(seed), first
+
+    def next(self):
+        self.i += 1
+        return mk(self.i, self.rng.choice(SIZES))
+
+    def some(self, nbytes):
+        out, total = [], 0
+        while total < nbytes:
+            out.append(self.next())
+            total += len(out[-1])
+        return out
+
+
+# ---- talking to the server ----
+
+def read_reply(c):
+    """(status line, body or None) of the next reply on c (Conn)."""
+    ln = c.f.readline()
+    assert ln.endswith(b"\r\n"), ln
+    ln = ln[:-2].decode()
+    w = ln.split()
+    if w and w[0] in ("FOUND", "RESERVED", "OK"):
+        body = c.f.read(int(w[-1]) + 2)
+        assert body.endswith(b"\r\n"), w
+        return ln, body[:-2]
+    return ln, None
+
+
+def stats(c):
+    c.s.sendall(b"stats\r\n")
+    ln, body = read_reply(c)
+    assert ln.startswith("OK"), ln
+    out = {}
+    for line in body.decode().splitlines()[1:]:
+        k, v = line.split(": ", 1)
+        out[k] = int(v) if re.fullmatch(r"-?\d+", v) else v
+    return out
+
+
+def stat(st, name):
+    assert name in st, "stats has no %s" % name
+    return st[name]
+
+
+def jobs(st):
+    """Jobs in the server (every state), from stats st."""
+    return sum(stat(st, "current-jobs-" + k)
+               for k in ("ready", "reserved", "delayed", "buried"))
+
+
+def put_on(conns, bodies, batch=8):
+    """Puts bodies, batch at a time on each of conns at once (pipelined);
+    returns {id: body}."""
+    out, k = {}, 0
+    while k < len(bodies):
+        sent = []
+        for c in conns:
+            part = bodies[k:k + batch]
+            k += len(part)
+            if part:
+                c.s.sendall(b"".join(b"put 0 0 120 %d\r\n%s\r\n" % (len(b), b)
+                                     for b in part))
+                sent.append((c, part))
+        for c, part in sent:
+            for b in part:
+                ln, _ = read_reply(c)
+                m = re.fullmatch(r"INSERTED (\d+)", ln)
+                assert m, ln
+                out[int(m.group(1))] = b
+    return out
+
+
+def delete_all(c, ids):
+    ids = list(ids)
+    for k in range(0, len(ids), 200):
+        part = ids[k:k + 200]
+        c.s.sendall(b"".join(b"delete %d\r\n" % j for j in part))
+        for j in part:
+            ln, _ = read_reply(c)
+            assert ln == "DELETED", (j, ln)
+
+
+def churn(c, src, nbytes):
+    """Puts nbytes of bodies and deletes each batch once acknowledged."""
+    bodies = src.some(nbytes)
+    for k in range(0, len(bodies), 8):
+        delete_all(c, put_on([c], bodies[k:k + 8]))
+
+
+def check_peek(c, ids):
+    for jid, body in sorted(ids.items()):
+        c.s.sendall(b"peek %d\r\n" % jid)
+        ln, got = read_reply(c)
+        assert ln == "FOUND %d %d" % (jid, len(body)), (jid, ln)
+        assert got == body, "peek %d: wrong body" % jid
+
+
+def check_gone(c, ids):
+    for jid in sorted(ids):
+        c.s.sendall(b"peek %d\r\n" % jid)
+        ln, _ = read_reply(c)
+        assert ln == "NOT_FOUND", (jid, ln)
+
+
+def check_reserve(c, ids):
+    """Reserves every job (ids: {id: body}, all the ready jobs), checks
+    each body, then releases them all."""
+    seen = set()
+    for _ in ids:
+        c.s.sendall(b"reserve-with-timeout 0\r\n")
+        ln, got = read_reply(c)
+        m = re.fullmatch(r"RESERVED (\d+) (\d+)", ln)
+        assert m, ln
+        jid = int(m.group(1))
+        assert jid in ids and jid not in seen, jid
+        assert got == ids[jid], "reserve %d: wrong body" % jid
+        seen.add(jid)
+    c.s.sendall(b"reserve-with-timeout 0\r\n")
+    assert read_reply(c)[0] == "TIMED_OUT"
+    for jid in sorted(seen):
+        assert c.cmd("release %d 0 0" % jid) == "RELEASED", jid
+
+
+# ---- the ring's files ----
+
+def held(d):
+    """Generations of the held files of data dir d, ascending; each file's
+    first entry must be of the generation it is named after."""
+    bd = os.path.join(d, "bodies")
+    gens = []
+    for name in os.listdir(bd):
+        if not name.startswith("held-"):
+            assert re.fullmatch(r"ring-[0-%d]" % (RING_FILES - 1), name), name
+            continue
+        assert re.fullmatch(r"held-[1-9]\d*", name), name
+        gen = int(name[5:])
+        with open(os.path.join(bd, name), "rb") as f:
+            magic, _, g = struct.unpack("<IIQ", f.read(16))
+        assert (magic, g) == (RING_MAGIC, gen), (name, hex(magic), g)
+        gens.append(gen)
+    return sorted(gens)
+
+
+def held_bytes(d):
+    return sum(os.path.getsize(os.path.join(d, "bodies", "held-%d" % g))
+               for g in held(d))
+
+
+def check_held_stats(c, d):
+    """The held-file stats agree with the directory (nothing in flight);
+    returns the stats."""
+    st = stats(c)
+    gens = held(d)
+    assert stat(st, "rockstalk-body-ring-held-files") == len(gens), gens
+    assert stat(st, "rockstalk-body-ring-held-bytes") == held_bytes(d), gens
+    for k in range(RING_FILES):
+        p = os.path.join(d, "bodies", "ring-%d" % k)
+        assert os.path.getsize(p) == MiB, p
+    return st
+
+
+def filled(rockstalkd, seed, mib=8, flags=()):
+    """A server on HFLAGS with mib MiB of ring bodies put on 2
+    connections, every job kept; (server, conn, {id: body}, Bodies)."""
+    srv = rockstalkd(*HFLAGS, *flags)
+    conns = [Conn(srv.port) for _ in range(2)]
+    src = Bodies(seed, seed * 100000)
+    ids = put_on(conns, src.some(mib * MiB))
+    conns[1].close()
+    return srv, conns[0], ids, src
+
+
+# ---- the tests ----
+
+def test_held_files_keep_live_bodies(rockstalkd):
+    srv, c, ids, _ = filled(rockstalkd, 1)
+    gens = held(srv.dir)
+    assert gens, "8 laps with every job live left no held file"
+    st = check_held_stats(c, srv.dir)
+    assert stat(st, "rockstalk-body-ring-copied") == 0
+    assert stat(st, "rockstalk-body-ring-puts") == len(ids)
+    assert stat(st, "rockstalk-body-ring-flushes") >= len(gens)
+    assert stat(st, "current-jobs-ready") == len(ids)
+    check_peek(c, ids)
+    check_reserve(c, ids)
+    check_peek(c, ids)
+    assert held(srv.dir) == gens  # reads move nothing
+    c.close()
+
+
+def test_held_files_go_when_their_jobs_do(rockstalkd):
+    srv, c, ids, src = filled(rockstalkd, 2)
+    assert held(srv.dir), "8 laps with every job live left no held file"
+    flushes = stat(stats(c), "rockstalk-body-ring-flushes")
+    delete_all(c, ids)
+    churn(c, src, 6 * MiB)
+    st = check_held_stats(c, srv.dir)
+    assert stat(st, "rockstalk-body-ring-flushes") >= flushes + 4
+    assert held(srv.dir) == [], "held files outlived their jobs"
+    assert stat(st, "rockstalk-body-ring-held-bytes") == 0
+    assert stat(st, "rockstalk-body-ring-copied") == 0, \
+        "bodies of deleted jobs were copied"
+    assert jobs(st) == 0
+    check_gone(c, ids)
+    c.close()
+    srv.restart()
+    c = Conn(srv.port)
+    assert stat(stats(c), "rockstalk-body-ring-restored") == 0
+    assert held(srv.dir) == []
+    c.close()
+
+
+def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch):
+    monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
+    srv, c, ids, src = filled(rockstalkd, 3)
+    monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
+    before = held(srv.dir)
+    assert len(before) >= 2, before
+    keep = {j: ids[j] for j in sorted(ids)[::10]}
+    gone = [j for j in ids if j not in keep]
+    delete_all(c, gone)
+    churn(c, src, 6 * MiB)
+    st = check_held_stats(c, srv.dir)
+    copied = stat(st, "rockstalk-body-ring-copied")
+    assert 0 < copied <= len(keep), (copied, len(keep))
+    after = held(srv.dir)
+    assert len(after) < len(before), (before, after)
+    assert jobs(st) == len(keep)
+    check_peek(c, keep)
+    check_reserve(c, keep)
+    c.close()
+    srv.kill9()
+    srv.restart()
+    c = Conn(srv.port)
+    check_peek(c, keep)
+    check_gone(c, gone)
+    st = check_held_stats(c, srv.dir)
+    assert held(srv.dir) == []
+    assert stat(st, "current-jobs-ready") == len(keep)
+    assert stat(st, "rockstalk-body-ring-restored") <= len(keep)
+    check_reserve(c, keep)
+    c.close()
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_held_files_restart(rockstalkd, monkeypatch, how):
+    if how == "sigkill":
+        monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
+    srv, c, ids, src = filled(rockstalkd, 4)
+    monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", raising=False)
+    for jid in sorted(ids)[::7]:   # a few gone; no held file near a quarter
+        assert c.cmd("delete %d" % jid) == "DELETED"
+        del ids[jid]
+    assert held(srv.dir), "8 laps with every job live left no held file"
+    st = check_held_stats(c, srv.dir)
+    # nothing was copied out: every live job's body is in the ring
+    assert stat(st, "rockstalk-body-ring-copied") == 0
+    c.close()
+    if how == "sigkill":
+        srv.kill9()
+    else:
+        assert srv.stop() == 0
+    srv.restart()
+    c = Conn(srv.port)
+    assert held(srv.dir) == [], "held files after a start"
+    st = check_held_stats(c, srv.dir)
+    assert stat(st, "rockstalk-body-ring-restored") == len(ids)
+    assert stat(st, "current-jobs-ready") == len(ids)
+    check_peek(c, ids)
+    check_reserve(c, ids)
+    c.close()
+    srv.restart()  # everything is in RocksDB now: nothing to copy
+    c = Conn(srv.port)
+    st = check_held_stats(c, srv.dir)
+    assert stat(st, "rockstalk-body-ring-restored") == 0
+    check_peek(c, ids)
+    # laps after the restart: new generations, new held files
+    more = put_on([c], src.some(5 * MiB))
+    assert held(srv.dir), "5 laps with every job live left no held file"
+    check_held_stats(c, srv.dir)
+    ids.update(more)
+    check_peek(c, ids)
+    c.close()
+
+
+def test_held_files_backup(rockstalkd, tmp_path):
+    srv, c, ids, src = filled(rockstalkd, 5)
+    gone = sorted(ids)[::5]
+    delete_all(c, gone)
+    for jid in gone:
+        del ids[jid]
+    assert held(srv.dir), "8 laps with every job live left no held file"
+    # puts (and deletes) go on during the backup: covers retire files
+    stop_put, errors, during, put_during = threading.Event(), [], {}, {}
+
+    def putter():
+        try:
+            p = Conn(srv.port)
+            mine = Bodies(55, 5550000)
+            while not stop_put.is_set():
+                got = put_on([p], [mine.next() for _ in range(4)])
+                during.update(got)
+                put_during.update(got)
+                delete_all(p, sorted(got)[:1])
+                for jid in sorted(got)[:1]:
+                    del during[jid]
+            p.close()
+        except Exception as e:  # reported by the main thread
+            errors.append(repr(e))
+
+    t = threading.Thread(target=putter)
+    t.start()
+    try:
+        time.sleep(0.3)
+        r = backup(srv.port, tmp_path / "copy")
+    finally:
+        stop_put.set()
+        t.join(30)
+    assert not errors, errors
+    assert r.returncode == 0, r.stderr
+    check_held_stats(c, srv.dir)
+    check_peek(c, ids)
+    check_peek(c, during)
+    c.close()
+    q, qport = start(tmp_path / "copy")
+    try:
+        got = contents(qport, max(list(ids) + list(put_during)) + 10)
+        qc = Conn(qport)
+        st = stats(qc)
+        qc.close()
+    finally:
+        stop(q)
+    for jid, body in ids.items():   # everything from before the backup
+        assert got.get(jid) == body, "job %d not in the copy as put" % jid
+    for jid in gone:                # deleted before it
+        assert jid not in got, jid
+    for jid, body in got.items():   # puts during it, if in, are exact
+        assert body == (ids.get(jid) or put_during.get(jid)), jid
+    assert jobs(st) == len(got)
+
+
+def test_held_files_concurrency(rockstalkd):
+    """5 s of a putter, a reserver (deletes, buries 1 in 5) and a peeker
+    of random live ids over a 4 x 1 MiB ring."""
+    srv = rockstalkd(*HFLAGS)
+    lock, stop_all, errors = threading.Lock(), threading.Event(), []
+    acked, delete_sent, reserved, live = {}, set(), {}, []
+    most_held = [0]
+
+    def guard(fn):
+        def run():
+            try:
+                fn()
+            except Exception as e:  # reported by the main thread
+                errors.append("%s: %r" % (fn.__name__, e))
+                stop_all.set()
+        return threading.Thread(target=run)
+
+    def putter():
+        c, src = Conn(srv.port), Bodies(6, 6000000)
+        while not stop_all.is_set():
+            for jid, b in put_on([c], [src.next(), src.next()]).items():
+                with lock:
+                    acked[jid] = b
+                    live.append(jid)
+        c.close()
+
+    def reserver():
+        c, n = Conn(srv.port), 0
+        while not stop_all.is_set():
+            c.s.sendall(b"reserve-with-timeout 1\r\n")
+            ln, b = read_reply(c)
+            if ln == "TIMED_OUT":
+                continue
+            m = re.fullmatch(r"RESERVED (\d+) (\d+)", ln)
+            assert m, ln
+            jid = int(m.group(1))
+            reserved[jid] = body_no(b)
+            n += 1
+            if n % 5 == 0:
+                assert c.cmd("bury %d 0" % jid) == "BURIED", jid
+                continue
+            with lock:
+                delete_sent.add(jid)
+            assert c.cmd("delete %d" % jid) == "DELETED", jid
+        c.close()
+
+    def peeker():
+        c, rng = Conn(srv.port), random.Random(7)
+        while not stop_all.is_set():
+            with lock:
+                if not live:
+                    jid = None
+                else:
+                    k = rng.randrange(len(live))
+                    jid = live[k]
+                    if jid in delete_sent:      # drop it from the pool
+                        live[k] = live[-1]
+                        live.pop()
+                        jid = None
+            if jid is None:
+                time.sleep(0.001)
+                continue
+            c.s.sendall(b"peek %d\r\n" % jid)
+            ln, b = read_reply(c)
+            if ln == "NOT_FOUND":
+                with lock:
+                    assert jid in delete_sent, "peek %d: NOT_FOUND" % jid
+                continue
+            assert ln == "FOUND %d %d" % (jid, len(acked[jid])), (jid, ln)
+            assert b == acked[jid], "peek %d: wrong body" % jid
+
+    def watcher():
+        c = Conn(srv.port)
+        while not stop_all.is_set():
+            n = stat(stats(c), "rockstalk-body-ring-held-files")
+            most_held[0] = max(most_held[0], n)
+            time.sleep(0.05)
+        c.close()
+
+    threads = [guard(f) for f in (putter, reserver, peeker, watcher)]
+    for t in threads:
+        t.start()
+    stop_all.wait(5)
+    stop_all.set()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    assert len(reserved) > 50 and len(acked) > 100, (len(reserved),
+                                                     len(acked))
+    for jid, i in reserved.items():    # the body of its own job
+        assert body_no(acked[jid]) == i, jid
+    left = {j: b for j, b in acked.items() if j not in delete_sent}
+    c = Conn(srv.port)
+    st = check_held_stats(c, srv.dir)
+    assert most_held[0] > 0, "no held file in %d puts" % len(acked)
+    assert stat(st, "rockstalk-body-ring-copied") > 0
+    assert jobs(st) == len(left)
+    check_peek(c, left)
+    c.close()
+    srv.restart()
+    c = Conn(srv.port)
+    assert held(srv.dir) == []
+    check_peek(c, left)
+    c.close()
