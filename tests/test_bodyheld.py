@@ -36,6 +36,7 @@ the body cache.
 import os
 import random
 import re
+import socket
 import struct
 import threading
 import time
@@ -55,6 +56,7 @@ pytestmark = [
 
 HFLAGS = FLAGS + ["-m", "0"]
 RING_MAGIC = 0x31425352
+CONC_RATE = 8 * MiB     # bytes/s put in the concurrency test
 SIZES = [5000, 40000, 60000, 64000, 65536, 70000, 90000]
 
 
@@ -320,7 +322,9 @@ def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch):
     st = check_held_stats(c, srv.dir)
     assert held(srv.dir) == []
     assert stat(st, "current-jobs-ready") == len(keep)
-    assert stat(st, "rockstalk-body-ring-restored") <= len(keep)
+    # each kept body was copied out durably or is copied at this start
+    restored = stat(st, "rockstalk-body-ring-restored")
+    assert len(keep) - copied <= restored <= len(keep), (restored, copied)
     check_reserve(c, keep)
     c.close()
 
@@ -358,53 +362,122 @@ def test_held_files_restart(rockstalkd, monkeypatch, how):
     assert stat(st, "rockstalk-body-ring-restored") == 0
     check_peek(c, ids)
     # laps after the restart: new generations, new held files
-    more = put_on([c], src.some(5 * MiB))
-    assert held(srv.dir), "5 laps with every job live left no held file"
+    more = put_on([c], src.some(6 * MiB))
+    assert held(srv.dir), "6 laps with every job live left no held file"
     check_held_stats(c, srv.dir)
     ids.update(more)
     check_peek(c, ids)
     c.close()
 
 
+class SlowProxy:
+    """Forwards one connection to 127.0.0.1:port, the server's bytes at
+    about rate bytes/s and through a small receive buffer, so that the
+    server's backup stream runs for seconds. first: time.monotonic() of
+    the server's first byte; done: set when the connection ended."""
+
+    def __init__(self, port, rate):
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(1)
+        self.port = self.ls.getsockname()[1]
+        self.first, self.done = None, threading.Event()
+        self.t = threading.Thread(target=self._run, args=(port, rate),
+                                  daemon=True)
+        self.t.start()
+
+    @staticmethod
+    def _up(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+            b.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _run(self, port, rate):
+        cl, _ = self.ls.accept()
+        up = socket.socket()
+        up.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)
+        up.connect(("127.0.0.1", port))
+        threading.Thread(target=self._up, args=(cl, up), daemon=True).start()
+        n = 0
+        try:
+            while True:
+                d = up.recv(16384)
+                if not d:
+                    break
+                if self.first is None:
+                    self.first = time.monotonic()
+                cl.sendall(d)
+                n += len(d)
+                ahead = self.first + n / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+            cl.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        finally:
+            cl.close()
+            up.close()
+            self.ls.close()
+            self.done.set()
+
+
 def test_held_files_backup(rockstalkd, tmp_path):
+    """A backup, slowed to about 3 MiB/s, while held files exist and puts
+    and deletes make covers: the copy holds every body of its moment
+    exactly; afterwards the files the backup kept are freed."""
     srv, c, ids, src = filled(rockstalkd, 5)
     gone = sorted(ids)[::5]
     delete_all(c, gone)
     for jid in gone:
         del ids[jid]
     assert held(srv.dir), "8 laps with every job live left no held file"
-    # puts (and deletes) go on during the backup: covers retire files
     stop_put, errors, during, put_during = threading.Event(), [], {}, {}
+    flushes = []    # (time, rockstalk-body-ring-flushes) while it runs
 
     def putter():
         try:
-            p = Conn(srv.port)
+            p, w = Conn(srv.port), Conn(srv.port)
             mine = Bodies(55, 5550000)
             while not stop_put.is_set():
                 got = put_on([p], [mine.next() for _ in range(4)])
                 during.update(got)
                 put_during.update(got)
                 delete_all(p, sorted(got)[:1])
-                for jid in sorted(got)[:1]:
-                    del during[jid]
+                del during[min(got)]
+                flushes.append((time.monotonic(),
+                                stat(stats(w), "rockstalk-body-ring-flushes")))
             p.close()
+            w.close()
         except Exception as e:  # reported by the main thread
             errors.append(repr(e))
 
     t = threading.Thread(target=putter)
     t.start()
+    proxy = SlowProxy(srv.port, 3 * MiB)
     try:
         time.sleep(0.3)
-        r = backup(srv.port, tmp_path / "copy")
+        r = backup(proxy.port, tmp_path / "copy")
+        proxy.done.wait(10)
+        end = time.monotonic()
     finally:
         stop_put.set()
         t.join(30)
     assert not errors, errors
     assert r.returncode == 0, r.stderr
+    assert proxy.first is not None and end - proxy.first > 1.5, \
+        "the backup was not slowed down"
+    covers = [n for at, n in flushes if proxy.first <= at <= end]
+    assert covers and covers[-1] > covers[0], \
+        "no cover while the backup ran: %r" % flushes
     check_held_stats(c, srv.dir)
     check_peek(c, ids)
     check_peek(c, during)
-    c.close()
     q, qport = start(tmp_path / "copy")
     try:
         got = contents(qport, max(list(ids) + list(put_during)) + 10)
@@ -420,11 +493,20 @@ def test_held_files_backup(rockstalkd, tmp_path):
     for jid, body in got.items():   # puts during it, if in, are exact
         assert body == (ids.get(jid) or put_during.get(jid)), jid
     assert jobs(st) == len(got)
+    # with the backup over, covers free what it kept
+    delete_all(c, list(ids) + list(during))
+    churn(c, src, 6 * MiB)
+    check_held_stats(c, srv.dir)
+    assert held(srv.dir) == [], "held files outlived the backup and jobs"
+    c.close()
 
 
 def test_held_files_concurrency(rockstalkd):
-    """5 s of a putter, a reserver (deletes, buries 1 in 5) and a peeker
-    of random live ids over a 4 x 1 MiB ring."""
+    """5 s of a putter (8 MiB/s), a reserver (deletes, buries 1 in 5;
+    starting 1.5 s late, so it first reads held files while covers rename,
+    delete and copy them) and a peeker of random live ids, over a 4 x 1
+    MiB ring: bodies exact, deleted jobs stay deleted (a copy-out racing
+    a delete does not bring the job back), also after a restart."""
     srv = rockstalkd(*HFLAGS)
     lock, stop_all, errors = threading.Lock(), threading.Event(), []
     acked, delete_sent, reserved, live = {}, set(), {}, []
@@ -441,15 +523,21 @@ def test_held_files_concurrency(rockstalkd):
 
     def putter():
         c, src = Conn(srv.port), Bodies(6, 6000000)
+        t0, n = time.monotonic(), 0
         while not stop_all.is_set():
             for jid, b in put_on([c], [src.next(), src.next()]).items():
+                n += len(b)
                 with lock:
                     acked[jid] = b
                     live.append(jid)
+            ahead = t0 + n / CONC_RATE - time.monotonic()  # a lap in 0.5 s
+            if ahead > 0:
+                time.sleep(ahead)
         c.close()
 
     def reserver():
         c, n = Conn(srv.port), 0
+        stop_all.wait(1.5)  # starts 3 laps behind: reads held files
         while not stop_all.is_set():
             c.s.sendall(b"reserve-with-timeout 1\r\n")
             ln, b = read_reply(c)
@@ -520,9 +608,12 @@ def test_held_files_concurrency(rockstalkd):
     assert stat(st, "rockstalk-body-ring-copied") > 0
     assert jobs(st) == len(left)
     check_peek(c, left)
+    check_gone(c, delete_sent)
     c.close()
     srv.restart()
     c = Conn(srv.port)
     assert held(srv.dir) == []
     check_peek(c, left)
+    check_gone(c, delete_sent)
+    assert jobs(stats(c)) == len(left)
     c.close()
