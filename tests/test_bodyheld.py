@@ -56,6 +56,7 @@ pytestmark = [
 
 HFLAGS = FLAGS + ["-m", "0"]
 RING_MAGIC = 0x31425352
+APPLIED = 1.6           # s: the write-behind window (1 s) and some grace
 CONC_RATE = 8 * MiB     # bytes/s put in the concurrency test
 SIZES = [5000, 40000, 60000, 64000, 65536, 70000, 90000]
 
@@ -304,6 +305,10 @@ def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch):
     keep = {j: ids[j] for j in sorted(ids)[::10]}
     gone = [j for j in ids if j not in keep]
     delete_all(c, gone)
+    # The covers count a job live until its delete reaches RocksDB, at most
+    # the write-behind window (1 s, store/pend.h) after its reply; once it
+    # has, a copy-out copies the kept bodies and no other.
+    time.sleep(APPLIED)
     churn(c, src, 6 * MiB)
     st = check_held_stats(c, srv.dir)
     copied = stat(st, "rockstalk-body-ring-copied")
@@ -368,6 +373,68 @@ def test_held_files_restart(rockstalkd, monkeypatch, how):
     ids.update(more)
     check_peek(c, ids)
     c.close()
+
+
+def test_held_copy_out_races_reads(rockstalkd):
+    """Peeks of the jobs of thinned held files, pipelined on 4 connections
+    without a pause, while covers copy those files out and delete them
+    (4 rounds): every peek finds its job with its exact body. A read that
+    looks in the body column family before a copy-out and for the ring
+    reference after it, or for the held file after its delete, must not
+    lose the body."""
+    srv = rockstalkd(*HFLAGS)
+    c, c2 = Conn(srv.port), Conn(srv.port)
+    src, kept, copied = Bodies(7, 700000), {}, 0
+    for rnd in range(4):
+        ids = put_on([c, c2], src.some(5 * MiB))
+        keep = {j: ids[j] for j in sorted(ids)[::6]}
+        delete_all(c, [j for j in ids if j not in keep])
+        assert held(srv.dir)
+        stop_all, errors, peeks = threading.Event(), [], [0]
+
+        def reader(k):
+            try:
+                r = Conn(srv.port)
+                order = sorted(keep)
+                random.Random(k).shuffle(order)
+                while not stop_all.is_set():
+                    for at in range(0, len(order), 32):
+                        part = order[at:at + 32]
+                        r.s.sendall(b"".join(b"peek %d\r\n" % j
+                                             for j in part))
+                        for j in part:
+                            ln, b = read_reply(r)
+                            assert ln == "FOUND %d %d" % (j, len(keep[j])), \
+                                (j, ln)
+                            assert b == keep[j], "peek %d: wrong body" % j
+                            peeks[0] += 1
+                r.close()
+            except Exception as e:  # reported by the main thread
+                errors.append("round %d, reader %d: %r" % (rnd, k, e))
+                stop_all.set()
+
+        threads = [threading.Thread(target=reader, args=(k,))
+                   for k in range(4)]
+        for t in threads:
+            t.start()
+        try:
+            churn(c, src, 4 * MiB)
+        finally:
+            stop_all.set()
+            for t in threads:
+                t.join(30)
+        if errors:  # say whether the failed reads were transient
+            bad = [j for j in sorted(keep) if c.peek(j) != keep[j]]
+            pytest.fail("%s; then peeked again, %d unreadable: %s" %
+                        (errors, len(bad), bad))
+        assert peeks[0] > 2 * len(keep), peeks[0]
+        st = check_held_stats(c, srv.dir)
+        assert stat(st, "rockstalk-body-ring-copied") > copied, rnd
+        copied = stat(st, "rockstalk-body-ring-copied")
+        kept.update(keep)
+        check_peek(c, kept)
+    c.close()
+    c2.close()
 
 
 class SlowProxy:
