@@ -53,7 +53,7 @@ import pytest
 
 from conftest import ROCKSTALKD
 from test_backup import backup, contents, start, stop
-from test_bodyring import FLAGS, RING_FILES, MiB, Conn
+from test_bodyring import FLAGS, RING_FILES, RING_HDR, MiB, Conn
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(ROCKSTALKD),
@@ -64,6 +64,7 @@ pytestmark = [
 
 HFLAGS = FLAGS + ["-m", "0"]
 RING_MAGIC = 0x31425352
+RING_ALIGN = 4096
 APPLIED = 1.6           # s: the write-behind window (1 s) and some grace
 CONC_RATE = 8 * MiB     # bytes/s put in the concurrency test
 SIZES = [5000, 40000, 60000, 64000, 65536, 70000, 90000]
@@ -240,7 +241,21 @@ def held_bytes(d):
                for g in held(d))
 
 
-def check_held_stats(c, d):
+def entries(d, gen):
+    """The bodies in held file gen of data dir d: [(offset, body)]."""
+    out, off = [], 0
+    with open(os.path.join(d, "bodies", "held-%d" % gen), "rb") as f:
+        data = f.read()
+    while off + RING_HDR <= len(data):
+        magic, ln, g = struct.unpack_from("<IIQ", data, off)
+        if magic != RING_MAGIC or g != gen:
+            break
+        out.append((off, data[off + RING_HDR:off + RING_HDR + ln]))
+        off += (RING_HDR + ln + RING_ALIGN - 1) // RING_ALIGN * RING_ALIGN
+    return out
+
+
+def check_held_stats(c, d, ring_size=MiB):
     """The held-file stats agree with the directory (nothing in flight);
     returns the stats."""
     st = stats(c)
@@ -249,7 +264,7 @@ def check_held_stats(c, d):
     assert stat(st, "rockstalk-body-ring-held-bytes") == held_bytes(d), gens
     for k in range(RING_FILES):
         p = os.path.join(d, "bodies", "ring-%d" % k)
-        assert os.path.getsize(p) == MiB, p
+        assert os.path.getsize(p) == ring_size, p
     return st
 
 
@@ -287,6 +302,7 @@ def test_held_files_go_when_their_jobs_do(rockstalkd):
     assert held(srv.dir), "8 laps with every job live left no held file"
     flushes = stat(stats(c), "rockstalk-body-ring-flushes")
     delete_all(c, ids)
+    time.sleep(APPLIED)     # the deletes reach RocksDB (see the copy-out)
     churn(c, src, 6 * MiB)
     st = check_held_stats(c, srv.dir)
     assert stat(st, "rockstalk-body-ring-flushes") >= flushes + 4
@@ -304,9 +320,10 @@ def test_held_files_go_when_their_jobs_do(rockstalkd):
     c.close()
 
 
-def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch):
+@pytest.mark.parametrize("shards", [1, 3])
+def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch, shards):
     monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
-    srv, c, ids, src = filled(rockstalkd, 3)
+    srv, c, ids, src = filled(rockstalkd, 3, flags=("--shards", str(shards)))
     monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
     before = held(srv.dir)
     assert len(before) >= 2, before
@@ -339,6 +356,62 @@ def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch):
     restored = stat(st, "rockstalk-body-ring-restored")
     assert len(keep) - copied <= restored <= len(keep), (restored, copied)
     check_reserve(c, keep)
+    c.close()
+
+
+def test_held_quarter_rule(rockstalkd):
+    """Held files thinned to live fractions from 0 to about a half (the
+    older a job the likelier its delete), the deletes applied, then two covers: a held
+    file less than a quarter live (its live entries' bytes, header
+    included, against its size) was copied out and deleted, one more than
+    a quarter live is still there untouched, and every held file has a
+    live job."""
+    srv, c, ids, src = filled(rockstalkd, 9, mib=9)
+    order = sorted(ids)
+    rng = random.Random(9)
+    gone = [j for k, j in enumerate(order)
+            if rng.random() > k / len(order)]
+    delete_all(c, gone)
+    live = {body_no(ids[j]) for j in ids if j not in gone}
+    time.sleep(APPLIED)     # the deletes reach RocksDB
+
+    def fractions():
+        out = {}
+        for gen in held(srv.dir):
+            es = entries(srv.dir, gen)
+            assert es, gen
+            size = os.path.getsize(os.path.join(srv.dir, "bodies",
+                                                "held-%d" % gen))
+            n = [b for _, b in es if body_no(b) in live]
+            out[gen] = (len(n), sum(RING_HDR + len(b) for b in n) / size)
+        return out
+
+    before = fractions()
+    assert len(before) >= 3, before
+    assert any(f < 0.2 for _, f in before.values()), before
+    assert any(f > 0.3 for _, f in before.values()), before
+    copied0 = stat(stats(c), "rockstalk-body-ring-copied")
+    more = put_on([c], src.some(2 * MiB))      # two covers, nothing deleted
+    ids.update(more)
+    live |= {body_no(b) for b in more.values()}
+    after = fractions()
+    last = max(after)       # retired by the last cover, not yet weighed
+    for gen, (n, f) in before.items():
+        if f < 0.24:
+            assert gen not in after, ("held file %d, %.2f live, was kept"
+                                      % (gen, f), before, after)
+        elif f > 0.26:
+            assert after.get(gen) == (n, f), ("held file %d, %.2f live, "
+                                              "was not kept as it was"
+                                              % (gen, f), before, after)
+    for gen, (n, f) in after.items():
+        assert n > 0, ("held file %d without a live job" % gen, after)
+        assert gen == last or f >= 0.24, (gen, f, after)
+    copied = stat(stats(c), "rockstalk-body-ring-copied") - copied0
+    assert copied == sum(n for g, (n, f) in before.items()
+                         if g not in after), (copied, before, after)
+    check_held_stats(c, srv.dir)
+    check_peek(c, {j: b for j, b in ids.items() if j not in gone})
     c.close()
 
 
@@ -500,6 +573,39 @@ class SlowProxy:
             up.close()
             self.ls.close()
             self.done.set()
+
+
+@pytest.mark.parametrize("how", ["off", "resized"])
+def test_held_files_restart_reconfigured(rockstalkd, how):
+    """Held files, a clean stop, then a start with the ring off
+    (--body-ring 0) or its files twice the size: every body is copied out
+    of the ring and held files at the start and comes back exact; the ring
+    off leaves no bodies directory."""
+    srv, c, ids, src = filled(rockstalkd, 10)
+    assert held(srv.dir), "8 laps with every job live left no held file"
+    c.close()
+    assert srv.stop() == 0
+    srv.argv = srv.argv + (["--body-ring", "0"] if how == "off" else
+                           ["--body-ring-size", str(2 * MiB)])
+    srv.restart()
+    c = Conn(srv.port)
+    st = stats(c)
+    assert stat(st, "rockstalk-body-ring-restored") == len(ids)
+    assert stat(st, "rockstalk-body-ring-held-files") == 0
+    check_peek(c, ids)
+    if how == "off":
+        assert not os.path.exists(os.path.join(srv.dir, "bodies"))
+    else:
+        check_held_stats(c, srv.dir, 2 * MiB)
+        assert held(srv.dir) == []
+    more = put_on([c], src.some(2 * MiB))
+    ids.update(more)
+    check_peek(c, ids)
+    c.close()
+    srv.restart()
+    c = Conn(srv.port)
+    check_peek(c, ids)
+    c.close()
 
 
 def test_held_files_backup(rockstalkd, tmp_path):
