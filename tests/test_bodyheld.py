@@ -6,8 +6,11 @@ reused while a live job still refers to its generation is renamed
 cover) the writer deletes the held files whose jobs are all gone and
 copies into RocksDB the live bodies of a held file less than a quarter of
 which is still live, then deletes it; while a backup runs nothing is
-reused in place or deleted. A start copies every live ring body into
-RocksDB (rockstalk-body-ring-restored) and leaves no held file.
+reused in place or deleted. A start checks every live ring body's entry
+header (rockstalk-body-ring-restored counts them) and copies nothing: the
+files with live bodies become held files, the others go, the ring files
+start free; a start with the ring off copies every live ring body into
+RocksDB instead.
 
 Small rings (4 x 1 MiB, bodies from 4096 bytes up) and bodies of about
 64 KiB, so a few MiB make many laps; -m 0, so that every peek and reserve
@@ -22,13 +25,19 @@ the body cache.
   * copy-out: a held file thinned to about 1 job in 10 is copied out and
     deleted; the kept bodies are exact, also after kill -9 (RocksDB's
     unsynced writes lost, ROCKSTALKD_FAULT_DEFER_UNSYNCED=1).
+  * quarter rule: after covers with every delete applied, a held file
+    less than a quarter live (weighed from its entries) is gone and its
+    live bodies copied, one more than a quarter live is kept as it was.
   * races: peeks of the jobs of thinned held files, pipelined on several
     connections while covers copy those files out and delete them, all
     find their exact bodies (a read must not fall between the copy and
     the reference's removal, or the file's delete).
   * restart: with held files present, a clean stop or a kill -9, then a
-    start that copies every live ring body (restored == their number),
-    leaves no held file, and a second start copies nothing.
+    start: the files with live bodies (and only those) are held files,
+    restored == the live ring bodies, bodies exact; a second start finds
+    the same; covers later drop the held files it kept once their jobs go.
+    A start with the ring off copies every body into RocksDB, one with
+    resized ring files keeps the held files.
   * backup: a backup taken while held files exist and puts go on serves
     every body of its moment exactly.
   * concurrency: a putter, a reserver that deletes (and buries 1 in 5)
@@ -37,7 +46,8 @@ the body cache.
   * kill -9 mid-covers: a putter and a reserver-deleter running while
     the writer renames, deletes and copies out held files, then SIGKILL
     with ROCKSTALKD_FAULT_DEFER_UNSYNCED=1: every acknowledged job back
-    exact, every acknowledged delete kept, no held file after the start.
+    exact, every acknowledged delete kept, after the start only held
+    files hold live bodies.
 
     /usr/bin/python3 -m pytest -q -n 3 tests/test_bodyheld.py
 """
@@ -241,18 +251,75 @@ def held_bytes(d):
                for g in held(d))
 
 
-def entries(d, gen):
-    """The bodies in held file gen of data dir d: [(offset, body)]."""
+def file_entries(path, gen=None):
+    """(generation, [body]) of the entries at the start of ring or held
+    file path that are of one generation (gen, or the first entry's)."""
     out, off = [], 0
-    with open(os.path.join(d, "bodies", "held-%d" % gen), "rb") as f:
+    with open(path, "rb") as f:
         data = f.read()
     while off + RING_HDR <= len(data):
         magic, ln, g = struct.unpack_from("<IIQ", data, off)
-        if magic != RING_MAGIC or g != gen:
+        if magic != RING_MAGIC or (gen is not None and g != gen):
             break
-        out.append((off, data[off + RING_HDR:off + RING_HDR + ln]))
+        gen = g
+        out.append(data[off + RING_HDR:off + RING_HDR + ln])
         off += (RING_HDR + ln + RING_ALIGN - 1) // RING_ALIGN * RING_ALIGN
+    return gen, out
+
+
+def entries(d, gen):
+    """The bodies in held file gen of data dir d."""
+    return file_entries(os.path.join(d, "bodies", "held-%d" % gen), gen)[1]
+
+
+def number(b):
+    """The number of a body made by mk() (None for anything else)."""
+    m = re.match(rb"(\d{8}):(\d{7}):", b)
+    return int(m.group(1)) if m and int(m.group(2)) == len(b) else None
+
+
+def where(d, live):
+    """{body number: (file name, generation)} of the bodies numbered in
+    live found in data dir d's ring and held files."""
+    out = {}
+    bd = os.path.join(d, "bodies")
+    for name in sorted(os.listdir(bd)):
+        gen = int(name[5:]) if name.startswith("held-") else None
+        gen, bodies = file_entries(os.path.join(bd, name), gen)
+        for b in bodies:
+            i = number(b)
+            if i in live:
+                assert i not in out, (i, out[i], name)
+                out[i] = (name, gen)
     return out
+
+
+def nums(bodies):
+    return {body_no(b) for b in bodies}
+
+
+def check_held_live(d, live):
+    """Every held file of d holds a body numbered in live."""
+    for gen in held(d):
+        assert any(number(b) in live for b in entries(d, gen)), \
+            "held file %d holds no live body" % gen
+
+
+def check_started(c, d, found, ring_size=MiB):
+    """After a start with the ring on (PROTOCOL.md 11.5): found, the
+    bodies number -> (file, generation) of the live ring jobs that the
+    files held before the start (where()). The files that held any are
+    held files now, no other held file is left, the ring files hold none
+    of them (a fresh generation each), and rockstalk-body-ring-restored
+    counts them; returns the stats."""
+    st = check_held_stats(c, d, ring_size)
+    assert held(d) == sorted({g for _, g in found.values()}), (held(d),
+                                                               found)
+    now = where(d, set(found))
+    assert sorted(now) == sorted(found), "bodies moved at the start"
+    assert all(n.startswith("held-") for n, _ in now.values()), now
+    assert stat(st, "rockstalk-body-ring-restored") == len(found)
+    return st
 
 
 def check_held_stats(c, d, ring_size=MiB):
@@ -345,27 +412,27 @@ def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch, shards):
     check_reserve(c, keep)
     c.close()
     srv.kill9()
+    # each kept body was copied out (durably), or is in its ring or held
+    # file still
+    found = where(srv.dir, nums(keep.values()))
+    assert len(found) + copied == len(keep), (len(found), copied)
     srv.restart()
     c = Conn(srv.port)
     check_peek(c, keep)
     check_gone(c, gone)
-    st = check_held_stats(c, srv.dir)
-    assert held(srv.dir) == []
+    st = check_started(c, srv.dir, found)
     assert stat(st, "current-jobs-ready") == len(keep)
-    # each kept body was copied out durably or is copied at this start
-    restored = stat(st, "rockstalk-body-ring-restored")
-    assert len(keep) - copied <= restored <= len(keep), (restored, copied)
     check_reserve(c, keep)
     c.close()
 
 
 def test_held_quarter_rule(rockstalkd):
     """Held files thinned to live fractions from 0 to about a half (the
-    older a job the likelier its delete), the deletes applied, then two covers: a held
-    file less than a quarter live (its live entries' bytes, header
-    included, against its size) was copied out and deleted, one more than
-    a quarter live is still there untouched, and every held file has a
-    live job."""
+    older a job the likelier its delete), the deletes applied, then two
+    covers: a held file less than a quarter live (its live entries' bytes,
+    header included, against its size) was copied out and deleted, one
+    more than a quarter live is still there untouched, and every held file
+    has a live job."""
     srv, c, ids, src = filled(rockstalkd, 9, mib=9)
     order = sorted(ids)
     rng = random.Random(9)
@@ -382,7 +449,7 @@ def test_held_quarter_rule(rockstalkd):
             assert es, gen
             size = os.path.getsize(os.path.join(srv.dir, "bodies",
                                                 "held-%d" % gen))
-            n = [b for _, b in es if body_no(b) in live]
+            n = [b for b in es if body_no(b) in live]
             out[gen] = (len(n), sum(RING_HDR + len(b) for b in n) / size)
         return out
 
@@ -433,25 +500,39 @@ def test_held_files_restart(rockstalkd, monkeypatch, how):
         srv.kill9()
     else:
         assert srv.stop() == 0
+    found = where(srv.dir, nums(ids.values()))
+    assert len(found) == len(ids), "a live body in no ring or held file"
     srv.restart()
     c = Conn(srv.port)
-    assert held(srv.dir) == [], "held files after a start"
-    st = check_held_stats(c, srv.dir)
-    assert stat(st, "rockstalk-body-ring-restored") == len(ids)
+    st = check_started(c, srv.dir, found)
     assert stat(st, "current-jobs-ready") == len(ids)
     check_peek(c, ids)
     check_reserve(c, ids)
     c.close()
-    srv.restart()  # everything is in RocksDB now: nothing to copy
+    assert srv.stop() == 0
+    again = where(srv.dir, nums(ids.values()))
+    assert {i: g for i, (_, g) in again.items()} == \
+        {i: g for i, (_, g) in found.items()}
+    srv.restart()   # the same held files, the same bodies found
     c = Conn(srv.port)
-    st = check_held_stats(c, srv.dir)
-    assert stat(st, "rockstalk-body-ring-restored") == 0
+    check_started(c, srv.dir, found)
     check_peek(c, ids)
-    # laps after the restart: new generations, new held files
+    # laps after the restart: new generations, new held files beside the
+    # ones the start kept
+    old = dict(ids)
     more = put_on([c], src.some(6 * MiB))
-    assert held(srv.dir), "6 laps with every job live left no held file"
-    check_held_stats(c, srv.dir)
     ids.update(more)
+    assert set(held(srv.dir)) > {g for _, g in found.values()}
+    check_held_stats(c, srv.dir)
+    check_peek(c, ids)
+    # the held files the start kept go once their jobs do
+    delete_all(c, old)
+    time.sleep(APPLIED)
+    ids = more
+    ids.update(put_on([c], src.some(2 * MiB)))
+    check_held_stats(c, srv.dir)
+    check_held_live(srv.dir, nums(ids.values()))
+    assert not set(held(srv.dir)) & {g for _, g in found.values()}
     check_peek(c, ids)
     c.close()
 
@@ -578,26 +659,27 @@ class SlowProxy:
 @pytest.mark.parametrize("how", ["off", "resized"])
 def test_held_files_restart_reconfigured(rockstalkd, how):
     """Held files, a clean stop, then a start with the ring off
-    (--body-ring 0) or its files twice the size: every body is copied out
-    of the ring and held files at the start and comes back exact; the ring
-    off leaves no bodies directory."""
+    (--body-ring 0: every body is copied into RocksDB, the bodies
+    directory goes) or its files twice the size (the files with live
+    bodies held, the ring files resized): every body comes back exact."""
     srv, c, ids, src = filled(rockstalkd, 10)
     assert held(srv.dir), "8 laps with every job live left no held file"
     c.close()
     assert srv.stop() == 0
+    found = where(srv.dir, nums(ids.values()))
+    assert len(found) == len(ids), "a live body in no ring or held file"
     srv.argv = srv.argv + (["--body-ring", "0"] if how == "off" else
                            ["--body-ring-size", str(2 * MiB)])
     srv.restart()
     c = Conn(srv.port)
-    st = stats(c)
-    assert stat(st, "rockstalk-body-ring-restored") == len(ids)
-    assert stat(st, "rockstalk-body-ring-held-files") == 0
-    check_peek(c, ids)
-    if how == "off":
+    if how == "off":    # every body copied into RocksDB, the files gone
+        st = stats(c)
+        assert stat(st, "rockstalk-body-ring-restored") == len(ids)
+        assert stat(st, "rockstalk-body-ring-held-files") == 0
         assert not os.path.exists(os.path.join(srv.dir, "bodies"))
     else:
-        check_held_stats(c, srv.dir, 2 * MiB)
-        assert held(srv.dir) == []
+        check_started(c, srv.dir, found, 2 * MiB)
+    check_peek(c, ids)
     more = put_on([c], src.some(2 * MiB))
     ids.update(more)
     check_peek(c, ids)
@@ -791,9 +873,11 @@ def test_held_files_concurrency(rockstalkd):
     check_peek(c, left)
     check_gone(c, delete_sent)
     c.close()
+    assert srv.stop() == 0
+    found = where(srv.dir, nums(left.values()))
     srv.restart()
     c = Conn(srv.port)
-    assert held(srv.dir) == []
+    check_started(c, srv.dir, found)
     check_peek(c, left)
     check_gone(c, delete_sent)
     assert jobs(stats(c)) == len(left)
@@ -873,7 +957,6 @@ def test_held_sigkill_mid_covers(rockstalkd, monkeypatch):
     assert len(deleted) > 20 and len(acked) > 100, (len(deleted), len(acked))
     srv.restart()
     c = Conn(srv.port)
-    assert held(srv.dir) == [], "held files after a start"
     top = max(acked) + 4     # puts in flight at the kill: at most 2 more
     found = {}
     for jid in range(1, top + 1):
@@ -893,7 +976,12 @@ def test_held_sigkill_mid_covers(rockstalkd, monkeypatch):
     assert len([j for j in found if j not in acked]) <= 2, sorted(found)
     st = check_held_stats(c, srv.dir)
     assert jobs(st) == len(found)
-    assert 0 < stat(st, "rockstalk-body-ring-restored") <= len(found)
+    # the files with live bodies are held files, the ring files fresh
+    live = nums(found.values())
+    check_held_live(srv.dir, live)
+    at = where(srv.dir, live)
+    assert all(n.startswith("held-") for n, _ in at.values()), at
+    assert 0 < stat(st, "rockstalk-body-ring-restored") <= len(at)
     c.s.sendall(b"kick %d\r\n" % len(found))   # the buried, ready
     assert read_reply(c)[0].startswith("KICKED ")
     check_reserve(c, found)
