@@ -64,7 +64,7 @@ import pytest
 
 from conftest import ROCKSTALKD
 from test_backup import backup, contents, start, stop
-from test_bodyring import FLAGS, RING_FILES, RING_HDR, MiB, Conn
+from test_bodyring import FLAGS, MODES, RING_FILES, RING_HDR, MiB, Conn
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(ROCKSTALKD),
@@ -388,10 +388,10 @@ def test_held_files_go_when_their_jobs_do(rockstalkd):
     c.close()
 
 
-@pytest.mark.parametrize("shards", [1, 3])
-def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch, shards):
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch, mode):
     monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
-    srv, c, ids, src = filled(rockstalkd, 3, flags=("--shards", str(shards)))
+    srv, c, ids, src = filled(rockstalkd, 3, flags=MODES[mode])
     monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
     before = held(srv.dir)
     assert len(before) >= 2, before
@@ -940,7 +940,8 @@ def test_held_files_concurrency(rockstalkd):
     c.close()
 
 
-def test_held_sigkill_mid_covers(rockstalkd, monkeypatch):
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_held_sigkill_mid_covers(rockstalkd, monkeypatch, mode):
     """kill -9 (RocksDB's unsynced writes lost) while a putter and a
     reserver that deletes (and buries 1 in 4) keep the writer renaming,
     deleting and copying out held files: after the restart every job
@@ -952,7 +953,7 @@ def test_held_sigkill_mid_covers(rockstalkd, monkeypatch):
     # reserver reads the bodies it takes from memory; after the restart
     # every body is read from disk.
     monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")
-    srv = rockstalkd(*FLAGS)
+    srv = rockstalkd(*FLAGS, *MODES[mode])
     monkeypatch.delenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED")
     killed, errors = threading.Event(), []
     acked, sent, deleted = {}, set(), set()
