@@ -695,7 +695,8 @@ def test_held_files_restart_reconfigured(rockstalkd, how):
 def test_held_files_damaged(rockstalkd, how):
     """A body byte flipped in a held file: a peek of its job is answered
     INTERNAL_ERROR (never a wrong body), before and after a restart (the
-    start checks headers only); the other jobs are exact. Then an entry
+    start checks headers only), a reserve too (the job is buried); the
+    other jobs are exact. Then an entry
     zeroed, or a held file removed: the start refuses, naming a job."""
     srv, c, ids, _ = filled(rockstalkd, 11)
     gens = held(srv.dir)
@@ -718,6 +719,23 @@ def test_held_files_damaged(rockstalkd, how):
     rest = {j: b for j, b in ids.items() if j != victim}
     assert c.cmd("peek %d" % victim) == "INTERNAL_ERROR"
     check_peek(c, rest)
+    # a reserve that meets it: INTERNAL_ERROR, the job buried; the others
+    # are reserved with their exact bodies
+    got, errs = set(), 0
+    for _ in ids:
+        c.s.sendall(b"reserve-with-timeout 0\r\n")
+        ln, b = read_reply(c)
+        if ln == "INTERNAL_ERROR":
+            errs += 1
+            continue
+        jid = int(ln.split()[1])
+        assert ln.startswith("RESERVED ") and b == rest.get(jid), (jid, ln)
+        got.add(jid)
+    assert errs == 1 and got == set(rest), (errs, len(got), len(rest))
+    st = stats(c)
+    assert stat(st, "current-jobs-buried") == 1, st
+    for jid in got:
+        assert c.cmd("release %d 0 0" % jid) == "RELEASED"
     c.close()
     assert srv.stop() == 0
     srv.restart()
