@@ -38,8 +38,13 @@ the body cache.
     the same; covers later drop the held files it kept once their jobs go.
     A start with the ring off copies every body into RocksDB, one with
     resized ring files keeps the held files.
-  * backup: a backup taken while held files exist and puts go on serves
-    every body of its moment exactly.
+  * backup: a backup taken while held files exist and puts go on (slowed
+    so that covers happen while it runs) serves every body of its moment
+    exactly, and the files it kept go afterwards; one taken after a start
+    kept held files serves them too.
+  * damage: a flipped body byte in a held file is answered INTERNAL_ERROR
+    (peek, reserve), never served; a zeroed entry or a removed held file
+    makes the start refuse, naming a job.
   * concurrency: a putter, a reserver that deletes (and buries 1 in 5)
     and a peeker of random live ids for a few seconds: no error, every
     body exact, NOT_FOUND only for a job whose delete was sent.
@@ -658,7 +663,7 @@ class SlowProxy:
 
 
 @pytest.mark.parametrize("how", ["off", "resized"])
-def test_held_files_restart_reconfigured(rockstalkd, how):
+def test_held_files_restart_reconfigured(rockstalkd, tmp_path, how):
     """Held files, a clean stop, then a start with the ring off
     (--body-ring 0: every body is copied into RocksDB, the bodies
     directory goes) or its files twice the size (the files with live
@@ -689,6 +694,16 @@ def test_held_files_restart_reconfigured(rockstalkd, how):
     c = Conn(srv.port)
     check_peek(c, ids)
     c.close()
+    if how == "resized":    # a backup reads the held files a start kept
+        assert held(srv.dir)
+        r = backup(srv.port, tmp_path / "copy")
+        assert r.returncode == 0, r.stderr
+        q, qport = start(tmp_path / "copy")
+        try:
+            got = contents(qport, max(ids) + 5)
+        finally:
+            stop(q)
+        assert got == ids
 
 
 @pytest.mark.parametrize("how", ["zeroed", "gone"])
@@ -696,8 +711,8 @@ def test_held_files_damaged(rockstalkd, how):
     """A body byte flipped in a held file: a peek of its job is answered
     INTERNAL_ERROR (never a wrong body), before and after a restart (the
     start checks headers only), a reserve too (the job is buried); the
-    other jobs are exact. Then an entry
-    zeroed, or a held file removed: the start refuses, naming a job."""
+    other jobs are exact. Then an entry zeroed, or a held file removed:
+    the start refuses, naming a job."""
     srv, c, ids, _ = filled(rockstalkd, 11)
     gens = held(srv.dir)
     assert len(gens) >= 2, gens
