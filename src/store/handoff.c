@@ -97,8 +97,9 @@ handoff_commit(Handoff *h, unsigned char *p, const EncRec *r)
     h->cur->nrec++;
     h->cur->nring += ref != 0;
     h->added_seq = r->seq;
-    /* a ring put's body is not the store's: only its reference counts */
-    atomic_fetch_add_explicit(&h->backlog, n, memory_order_relaxed);
+    /* a ring put's body counts (enc_rec_weight) */
+    atomic_fetch_add_explicit(&h->backlog, n + (ref ? r->body_len : 0),
+                              memory_order_relaxed);
     /* Splitting: hand over each half-crowd as soon as it is complete, so
      * the mutation thread can commit it while the loop reads the rest. */
     if (!h->hold && h->cur->nrec >= atomic_load_explicit(&h->split_nrec,

@@ -138,16 +138,20 @@ mut_iov_add(StoreMut *m, int *n, const unsigned char *p, size_t len)
 /* The journal record's pieces: m->iov[1..] the chunks' bytes ([0] is the
  * header's, journal_append), which hold puts with a ring reference
  * without their bodies already, as the journal does (store/enc.h,
- * store/journal.h); *ring: whether any put has one. Returns the count
- * with [0]. */
+ * store/journal.h); *skipped: the bytes of those bodies. Returns the
+ * count with [0]. */
 static int
-mut_iov(StoreMut *m, const Chunk *chunks, int *ring)
+mut_iov(StoreMut *m, const Chunk *chunks, size_t *skipped)
 {
     int n = 1;
+    EncRec r;
 
-    *ring = 0;
+    *skipped = 0;
     for (const Chunk *c = chunks; c; c = c->next) {
-        *ring |= c->nring != 0;
+        for (size_t off = c->start; c->nring && off < c->len;) {
+            off += enc_rec_get(c->p + off, &r);
+            if (r.ref) *skipped += r.body_len;
+        }
         mut_iov_add(m, &n, c->p + c->start, c->len - c->start);
     }
     return n;
@@ -308,9 +312,9 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
     char *msg = NULL;
     uint64_t ns;
 
-    int ring; /* ring puts: the journal holds their references */
-    int n = mut_iov(m, chunks, &ring);
-    size_t jbytes = bytes;
+    size_t skipped; /* ring bodies: the journal holds their references */
+    int n = mut_iov(m, chunks, &skipped);
+    size_t jbytes = bytes - skipped;
 
     if (!journal_fits(j, jbytes) || nrec > UINT32_MAX) {
         mut_commit_big(m, chunks, bytes, seq);
@@ -321,8 +325,9 @@ mut_commit_journal(StoreMut *m, Chunk *chunks, uint64_t nrec, size_t bytes,
         journal_roll(j);
     }
     int always = m->mode == STORE_SYNC_ALWAYS;
-    if (journal_append(j, m->group, (uint32_t)nrec, ring ? JOURNAL_F_RING : 0,
-                       m->iov, n, jbytes, always, &ns, &msg) < 0) {
+    if (journal_append(j, m->group, (uint32_t)nrec,
+                       skipped ? JOURNAL_F_RING : 0, m->iov, n, jbytes, always,
+                       &ns, &msg) < 0) {
         ack_fail(m->ack, "commit journal", -1, msg);
         goto fail;
     }
@@ -344,8 +349,8 @@ fail:
 }
 
 /* The number, puts, puts with a ring reference and last seq of the
- * records in chunks; their bytes (a ring put's reference, not its body:
- * the body stays in the ring, store/bodyheld.h). */
+ * records in chunks; their bytes, a ring put's body included
+ * (enc_rec_weight: the hand-off backlog and the window count it). */
 static uint64_t
 mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *ring, uint64_t *seq,
          size_t *bytes)
@@ -359,7 +364,7 @@ mut_scan(const Chunk *chunks, uint64_t *puts, uint64_t *ring, uint64_t *seq,
             *puts += r.op == ENC_OP_PUT;
             *ring += r.ref != 0;
             *seq = r.seq;
-            *bytes += enc_rec_jlen(&r);
+            *bytes += enc_rec_weight(&r);
         }
     }
     return n;
