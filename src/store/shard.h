@@ -125,12 +125,6 @@ int shard_get_ring_ref(const StoreShard *sh, uint64_t id, StoreRingRef *ref,
  * or -1 on a read error. */
 int shard_has_body(const StoreShard *sh, const char *key);
 
-/* Flushes sh's body column family's memtable to an SST and waits for it
- * (DB::Flush, wait=true): every body written to it before, with or
- * without the WAL, is then durable. Returns 0, or -1 with *errmsg
- * (malloc'd). */
-int shard_flush_bodies(const StoreShard *sh, char **errmsg);
-
 /* Flushes the memtables of every column family of sh to table files, all
  * at once (atomically when its options have raft_log), and waits: every
  * write made before, with or without the WAL, is then durable. Uses
