@@ -317,28 +317,29 @@ def test_ring_damaged_inside_refuses(rockstalkd, monkeypatch):
     assert b"ring bodies do not verify" in p.stdout + p.stderr, p
 
 
-def test_ring_damaged_before_applied_fails_stop(rockstalkd):
-    """A ring put's record carries only its reference (store/enc.h): the
-    body is read back from the ring when the write-behind window (1 s)
-    writes it to the shards. An entry damaged after the put's reply and
-    before that write stops the store (exit status 2, the job named), and
-    no wrong body is ever stored."""
+def test_ring_damaged_after_reply_never_served(rockstalkd):
+    """A ring body's home is the ring (store/bodyheld.h): its entry damaged
+    (one body byte) after the put's reply is never served as the body. The
+    running server still has the body it was given (its body cache); after
+    a restart the body is read from the ring, does not verify, and the
+    reply is INTERNAL_ERROR; the other jobs are served exact."""
     srv = rockstalkd(*FLAGS)
     c = Conn(srv.port)
-    jid = put_many(c, [body_of(7, 200000)])[0]
-    refs = [r for rec in journal_records(srv.dir) for r in ring_refs(rec[2])]
-    assert [r[0] for r in refs] == [jid], refs
-    damage_entry(srv.dir, refs[0][1:], "crc")  # well within the window
-    try:
-        rc = srv.proc.wait(10)
-    except subprocess.TimeoutExpired:
-        pytest.fail("server still running 10 s after its ring body broke")
+    bodies = [body_of(7, 200000), body_of(8, 100000)]
+    jid, other = put_many(c, bodies)
+    refs = {r[0]: r[1:] for rec in journal_records(srv.dir)
+            for r in ring_refs(rec[2])}
+    assert sorted(refs) == [jid, other], refs
+    damage_entry(srv.dir, refs[jid], "crc")
+    assert c.peek(jid) == bodies[0]
     c.close()
-    assert rc == 2, rc
-    with open(srv.log.name, "rb") as f:
-        log = f.read()
-    assert b"body ring: body of job %d" % jid in log, log[-2000:]
-    assert b"does not verify" in log, log[-2000:]
+    assert srv.stop() == 0
+    srv.restart()
+    c = Conn(srv.port)
+    assert c.stat("rockstalk-body-ring-restored") == 2
+    assert c.cmd("peek %d" % jid) == "INTERNAL_ERROR"
+    assert c.peek(other) == bodies[1]
+    c.close()
 
 
 def test_ring_pipeline_order(rockstalkd):
@@ -426,15 +427,14 @@ def test_ring_refusals(rockstalkd):
     c.close()
 
 
-# ---- ring bodies kept out of RocksDB's WAL (store/bodyring.h) ----
+# ---- ring bodies kept out of RocksDB (store/bodyheld.h) ----
 #
 # A put through the ring writes its reference to RocksDB with the WAL (ring
-# column family) and its body without it; a kill -9 before a flush of the
-# body column family loses the body from RocksDB, and the start-up puts it
-# back from the ring (rockstalk-body-ring-restored). These tests kill
-# without ROCKSTALKD_FAULT_DEFER_UNSYNCED, after waiting for the write-
-# behind window (1 s, store/pend.h) to apply the puts, so the references
-# are in RocksDB's WAL and the bodies only in the memtable.
+# column family); its body stays in the ring, its home, and each start-up
+# copies every live ring body into RocksDB (rockstalk-body-ring-restored).
+# These tests kill without ROCKSTALKD_FAULT_DEFER_UNSYNCED, after waiting
+# for the write-behind window (1 s, store/pend.h) to apply the puts, so the
+# references are in RocksDB's WAL and the bodies in the ring only.
 
 BIGRING = ["--journal-size", str(4 * MiB), "--body-ring", "4096",
            "--body-ring-size", str(8 * MiB), "-z", str(MiB)]
@@ -442,9 +442,9 @@ APPLIED = 1.6   # s: the write-behind window (1 s) and the applier's grace
 
 
 def test_ring_unflushed_bodies_sigkill(rockstalkd):
-    """(a) ring bodies applied to RocksDB without the WAL and not flushed
-    are back byte-exact after kill -9, read from the ring; (c) a deleted
-    ring job's reference went with it (nothing restored for it)."""
+    """(a) ring bodies, whose home is the ring, are back byte-exact after
+    kill -9, copied into RocksDB at the start-up; (c) a deleted ring job's
+    reference went with it (nothing restored for it)."""
     srv = rockstalkd(*BIGRING)
     c = Conn(srv.port)
     bodies = [body_of(i, [70000, 150000, 20, 9000][i % 4]) for i in range(16)]
@@ -467,15 +467,11 @@ def test_ring_unflushed_bodies_sigkill(rockstalkd):
     assert c.stat("current-jobs-ready") == len(ids)
     assert c.stat("rockstalk-body-ring-restored") == len(ring) - len(gone)
     c.close()
-    # now they are in RocksDB for good: the next start restores none, and
-    # a damaged ring does not matter any more
+    # a clean restart keeps them where they are (the ring, held files)
     assert srv.stop() == 0
-    for name in os.listdir(os.path.join(srv.dir, "bodies")):
-        with open(os.path.join(srv.dir, "bodies", name), "r+b") as f:
-            f.write(b"\xff" * 8192)
     srv.restart()
     c = Conn(srv.port)
-    assert c.stat("rockstalk-body-ring-restored") == 0
+    assert c.stat("rockstalk-body-ring-restored") == len(ring) - len(gone)
     for jid, body in sorted(ids.items()):
         assert c.peek(jid) == body, "job %d after the clean restart" % jid
     c.close()
@@ -502,8 +498,8 @@ def test_ring_deleted_refs_gone(rockstalkd):
 
 
 def test_ring_lapped_unflushed_sigkill(rockstalkd):
-    """(b) after the ring lapped several times (its files reused, each
-    reuse after a flush of the shards' body column families), every live
+    """(b) after the ring lapped several times (a file whose generation
+    still has live jobs kept as a held file, store/bodyheld.h), every live
     job's body is right after kill -9, with 3 shards."""
     srv = rockstalkd(*FLAGS, "--shards", "3")
     conns = [Conn(srv.port) for _ in range(3)]
@@ -523,12 +519,13 @@ def test_ring_lapped_unflushed_sigkill(rockstalkd):
     c.close()
 
 
-@pytest.mark.parametrize("how", ["crc", "missing"])
+@pytest.mark.parametrize("how", ["zero", "missing"])
 def test_ring_unflushed_body_damaged_refuses(rockstalkd, how):
-    """(d) a ring entry damaged (a body byte flipped, or its file gone)
-    whose body RocksDB lacks (applied without the WAL, not flushed, then
-    kill -9): the restart refuses, naming the job, instead of serving a
-    wrong body."""
+    """(d) a ring entry damaged (zeroed, or its file gone), its body
+    nowhere else (kill -9): the restart, which checks every live ring
+    entry's header, refuses, naming the job, instead of serving a wrong
+    body (a body byte flipped is found when the body is read:
+    test_ring_damaged_after_reply_never_served)."""
     srv = rockstalkd(*BIGRING)
     c = Conn(srv.port)
     ids = put_many(c, [body_of(i, 100000) for i in range(4)])

@@ -10,10 +10,8 @@ sbatch_init(ShardBatches *b, StoreShard *shard, int nshards)
 {
     b->shard = shard;
     b->nshards = nshards;
-    for (int i = 0; i < nshards; i++) {
+    for (int i = 0; i < nshards; i++)
         b->batch[i] = rocksdb_writebatch_create();
-        b->nowal[i] = rocksdb_writebatch_create();
-    }
 }
 
 void
@@ -21,26 +19,24 @@ sbatch_destroy(ShardBatches *b)
 {
     for (int i = 0; i < STORE_SHARDS_MAX; i++) {
         if (b->batch[i]) rocksdb_writebatch_destroy(b->batch[i]);
-        if (b->nowal[i]) rocksdb_writebatch_destroy(b->nowal[i]);
-        b->batch[i] = b->nowal[i] = NULL;
+        b->batch[i] = NULL;
     }
 }
 
-/* Deletes the body of the job of key and (ring) its ring reference: each
- * was Put at most once (sbatch_add: a replay does not put a ring body
- * again). */
+/* Deletes the body of the job of key (SingleDelete: it was Put at most
+ * once, by sbatch_add or, for a ring body, by a copy-out,
+ * store/bodyheld.h) and (ring) its ring reference (Delete: a copy-out may
+ * have deleted it already). */
 static void
 del_body(rocksdb_writebatch_t *wb, const StoreShard *sh, const char *key,
          int ring)
 {
     rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_BODY], key, 8);
-    if (ring)
-        rocksdb_writebatch_singledelete_cf(wb, sh->cf[SHARD_CF_RING], key, 8);
+    if (ring) rocksdb_writebatch_delete_cf(wb, sh->cf[SHARD_CF_RING], key, 8);
 }
 
 size_t
-sbatch_add(ShardBatches *b, const unsigned char *p, const void *body,
-           uint64_t *seq)
+sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq)
 {
     EncRec r;
     char key[ENC_KEY_LEN];
@@ -61,15 +57,10 @@ sbatch_add(ShardBatches *b, const unsigned char *p, const void *body,
         if (inl) { /* one entry: the meta, then the body (store/enc.c) */
             rocksdb_writebatch_put_cf(wb, meta, key, 8, v,
                                       (size_t)r.meta_len + r.body_len);
-        } else if (r.ref) { /* the body without the WAL (store/batch.h) */
+        } else if (r.ref) { /* the reference; the body stays in the ring */
             rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
             rocksdb_writebatch_put_cf(wb, sh->cf[SHARD_CF_RING], key, 8,
                                       v + r.meta_len, r.ref);
-            if (!b->replay || shard_has_body(sh, key) != 1) {
-                rocksdb_writebatch_put_cf(b->nowal[i], sh->cf[SHARD_CF_BODY],
-                                          key, 8, body, r.body_len);
-                b->nowal_touched[i] = 1;
-            }
         } else {
             rocksdb_writebatch_put_cf(wb, meta, key, 8, v, r.meta_len);
             rocksdb_writebatch_put_cf(wb, sh->cf[SHARD_CF_BODY], key, 8,
@@ -143,7 +134,6 @@ sbatch_clear(ShardBatches *b)
 {
     for (int i = 0; i < b->nshards; i++) {
         rocksdb_writebatch_clear(b->batch[i]);
-        rocksdb_writebatch_clear(b->nowal[i]);
-        b->touched[i] = b->nowal_touched[i] = 0;
+        b->touched[i] = 0;
     }
 }

@@ -7,17 +7,9 @@
  * delete removes both (SingleDelete where the key was Put once; the loop
  * says STORE_DEL_NO_BODY for an inline body).
  * A put with a body ring reference (ENC_PUT_RING) puts the meta and the
- * reference (ring CF) in the shard's batch, written with the WAL, and its
- * body (body CF) in the shard's nowal batch, written first and without
- * the WAL (the record carries only the reference; the caller reads the
- * body back from the ring): the body is on the device in the ring already,
- * and stays there
- * until a flush of the body CF made it durable in RocksDB
- * (store/bodyring.h, the reuse rule). A delete, or an update to
- * STORE_GONE, also deletes the ring reference. In a journal replay
- * (ShardBatches.replay) a ring body the body CF holds already is not put
- * again: a flush may have made it durable while a power cut lost the WAL
- * record beside it, and the body key must stay Put once (SingleDelete).
+ * reference (ring CF): the body stays in the body ring, its home
+ * (store/bodyring.h, store/bodyheld.h). A delete, or an update to
+ * STORE_GONE, also deletes the ring reference.
  * The mutation thread commits groups through one ShardBatches, the raft
  * thread (cluster mode, store/raft.h) Raft entries through another.
  *
@@ -44,11 +36,6 @@ typedef struct ShardBatches {
     rocksdb_writebatch_t *batch[STORE_SHARDS_MAX];
     int touched[STORE_SHARDS_MAX];     /* batch holds records */
     int hwm_changed[STORE_SHARDS_MAX]; /* a put raised the shard's hwm */
-    rocksdb_writebatch_t *nowal[STORE_SHARDS_MAX]; /* ring bodies: written
-                                                      before batch, without
-                                                      the WAL */
-    int nowal_touched[STORE_SHARDS_MAX];           /* nowal holds bodies */
-    int replay; /* the commit journal's replay (ring bodies: see above) */
 } ShardBatches;
 
 /* Creates a batch per shard of shard[0..nshards), borrowed for b's life. */
@@ -58,13 +45,9 @@ void sbatch_init(ShardBatches *b, StoreShard *shard, int nshards);
 void sbatch_destroy(ShardBatches *b);
 
 /* Adds the record at p to its shard's batch and marks the shard touched;
- * *seq is the record's sequence. body: for a put with a ring reference
- * (whose record holds no body, store/enc.h), its body_len bytes of body,
- * read back from the ring and verified by the caller (copied into the
- * batch); ignored for any other record. Returns the record's length in
- * bytes. */
-size_t sbatch_add(ShardBatches *b, const unsigned char *p, const void *body,
-                  uint64_t *seq);
+ * *seq is the record's sequence (a ring put's record holds its reference,
+ * not its body, store/enc.h). Returns the record's length in bytes. */
+size_t sbatch_add(ShardBatches *b, const unsigned char *p, uint64_t *seq);
 
 /* A record that is not written (cancelled in the write-behind window,
  * store/pend.h) still raises its shard's next_id high-water mark to its
@@ -81,7 +64,7 @@ void sbatch_put_u64(ShardBatches *b, int i, const char *key, uint64_t v);
  * since the last call (and clears that). */
 void sbatch_put_hwm(ShardBatches *b, int i);
 
-/* Empties every batch (nowal too) and clears the touched marks. */
+/* Empties every batch and clears the touched marks. */
 void sbatch_clear(ShardBatches *b);
 
 #endif

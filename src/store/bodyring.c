@@ -1,8 +1,10 @@
 /* store/bodyring.c - the body ring and its writer (see store/bodyring.h). */
 #include "store/bodyring.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,146 @@ file_path(const BodyRing *r, int i, char *buf, size_t cap, char *err,
     return 0;
 }
 
+/* ---- held files (store/bodyheld.h) ---- */
+
+int
+bodyring_held_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s/held-%" PRIu64, r->dir, gen);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+long
+bodyring_held_index(const BodyRing *r, uint64_t gen)
+{
+    size_t lo = 0, hi = r->nheld;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->held[mid].gen < gen)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->nheld && r->held[lo].gen == gen ? (long)lo : -1;
+}
+
+void
+bodyring_held_add(BodyRing *r, HeldFile h)
+{
+    size_t at = r->nheld;
+
+    if (r->nheld == r->heldcap) {
+        r->heldcap = r->heldcap ? 2 * r->heldcap : 8;
+        r->held = util_xrealloc(r->held, r->heldcap * sizeof *r->held);
+    }
+    while (at > 0 && r->held[at - 1].gen > h.gen) {
+        r->held[at] = r->held[at - 1];
+        at--;
+    }
+    r->held[at] = h;
+    r->nheld++;
+    atomic_fetch_add(&r->st_held_files, 1);
+    atomic_fetch_add(&r->st_held_bytes, h.size);
+}
+
+/* The file that holds generation gen: its fd and size (bytes). flk held
+ * (either way) or the writer thread. Returns 1, or 0 if none does. */
+static int
+held_find(const BodyRing *r, uint64_t gen, int *fd, uint64_t *size)
+{
+    int i = (int)(gen % STORE_RING_FILES);
+
+    if (gen && r->fd[i] >= 0 && r->slot_gen[i] == gen) {
+        *fd = r->fd[i];
+        *size = r->fsize[i];
+        return 1;
+    }
+    long k = bodyring_held_index(r, gen);
+    if (k < 0) return 0;
+    *fd = r->held[k].fd;
+    *size = r->held[k].size;
+    return 1;
+}
+
+/* Opens every held-<gen> file of r->dir (main thread, from
+ * bodyring_open). Returns 0, or -1 with a message in err. */
+static int
+held_open(BodyRing *r, char *err, size_t errcap)
+{
+    DIR *d = opendir(r->dir);
+    struct dirent *e;
+    char path[4096];
+    int rc = 0;
+
+    if (!d && errno == ENOENT) return 0;
+    if (!d)
+        return util_fail(err, errcap, "opendir %s: %s", r->dir,
+                         strerror(errno));
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        unsigned long long g;
+        char tail;
+        struct stat st;
+        if (sscanf(e->d_name, "held-%llu%c", &g, &tail) != 1 || !g ||
+            bodyring_held_path(r, g, path, sizeof path) < 0 ||
+            strcmp(strrchr(path, '/') + 1, e->d_name) != 0)
+            continue; /* not a name this server gives */
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+            rc = util_fail(err, errcap, "open %s: %s", path, strerror(errno));
+            if (fd >= 0) close(fd);
+            break;
+        }
+        bodyring_held_add(
+            r, (HeldFile){.gen = g, .size = (uint64_t)st.st_size, .fd = fd});
+        if (g > r->top_gen) r->top_gen = g;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Closes and forgets the held files (the files stay). */
+static void
+held_close(BodyRing *r)
+{
+    for (size_t k = 0; k < r->nheld; k++)
+        if (r->held[k].fd >= 0) close(r->held[k].fd);
+    free(r->held);
+    r->held = NULL;
+    r->nheld = r->heldcap = 0;
+}
+
+/* ---- entries ---- */
+
+/* Reads exactly n bytes at off: 0, 1 at a short read, -1 on error. */
+static int
+read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+
+    while (got < n) {
+        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) return 1;
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+/* The generation of file i's first entry (0: none readable). */
+static uint64_t
+first_gen(const BodyRing *r, int i)
+{
+    unsigned char h[RING_HDR];
+
+    if (r->fd[i] < 0 || read_at(r->fd[i], h, RING_HDR, 0) != 0 ||
+        le_get32(h) != RING_MAGIC ||
+        le_get32(h + 20) != (uint32_t)crc32(0L, h, 20))
+        return 0;
+    return le_get64(h + 8);
+}
+
 int
 bodyring_open(BodyRing *r, const char *datadir, uint64_t size, uint32_t min,
               const StoreIO *io, char *err, size_t errcap)
@@ -68,6 +210,7 @@ bodyring_open(BodyRing *r, const char *datadir, uint64_t size, uint32_t min,
     r->dtail = &r->done;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
+    pthread_rwlock_init(&r->flk, NULL);
     for (int i = 0; i < STORE_RING_FILES; i++)
         r->fd[i] = -1;
     if (asprintf(&r->dir, "%s/bodies", datadir) < 0) {
@@ -81,8 +224,9 @@ bodyring_open(BodyRing *r, const char *datadir, uint64_t size, uint32_t min,
         if (r->fd[i] < 0 || fstat(r->fd[i], &st) < 0)
             return util_fail(err, errcap, "open %s: %s", path, strerror(errno));
         r->fsize[i] = (uint64_t)st.st_size;
+        r->slot_gen[i] = first_gen(r, i);
     }
-    return 0;
+    return held_open(r, err, errcap);
 }
 
 /* ---- entries ---- */
@@ -107,153 +251,28 @@ hdr_put(unsigned char *h, uint32_t len, uint64_t gen, uint32_t crc)
     le_put32(h + 20, (uint32_t)crc32(0L, h, 20));
 }
 
-/* Reads exactly n bytes at off: 0, 1 at a short read, -1 on error. */
-static int
-read_at(int fd, void *buf, size_t n, uint64_t off)
-{
-    size_t got = 0;
-
-    while (got < n) {
-        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) return -1;
-        if (k == 0) return 1;
-        got += (size_t)k;
-    }
-    return 0;
-}
-
 int
 bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
               size_t errcap)
 {
-    int i = (int)(ref->gen % STORE_RING_FILES);
     unsigned char h[RING_HDR];
-    int rc;
+    uint64_t fsize = 0;
+    int fd = -1, rc = 1;
 
-    if (r->fd[i] < 0 || ref->off % RING_ALIGN || ref->off > r->fsize[i] ||
-        r->fsize[i] - ref->off < RING_HDR + (uint64_t)ref->len)
-        return 1;
-    if ((rc = read_at(r->fd[i], h, RING_HDR, ref->off)) == 0)
-        rc = read_at(r->fd[i], buf, ref->len, ref->off + RING_HDR);
+    pthread_rwlock_rdlock(&r->flk);
+    if (held_find(r, ref->gen, &fd, &fsize) && ref->off % RING_ALIGN == 0 &&
+        ref->off <= fsize &&
+        fsize - ref->off >= RING_HDR + (uint64_t)ref->len &&
+        (rc = read_at(fd, h, RING_HDR, ref->off)) == 0 && buf)
+        rc = read_at(fd, buf, ref->len, ref->off + RING_HDR);
+    pthread_rwlock_unlock(&r->flk);
     if (rc < 0)
         return util_fail(err, errcap, "body ring read: %s", strerror(errno));
     if (rc > 0 || le_get32(h) != RING_MAGIC || le_get32(h + 4) != ref->len ||
         le_get64(h + 8) != ref->gen || le_get32(h + 16) != ref->crc ||
         le_get32(h + 20) != (uint32_t)crc32(0L, h, 20))
         return 1;
-    return body_crc(buf, ref->len) == ref->crc ? 0 : 1;
-}
-
-/* ---- restore ---- */
-
-/* The generation of file i's first entry (0: none readable). */
-static uint64_t
-first_gen(const BodyRing *r, int i)
-{
-    unsigned char h[RING_HDR];
-
-    if (r->fd[i] < 0 || read_at(r->fd[i], h, RING_HDR, 0) != 0 ||
-        le_get32(h) != RING_MAGIC ||
-        le_get32(h + 20) != (uint32_t)crc32(0L, h, 20))
-        return 0;
-    return le_get64(h + 8);
-}
-
-/* Restores the body of the job of key (k, 8 bytes) in shard sh from the
- * reference v (vlen bytes) into b, unless the body CF holds it. */
-static int
-restore_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
-            size_t vlen, rocksdb_writebatch_t *b, char **buf, char *err,
-            size_t errcap)
-{
-    uint64_t id = enc_key_get(k);
-    const unsigned char *q = (const unsigned char *)v;
-
-    if (vlen != ENC_RING_REF)
-        return util_fail(err, errcap,
-                         "shard-%02d: job %llu's ring reference has %zu bytes",
-                         sh->index, (unsigned long long)id, vlen);
-    StoreRingRef ref = enc_ring_ref_get(q);
-    /* a later generation started in its file: it was flushed before (the
-     * reuse rule), no need to read it back to know */
-    if (ref.gen < r->restore_gen[ref.gen % STORE_RING_FILES]) return 0;
-    int has = shard_has_body(sh, k);
-    if (has < 0)
-        return util_fail(err, errcap, "shard-%02d: read of job %llu's body",
-                         sh->index, (unsigned long long)id);
-    if (has) return 0;
-    *buf = util_xrealloc(*buf, ref.len ? ref.len : 1);
-    int rc = bodyring_read(r, &ref, *buf, err, errcap);
-    if (rc < 0) return -1;
-    if (rc > 0)
-        return util_fail(
-            err, errcap,
-            "body ring: job %llu's body is not in shard-%02d and its ring "
-            "entry (generation %llu, offset %llu, %u bytes) does not verify",
-            (unsigned long long)id, sh->index, (unsigned long long)ref.gen,
-            (unsigned long long)ref.off, ref.len);
-    rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_BODY], k, ENC_KEY_LEN, *buf,
-                              ref.len);
-    r->restored++;
-    return 0;
-}
-
-/* bodyring_restore of one shard, its body CF flushed after. */
-static int
-restore_shard(BodyRing *r, const StoreShard *sh, char **buf, char *err,
-              size_t errcap)
-{
-    rocksdb_iterator_t *it =
-        rocksdb_create_iterator_cf(sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING]);
-    rocksdb_writebatch_t *b = rocksdb_writebatch_create();
-    char *e = NULL, *msg = NULL;
-    size_t klen, vlen;
-    int rc = 0;
-
-    for (rocksdb_iter_seek_to_first(it); rc == 0 && rocksdb_iter_valid(it);
-         rocksdb_iter_next(it)) {
-        const char *k = rocksdb_iter_key(it, &klen);
-        const char *v = rocksdb_iter_value(it, &vlen);
-        if (klen == ENC_KEY_LEN)
-            rc = restore_one(r, sh, k, v, vlen, b, buf, err, errcap);
-        if (rc == 0 && rocksdb_writebatch_data(b, &klen) && klen > TRIP_BYTES) {
-            rocksdb_write(sh->db, sh->opt->wo_nosync, b, &e);
-            rocksdb_writebatch_clear(b);
-            if (e) break;
-        }
-    }
-    if (!e) rocksdb_iter_get_error(it, &e);
-    if (!e && rc == 0) rocksdb_write(sh->db, sh->opt->wo_nosync, b, &e);
-    rocksdb_iter_destroy(it);
-    rocksdb_writebatch_destroy(b);
-    if (e) {
-        util_fail(err, errcap, "shard-%02d: restoring ring bodies: %s",
-                  sh->index, e);
-        rocksdb_free(e);
-        return -1;
-    }
-    if (rc == 0 && shard_flush_bodies(sh, &msg) < 0) {
-        util_fail(err, errcap, "shard-%02d: flush: %s", sh->index, msg);
-        free(msg);
-        return -1;
-    }
-    return rc;
-}
-
-int
-bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards, char *err,
-                 size_t errcap)
-{
-    char *buf = NULL;
-    int rc = 0;
-
-    for (int i = 0; i < STORE_RING_FILES; i++)
-        r->restore_gen[i] = first_gen(r, i);
-    for (int i = 0; rc == 0 && i < nshards; i++)
-        rc = restore_shard(r, &shard[i], &buf, err, errcap);
-    free(buf);
-    return rc;
+    return !buf || body_crc(buf, ref->len) == ref->crc ? 0 : 1;
 }
 
 /* ---- reset ---- */
@@ -314,6 +333,11 @@ bodyring_reset(BodyRing *r, char *err, size_t errcap)
     r->gen = (r->top_gen / STORE_RING_FILES + 1) * STORE_RING_FILES;
     r->start_gen = r->gen;
     r->off = 0;
+    pthread_rwlock_wrlock(&r->flk); /* bodyring_restore freed every file */
+    for (int i = 0; i < STORE_RING_FILES; i++)
+        r->slot_gen[i] = 0;
+    r->slot_gen[r->gen % STORE_RING_FILES] = r->gen;
+    pthread_rwlock_unlock(&r->flk);
     return 0;
 }
 
@@ -361,47 +385,39 @@ sample_for(BodyRing *r, uint64_t need, uint64_t *pos, uint64_t *seq)
     return 0;
 }
 
-/* Makes every entry up to linear position need reusable (the reuse rule,
- * store/bodyring.h): waits until the loop has resolved them, then until
- * the mutation thread has applied the sequence it named (the write-behind
+/* Makes ring file i, every entry of which lies below linear position
+ * need, ready for a new generation (the reuse rule, store/bodyring.h):
+ * waits until the loop has resolved those entries, then until the
+ * mutation thread has applied the sequence it named (the write-behind
  * window writes it within PEND_WINDOW_NS, store/pend.h; after
- * RING_DRAIN_WAIT_US the writer asks for a drain instead), then flushes
- * every shard's body CF (the bodies written to it without the WAL) and
- * syncs its WAL (the references, the metas). Returns 0, or -1 if the store
- * stops or failed first. */
+ * RING_DRAIN_WAIT_US the writer asks for a drain instead), then lets
+ * cover_hook (store/bodyheld.h) count the references, sync the WALs and
+ * keep the generation the file holds if a job still refers to it.
+ * Returns 0, or -1 if the store stops or failed first. */
 static int
-cover(BodyRing *r, uint64_t need)
+cover(BodyRing *r, uint64_t need, int i)
 {
     uint64_t pos, seq;
-    char *msg = NULL;
 
-    if (r->covered >= need) return 0;
-    atomic_fetch_add_explicit(&r->st_waits, 1, memory_order_relaxed);
-    while (!sample_for(r, need, &pos, &seq)) {
-        if (stopping(r)) return -1;
-        usleep(200); /* the loop takes what was written at its next turn */
-        sample(r);
-    }
-    for (int us = 0; atomic_load(&r->ack->applied_seq) < seq; us += 100) {
-        if (stopping(r)) return -1;
-        if (us >= RING_DRAIN_WAIT_US) {
-            atomic_store(&r->ack->drain_asked, 1);
-            handoff_kick(r->ho);
+    if (r->covered < need) {
+        atomic_fetch_add_explicit(&r->st_waits, 1, memory_order_relaxed);
+        while (!sample_for(r, need, &pos, &seq)) {
+            if (stopping(r)) return -1;
+            usleep(200); /* the loop takes what was written at its next turn */
+            sample(r);
         }
-        usleep(100);
-    }
-    for (int i = 0; i < r->nshards; i++) {
-        if (shard_flush_bodies(&r->shard[i], &msg) < 0) {
-            ack_fail(r->ack, "body ring: flush of the bodies of", i, msg);
-            return -1;
+        for (int us = 0; atomic_load(&r->ack->applied_seq) < seq; us += 100) {
+            if (stopping(r)) return -1;
+            if (us >= RING_DRAIN_WAIT_US) {
+                atomic_store(&r->ack->drain_asked, 1);
+                handoff_kick(r->ho);
+            }
+            usleep(100);
         }
-        if (r->io->sync(r->io->ctx, r->shard[i].db, &msg) < 0) {
-            ack_fail(r->ack, "body ring: WAL sync of", i, msg);
-            return -1;
-        }
+        r->covered = pos;
     }
+    if (r->cover_hook(r, i) < 0) return -1;
     atomic_fetch_add_explicit(&r->st_flushes, 1, memory_order_relaxed);
-    r->covered = pos;
     return 0;
 }
 
@@ -446,9 +462,12 @@ roll(BodyRing *r)
     r->off = 0;
     r->wb_done = 0;
     int i = (int)(r->gen % STORE_RING_FILES);
-    if (r->gen >= r->start_gen + STORE_RING_FILES && cover(r, r->end_pos[i]))
+    if (r->gen >= r->start_gen + STORE_RING_FILES && cover(r, r->end_pos[i], i))
         return -1;
     r->end_pos[i] = 0;
+    pthread_rwlock_wrlock(&r->flk);
+    r->slot_gen[i] = r->gen;
+    pthread_rwlock_unlock(&r->flk);
     return 0;
 }
 
@@ -556,6 +575,7 @@ bodyring_start(BodyRing *r, StoreShard *shard, int nshards, StoreAck *ack,
     r->notify = notify;
     r->notify_arg = arg;
     if (!r->min) return 0;
+    if (!r->cover_hook) return util_fail(err, errcap, "body ring: no cover");
     int e = pthread_create(&r->thread, NULL, ring_main, r);
     if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
     pthread_setname_np(r->thread, "rs-bodyring");
@@ -665,8 +685,10 @@ bodyring_close(BodyRing *r)
         if (r->fd[i] >= 0) close(r->fd[i]);
         r->fd[i] = -1;
     }
+    held_close(r);
     free(r->dir);
     r->dir = NULL;
+    pthread_rwlock_destroy(&r->flk);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     r->qtail = NULL;

@@ -11,11 +11,10 @@
  * with its reference (bodyring_take). Only then does the loop apply the
  * put: its mutation record carries the reference (ENC_PUT_RING), the
  * journal writes the reference instead of the body, and RocksDB takes the
- * reference with its WAL (ring CF) and the body without it (body CF,
- * store/batch.h): a large body reaches the device once before its put is
- * acknowledged (here), and once more only if a flush finds it still
- * live. So every journal record's and every ring CF entry's references
- * point at synced entries.
+ * reference with its WAL (ring CF, store/batch.h) and not the body: the
+ * ring is the body's home (store/bodyheld.h), so a large body reaches the
+ * device once. So every journal record's and every ring CF entry's
+ * references point at synced entries.
  *
  * The writer starts each entry's write-back as soon as it is written and
  * keeps little of it queued at the device (sync_file_range; bodyring.c,
@@ -31,30 +30,25 @@
  *    20  u32 hcrc   zlib crc32 of bytes 0..20
  *    24  the body
  *
- * Reuse rule: the file of generation g is overwritten (as generation
- * g + STORE_RING_FILES) only once every journal record that may refer to
- * it is in RocksDB, the bodies it holds are durable there and the shards'
- * WALs were synced after that: the loop says up to which sequence the
- * bodies it took are in records (bodyring_resolved), the writer waits
- * until the mutation thread has applied that sequence (asking it to drain
- * its write-behind window), then flushes every shard's body CF (waiting
- * for the flush) and syncs its WAL itself. Until then the writer waits:
- * the large producers are held back, nobody else.
+ * Reuse rule: before ring file i takes generation g + STORE_RING_FILES,
+ * every journal record that may refer to generation g is in RocksDB: the
+ * loop says up to which sequence the bodies it took are in records
+ * (bodyring_resolved), the writer waits until the mutation thread has
+ * applied that sequence (asking it to drain its write-behind window).
+ * Until then the writer waits: the large producers are held back, nobody else.
+ * Then held_cover (store/bodyheld.h) counts the references, syncs every shard's
+ * WAL and keeps generation g as a held file if a live job still refers to it;
+ * else the file is overwritten in place.
  *
- * After a crash, bodies written without the WAL may be missing from the
- * body CF while their references (ring CF) are back: bodyring_restore
- * reads them from the ring (intact by the reuse rule) before anything
- * else reads the store or the ring is reset; a body neither place holds
- * intact is a hard error, never a wrong body. So a running store's body
- * CF always holds every live job's body, and its readers (reserve, peek,
- * the recovery scan, a backup, a snapshot stream) need not know the ring.
+ * Readers of a ring body (bodyring_read: the journal's replay, the
+ * store's body reads, a backup, a copy-out) find its file by generation:
+ * the ring file that holds it now, or a held file.
  *
  * Threads: open, restore, reset, start and stop on the main thread, read
- * there and on the thread writing the shards (store/mut.c);
- * submit, take and resolved on the loop thread; the writer thread does the
- * rest. Shared state is under mu. Calls: store_ack, store_handoff (a
- * drain's kick), store_shard (the WAL syncs, the flushes, the ring CF),
- * store_enc, store_util, zlib; writes and
+ * on any; submit, take and resolved on the loop thread; the writer thread
+ * does the rest. Shared state is under mu, the files under flk. Calls:
+ * store_ack, store_handoff (a drain's kick), store_shard (the WAL syncs,
+ * the ring CF), store_bodyheld, store_enc, store_util, zlib; writes and
  * syncs go through the StoreIO seam's jwrite and jsync (the write-back
  * hints, sync_file_range, go to the file directly: they change no byte).
  */
@@ -79,6 +73,14 @@
 /* One body on its way (private to bodyring.c). */
 typedef struct RingReq RingReq;
 
+/* A held file (store/bodyheld.h): a generation retired from its ring file
+ * with live bodies in it, renamed <dir>/held-<gen>. */
+typedef struct HeldFile {
+    uint64_t gen;  /* the generation it holds */
+    uint64_t size; /* bytes */
+    int fd;        /* open for reads */
+} HeldFile;
+
 /* The ring; lives in the Store. */
 typedef struct BodyRing {
     char *dir;                        /* <data dir>/bodies, owned */
@@ -90,7 +92,21 @@ typedef struct BodyRing {
     uint64_t top_gen;                 /* highest generation found */
     uint64_t start_gen; /* this run's first generation (older ones were
                            replayed before reset) */
-    StoreShard *shard;  /* borrowed, [nshards], for the WAL syncs */
+    /* Files (store/bodyheld.h): readers take flk shared, the writer takes
+     * it exclusive to change fd, fsize, slot_gen, held and pins. */
+    pthread_rwlock_t flk;
+    uint64_t slot_gen[STORE_RING_FILES]; /* the generation file i holds
+                                            (0: none) */
+    HeldFile *held; /* retired generations, ascending gen, owned */
+    size_t nheld, heldcap;
+    int pins;             /* backups reading the ring (bodyring_pin) */
+    pthread_mutex_t *wmu; /* borrowed: StoreMut.wmu, taken by a copy-out
+                             (store/bodyheld.h) */
+    /* before ring file i takes a new generation (store/bodyheld.h
+     * held_cover, set by the store before bodyring_start): 0, or -1 after
+     * ack_fail */
+    int (*cover_hook)(struct BodyRing *r, int i);
+    StoreShard *shard; /* borrowed, [nshards], for the WAL syncs */
     int nshards;
     StoreAck *ack; /* borrowed */
     Handoff *ho;   /* borrowed: kicks the mutation thread to drain */
@@ -127,12 +143,11 @@ typedef struct BodyRing {
     void (*notify)(void *arg); /* StoreConfig.notify */
     void *notify_arg;
     _Atomic uint64_t st_bodies, st_bytes, st_waits; /* written; cover waits */
-    _Atomic uint64_t st_flushes; /* covers done (a flush of every shard's
-                                    body CF each) */
-    uint64_t restored;           /* bodies bodyring_restore put back */
-    uint64_t restore_gen[STORE_RING_FILES]; /* bodyring_restore: the
-                                               generation of each file's
-                                               first entry (0: none) */
+    _Atomic uint64_t st_flushes; /* covers done (a file made ready for a
+                                    new generation) */
+    _Atomic uint64_t st_copied;  /* bodies copied out of held files */
+    _Atomic uint64_t st_held_files, st_held_bytes; /* held files now */
+    uint64_t restored; /* bodies bodyring_restore copied into RocksDB */
 } BodyRing;
 
 /* Opens the ring files of datadir that exist (none is created here), for
@@ -142,28 +157,15 @@ typedef struct BodyRing {
 int bodyring_open(BodyRing *r, const char *datadir, uint64_t size, uint32_t min,
                   const StoreIO *io, char *err, size_t errcap);
 
-/* Journal replay (main thread), and the shards' writes of ring puts
- * (mutation or applier thread, under StoreMut.wmu; the files' fd and
- * fsize do not change while the writer runs, and pread shares no offset):
- * reads the body ref points at into buf
- * (ref->len bytes) and checks it (magic, generation, lengths, both crcs).
+/* Any thread (BodyRing.flk taken shared; pread shares no offset): reads
+ * the body ref points at, in its ring file or held file, into buf
+ * (ref->len bytes) and checks it (magic, generation, lengths, both crcs);
+ * with buf NULL, only the entry's header (the body's crc as recorded).
  * Returns 0, 1 if it does not verify (a reference past its file, a file
  * missing, a torn or overwritten entry), or -1 on a read error (message
  * in err). */
 int bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
                   size_t errcap);
-
-/* Main thread, after the journal's replay, before bodyring_reset: puts
- * back every body a shard's ring CF refers to that its body CF lacks (the
- * WAL did not carry it), read from the ring and verified, then flushes
- * every shard's body CF (the replay's bodies, written without the WAL,
- * too), so the ring may be reused. A reference to a generation older than
- * the one its file starts with is skipped unread: that generation was
- * flushed before its file was reused, so the start-up reads back at most
- * the ring's worth of bodies, not every live ring job's. Returns 0, or -1 with
- * a message in err (a body that does not verify names its job). */
-int bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards,
-                     char *err, size_t errcap);
 
 /* After the replay and a sync of every shard: if the ring is on, sizes
  * each file to r->size (creating the directory and the missing files) and
@@ -198,6 +200,18 @@ void bodyring_resolved(BodyRing *r, uint64_t seq);
  * failed, if it had to wait for room) and joins it. Before the mutation
  * thread stops: the writer may wait for it. */
 void bodyring_stop(BodyRing *r);
+
+/* The path of held file gen (<dir>/held-<gen>) into buf. Returns 0, or
+ * -1 if it does not fit in cap bytes. */
+int bodyring_held_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap);
+
+/* The index of generation gen in r->held (ascending gen), or -1. flk held
+ * (either way) or the writer thread. */
+long bodyring_held_index(const BodyRing *r, uint64_t gen);
+
+/* Adds h to r->held at its place (ascending gen), counted in the stats;
+ * flk exclusive, or the main thread before the writer starts. */
+void bodyring_held_add(BodyRing *r, HeldFile h);
 
 /* Frees every body not taken, closes the files, frees the path. */
 void bodyring_close(BodyRing *r);

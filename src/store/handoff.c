@@ -97,7 +97,7 @@ handoff_commit(Handoff *h, unsigned char *p, const EncRec *r)
     h->cur->nrec++;
     h->cur->nring += ref != 0;
     h->added_seq = r->seq;
-    /* a ring put's body counts, as a plain put's (enc_rec_weight) */
+    /* a ring put's body counts (enc_rec_weight) */
     atomic_fetch_add_explicit(&h->backlog, n + (ref ? r->body_len : 0),
                               memory_order_relaxed);
     /* Splitting: hand over each half-crowd as soon as it is complete, so

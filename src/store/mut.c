@@ -56,8 +56,6 @@ mut_destroy(StoreMut *m)
     m->iov = NULL;
     free(m->rbuf);
     m->rbuf = NULL;
-    free(m->bbuf);
-    m->bbuf = NULL;
     pend_destroy(&m->pend, m->ho);
     snapreq_destroy(&m->snapreq);
     idle_destroy(&m->idle);
@@ -79,27 +77,6 @@ mut_put_marks(StoreMut *m, int i, uint64_t group)
     sbatch_put_hwm(&m->sb, i);
 }
 
-/* Writes shard i's ring bodies without the WAL (store/batch.h), before the
- * batch that holds their references. */
-static int
-mut_write_nowal(StoreMut *m, int i)
-{
-    size_t size = 0;
-    char *e = NULL, *msg = NULL;
-
-    rocksdb_writebatch_data(m->sb.nowal[i], &size);
-    rocksdb_write(m->shard[i].db, m->shard[i].opt->wo_nowal, m->sb.nowal[i],
-                  &e);
-    rocksdb_writebatch_clear(m->sb.nowal[i]);
-    m->sb.nowal_touched[i] = 0;
-    if (shard_take_err(e, &msg) < 0) {
-        ack_fail(m->ack, "write (ring bodies, no WAL) to", i, msg);
-        return -1;
-    }
-    atomic_fetch_add_explicit(&m->ack->st_bytes, size, memory_order_relaxed);
-    return 0;
-}
-
 /* Writes one shard's batch. sync=1 is a write and an fsync in one call. */
 static int
 mut_write_one(StoreMut *m, int i, int sync)
@@ -108,7 +85,6 @@ mut_write_one(StoreMut *m, int i, int sync)
     char *msg = NULL;
     int64_t t0 = util_now_ns();
 
-    if (m->sb.nowal_touched[i] && mut_write_nowal(m, i) < 0) return -1;
     rocksdb_writebatch_data(m->sb.batch[i], &size);
     int rc =
         m->io->write(m->io->ctx, m->shard[i].db, m->sb.batch[i], sync, &msg);
@@ -141,8 +117,7 @@ mut_write_group(StoreMut *m, int sync, uint64_t group)
         if (!m->sb.touched[i]) continue;
         if (rc == 0) rc = mut_write_one(m, i, one);
         rocksdb_writebatch_clear(m->sb.batch[i]); /* after a failure: drop */
-        rocksdb_writebatch_clear(m->sb.nowal[i]);
-        m->sb.touched[i] = m->sb.nowal_touched[i] = 0;
+        m->sb.touched[i] = 0;
     }
     if (rc == 0 && sync && !one) rc = sync_dirty(m->sync);
     return rc;
@@ -182,58 +157,20 @@ mut_iov(StoreMut *m, const Chunk *chunks, size_t *skipped)
     return n;
 }
 
-/* The body of the ring put r at p, read back from the body ring into
- * m->bbuf (wmu held) and verified (bodyring_read: the reuse rule keeps
- * it there until the put is applied and flushed). Returns it, or NULL
- * after ack_fail: a body that cannot be read or does not verify stops
- * the store, never goes to a shard wrong. */
-static const void *
-mut_ring_body(StoreMut *m, const unsigned char *p, const EncRec *r)
-{
-    const unsigned char *q = p + ENC_REC_HDR + r->meta_len;
-    StoreRingRef ref = enc_ring_ref_get(q);
-    char err[256];
-    int rc = 1;
-
-    if (r->body_len > m->bcap) {
-        m->bcap = r->body_len;
-        m->bbuf = util_xrealloc(m->bbuf, m->bcap);
-    }
-    if (ref.len == r->body_len)
-        rc = bodyring_read(m->ring, &ref, m->bbuf, err, sizeof err);
-    if (rc == 0) return m->bbuf;
-    if (rc > 0)
-        snprintf(err, sizeof err,
-                 "body of job %llu (generation %llu, offset %llu) does not "
-                 "verify",
-                 (unsigned long long)r->id, (unsigned long long)ref.gen,
-                 (unsigned long long)ref.off);
-    ack_fail(m->ack, "body ring", -1, strdup(err));
-    return NULL;
-}
-
 /* Adds the records of chunks whose op is not 0 (cancelled, store/pend.h)
- * to their shards' batches, ring puts' bodies read back from the ring.
- * Returns 0, or -1 after ack_fail (the batches are then to be dropped). */
+ * to their shards' batches. Returns 0. */
 static int
 mut_apply_chunks(StoreMut *m, const Chunk *chunks)
 {
     uint64_t seq;
-    EncRec r;
 
     for (const Chunk *c = chunks; c; c = c->next) {
         for (size_t off = c->start; off < c->len;) {
             const unsigned char *p = c->p + off;
-            const void *body = NULL;
-            if (!p[ENC_REC_OP]) { /* cancelled: its id still raises next_id */
+            if (!p[ENC_REC_OP]) /* cancelled: its id still raises next_id */
                 off += sbatch_note_id(&m->sb, p);
-                continue;
-            }
-            if (enc_rec_ref(p[ENC_REC_FLAG])) { /* a put's flag only */
-                enc_rec_get(p, &r);
-                if (!(body = mut_ring_body(m, p, &r))) return -1;
-            }
-            off += sbatch_add(&m->sb, p, body, &seq);
+            else
+                off += sbatch_add(&m->sb, p, &seq);
         }
     }
     return 0;

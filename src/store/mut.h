@@ -23,8 +23,8 @@
  * for a store that was never started: no applier then); the applier
  * thread is mut.c's own (started by mut_start with a journal, stopped by
  * mut_run before its final drain); mut_propose_direct on the loop
- * thread. Calls: store_bodyring (replay's ring bodies), store_handoff (input),
- * store_sync (syncs), store_ack (publication, fail-stop, counters),
+ * thread. Calls: store_bodyring (replay's check of ring entries), store_handoff
+ * (input), store_sync (syncs), store_ack (publication, fail-stop, counters),
  * store_shard (RocksDB handles), store_journal, store_pend, store_enc
  * (records), store_propose (cluster mode's entries), store_snapreq (a
  * backup's moment), store_idle (the rest round: memtables flushed once the
@@ -83,12 +83,10 @@ typedef struct StoreMut {
     pthread_cond_t acv; /* under pmu: a group fell due, or stop */
     pthread_t applier;
     int applier_on, applier_stop;
-    BodyRing *ring;      /* borrowed: the body ring that replay and the
-                            shards' writes read ring puts' bodies from */
-    unsigned char *rbuf; /* replay: a group's records with ring bodies */
+    BodyRing *ring;      /* borrowed: the body ring whose entries replay
+                            checks */
+    unsigned char *rbuf; /* replay: a ring body read back to be checked */
     size_t rcap;
-    unsigned char *bbuf; /* under wmu: a ring put's body read back */
-    size_t bcap;
     /* cluster mode (store/propose.h): each chunk is proposed as Raft
      * entries by the loop thread instead of written; prop.fn NULL:
      * standalone. Only the loop thread touches it then. */

@@ -187,7 +187,7 @@ apply_locked(StoreRaft *r, uint64_t index, const void *data, size_t len,
         size_t rl = enc_rec_get(p + off, &rec);
         int i = store_shard_of(rec.id, r->sb.nshards);
         if (index > r->sb.shard[i].raft_applied) {
-            sbatch_add(&r->sb, p + off, NULL, &seq);
+            sbatch_add(&r->sb, p + off, &seq);
             if (!ours && r->replay && replay(r, p + off, &rec) < 0) {
                 sbatch_clear(&r->sb);
                 return -1;

@@ -86,9 +86,9 @@ rocks_sync(void *ctx, void *db, char **errmsg)
  * and the loop's priority it takes their core on a 2-core machine: beside
  * 8 x 256 KiB producers (bench row bigsmall) 90-96% of the small puts
  * acknowledged 3 ms or later fell inside a flush, which covered 27-37% of
- * the time. What waits on a flush: the applier's writes (a write stall; off
- * the acknowledgement path) and the body ring's reuse of a lap (bodyring.c,
- * a forced flush; under saturation a nice-19 flush is slower there).
+ * the time (measured before ring bodies stopped going to the body CF,
+ * store/bodyheld.h). What waits on a flush: the applier's writes (a write
+ * stall; off the acknowledgement path).
  * bigsmall, 3 s cells, 10 alternated pairs, 2 CPUs, server at nice -10: the
  * small put's p99 median 2.09 ms (1.66-2.51; 4.75 in one cell run beside
  * another session's load) against 2.67 (2.01-4.88), lower in 9 of 10 pairs; the
@@ -450,6 +450,33 @@ shard_get_bodies(const StoreShard *sh, const uint64_t *ids, size_t n,
 }
 
 int
+shard_get_ring_ref(const StoreShard *sh, uint64_t id, StoreRingRef *ref,
+                   char *err, size_t errcap)
+{
+    char key[ENC_KEY_LEN], *e = NULL;
+    size_t vlen = 0;
+
+    enc_key_put(key, id);
+    rocksdb_pinnableslice_t *ps = rocksdb_get_pinned_cf(
+        sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING], key, ENC_KEY_LEN, &e);
+    if (e) {
+        util_fail(err, errcap, "read ring reference of job %" PRIu64 ": %s", id,
+                  e);
+        rocksdb_free(e);
+        return -1;
+    }
+    if (!ps) return 0;
+    const char *v = rocksdb_pinnableslice_value(ps, &vlen);
+    if (vlen == ENC_RING_REF) *ref = enc_ring_ref_get((const unsigned char *)v);
+    rocksdb_pinnableslice_destroy(ps);
+    if (vlen != ENC_RING_REF)
+        return util_fail(err, errcap,
+                         "job %" PRIu64 "'s ring reference has %zu bytes", id,
+                         vlen);
+    return 1;
+}
+
+int
 shard_has_body(const StoreShard *sh, const char *key)
 {
     char *e = NULL;
@@ -463,15 +490,6 @@ shard_has_body(const StoreShard *sh, const char *key)
     if (!ps) return 0;
     rocksdb_pinnableslice_destroy(ps);
     return 1;
-}
-
-int
-shard_flush_bodies(const StoreShard *sh, char **errmsg)
-{
-    char *e = NULL;
-
-    rocksdb_flush_cf(sh->db, sh->opt->fo, sh->cf[SHARD_CF_BODY], &e);
-    return shard_take_err(e, errmsg);
 }
 
 /* Moves "what path: strerror(errno)" into *errmsg (malloc'd). Returns

@@ -115,15 +115,15 @@ int shard_get_body(const StoreShard *sh, uint64_t id, char **body, size_t *len,
 int shard_get_bodies(const StoreShard *sh, const uint64_t *ids, size_t n,
                      char **bodies, size_t *lens, char *err, size_t errcap);
 
+/* The body ring reference of job id (its ring CF value; the body's home,
+ * store/bodyheld.h) into *ref: 1, 0 if it has none, or -1 with a message
+ * in err on a read error or a value of another size. */
+int shard_get_ring_ref(const StoreShard *sh, uint64_t id, StoreRingRef *ref,
+                       char *err, size_t errcap);
+
 /* Whether sh's body column family holds key (ENC_KEY_LEN bytes): 1, 0,
  * or -1 on a read error. */
 int shard_has_body(const StoreShard *sh, const char *key);
-
-/* Flushes sh's body column family's memtable to an SST and waits for it
- * (DB::Flush, wait=true): every body written to it before, with or
- * without the WAL, is then durable. Returns 0, or -1 with *errmsg
- * (malloc'd). */
-int shard_flush_bodies(const StoreShard *sh, char **errmsg);
 
 /* Flushes the memtables of every column family of sh to table files, all
  * at once (atomically when its options have raft_log), and waits: every

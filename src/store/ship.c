@@ -59,6 +59,8 @@ typedef struct ShipOut {
     int fd;
     StoreWriteFn write; /* NULL: send to fd */
     void *warg;
+    ShipRingFn ring; /* NULL: no ring reader */
+    void *rarg;
     unsigned char *buf; /* SHIP_IO_BUF bytes, owned */
     size_t len;         /* bytes waiting in buf */
     uint64_t frames;
@@ -176,6 +178,37 @@ send_cf(ShipOut *o, const StoreShard *sh, int cf, rocksdb_iterator_t *it)
     return -1;
 }
 
+/* Sends the body of every job of the ring CF (through it, over the
+ * snapshot) as a body CF pair, read by o->ring. */
+static int
+send_ring_bodies(ShipOut *o, const StoreShard *sh, rocksdb_iterator_t *it)
+{
+    size_t klen, vlen, blen;
+    char *e = NULL, *body = NULL;
+    int rc = 0;
+
+    for (rocksdb_iter_seek_to_first(it); rc == 0 && rocksdb_iter_valid(it);
+         rocksdb_iter_next(it)) {
+        const char *k = rocksdb_iter_key(it, &klen);
+        const char *v = rocksdb_iter_value(it, &vlen);
+        if (!o->ring || vlen != ENC_RING_REF)
+            return util_fail(o->err, o->errcap,
+                             "shard-%02d: a ring reference (%zu bytes) and "
+                             "no ring to read it from",
+                             sh->index, vlen);
+        rc = o->ring(o->rarg, (const unsigned char *)v, &body, &blen, o->err,
+                     o->errcap);
+        if (rc == 0) rc = out_frame(o, SHARD_CF_BODY, k, klen, body, blen);
+        free(body);
+        body = NULL;
+    }
+    rocksdb_iter_get_error(it, &e);
+    if (!e) return rc;
+    util_fail(o->err, o->errcap, "shard-%02d: scan: %s", sh->index, e);
+    rocksdb_free(e);
+    return -1;
+}
+
 /* Sends one shard: its header, its frames (each column family through the
  * same snapshot), its end frame. */
 static int
@@ -198,6 +231,12 @@ send_shard(ShipOut *o, const StoreShard *sh, const rocksdb_snapshot_t *given)
         rocksdb_iterator_t *it =
             rocksdb_create_iterator_cf(sh->db, ro, sh->cf[cf]);
         rc = send_cf(o, sh, cf, it);
+        rocksdb_iter_destroy(it);
+    }
+    if (rc == 0) {
+        rocksdb_iterator_t *it =
+            rocksdb_create_iterator_cf(sh->db, ro, sh->cf[SHARD_CF_RING]);
+        rc = send_ring_bodies(o, sh, it);
         rocksdb_iter_destroy(it);
     }
     rocksdb_readoptions_destroy(ro);
@@ -245,10 +284,16 @@ ship_send(StoreShard *shards, int nshards, int fd, char *err, size_t errcap)
 int
 ship_send_at(StoreShard *shards, int nshards,
              const rocksdb_snapshot_t *const *snaps, StoreWriteFn write,
-             void *warg, ShipTotals *tot, char *err, size_t errcap)
+             void *warg, ShipRingFn ring, void *rarg, ShipTotals *tot,
+             char *err, size_t errcap)
 {
-    ShipOut o = {
-        .fd = -1, .write = write, .warg = warg, .err = err, .errcap = errcap};
+    ShipOut o = {.fd = -1,
+                 .write = write,
+                 .warg = warg,
+                 .ring = ring,
+                 .rarg = rarg,
+                 .err = err,
+                 .errcap = errcap};
 
     return ship_out(shards, nshards, snaps, &o, tot);
 }

@@ -79,13 +79,24 @@ typedef struct ShipTotals {
     uint64_t frames, bytes, jobs;
 } ShipTotals;
 
+/* Reads the body a ring reference (ENC_RING_REF bytes at ref) points at
+ * (store/bodyheld.h: the body ring is a ring body's home) into *body
+ * (malloc'd, *len bytes; the caller frees). Returns 0, or -1 with a
+ * message in err. */
+typedef int (*ShipRingFn)(void *arg, const unsigned char *ref, char **body,
+                          size_t *len, char *err, size_t errcap);
+
 /* As ship_send, but shard i is read through snaps[i] (the caller's, still
  * held, of shards[i].db; released by the caller), so that all shards show
  * one moment (a backup, store.h store_backup_send), and every full buffer
- * goes to write(warg, ...) instead of a socket; counts into *tot. */
+ * goes to write(warg, ...) instead of a socket; counts into *tot. The
+ * body of every job with a ring reference (ring CF, not shipped) is read
+ * by ring(rarg, ...) and sent as a body CF pair, so the receiver holds
+ * every body in RocksDB; with ring NULL such a reference is an error. */
 int ship_send_at(StoreShard *shards, int nshards,
                  const rocksdb_snapshot_t *const *snaps, StoreWriteFn write,
-                 void *warg, ShipTotals *tot, char *err, size_t errcap);
+                 void *warg, ShipRingFn ring, void *rarg, ShipTotals *tot,
+                 char *err, size_t errcap);
 
 /* Reads a stream from fd (blocking; not closed) into shards[0..nshards)
  * (open), replacing their content. A stream header with another magic,

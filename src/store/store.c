@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "store/ack.h"
+#include "store/bodyheld.h"
 #include "store/bodyring.h"
 #include "store/dir.h"
 #include "store/enc.h"
@@ -201,6 +202,9 @@ store_stats(const Store *s, StoreStats *out)
     out->ring_flushes =
         atomic_load_explicit(&s->ring.st_flushes, memory_order_relaxed);
     out->ring_restored = s->ring.restored;
+    out->ring_held_files = atomic_load(&s->ring.st_held_files);
+    out->ring_held_bytes = atomic_load(&s->ring.st_held_bytes);
+    out->ring_copied = atomic_load(&s->ring.st_copied);
     out->idle_flushes = atomic_load(&s->mut.idle.st_rounds);
     out->idle_flushed = atomic_load(&s->mut.idle.st_flushed);
     out->at_rest = !s->mut.idle_on || idle_at_rest(&s->mut.idle, out->bytes);
@@ -228,6 +232,37 @@ store_kick(void *arg)
     handoff_kick(&((Store *)arg)->ho);
 }
 
+/* The body of job id read from the body ring, its home
+ * (store/bodyheld.h): 1 with *body (malloc'd) and *len, 0 if the job has
+ * none (deleted), -1 with a message in err on an error. Without a
+ * reference, or with one whose entry no longer verifies, the body CF is
+ * read once more: a copy-out may have moved the body there (with the
+ * reference's removal, in one batch) since the caller looked. */
+static int
+store_ring_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
+                size_t errcap)
+{
+    const StoreShard *sh = &s->shard[store_shard_of(id, s->nshards)];
+    StoreRingRef ref;
+    int rc = shard_get_ring_ref(sh, id, &ref, err, errcap);
+
+    if (rc > 0) {
+        char *b = malloc(ref.len ? ref.len : 1);
+        if (!b)
+            return util_fail(err, errcap, "out of memory reading job %" PRIu64,
+                             id);
+        rc = bodyring_read(&s->ring, &ref, b, err, errcap);
+        if (rc == 0) {
+            *body = b;
+            *len = ref.len;
+            return 1;
+        }
+        free(b);
+    }
+    if (rc < 0) return -1;
+    return shard_get_body(sh, id, body, len, err, errcap);
+}
+
 int
 store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
                size_t errcap)
@@ -236,8 +271,9 @@ store_get_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
         return util_fail(err, errcap, "read body of job %" PRIu64 ": %s", id,
                          FAULT_READ_MSG);
     ack_wait_applied(&s->ack, store_kick, s);
-    return shard_get_body(&s->shard[store_shard_of(id, s->nshards)], id, body,
-                          len, err, errcap);
+    int rc = shard_get_body(&s->shard[store_shard_of(id, s->nshards)], id, body,
+                            len, err, errcap);
+    return rc ? rc : store_ring_body(s, id, body, len, err, errcap);
 }
 
 int
@@ -257,6 +293,10 @@ store_get_bodies(Store *s, const uint64_t *ids, size_t n, char **bodies,
     for (int k = 0; k < s->nshards; k++)
         if (((todo >> k) & 1) && shard_get_bodies(&s->shard[k], ids, n, bodies,
                                                   lens, err, errcap) < 0)
+            rc = -1;
+    for (size_t i = 0; i < n; i++) /* the rest: ring bodies, or none */
+        if (!bodies[i] &&
+            store_ring_body(s, ids[i], &bodies[i], &lens[i], err, errcap) < 0)
             rc = -1;
     return rc;
 }
@@ -491,6 +531,31 @@ store_ship_recv(Store *s, int fd, char *err, size_t errcap)
     return ship_recv(s->shard, s->nshards, fd, err, errcap);
 }
 
+/* ShipRingFn over the store's body ring (pinned by the caller). */
+static int
+store_ship_ring(void *arg, const unsigned char *q, char **body, size_t *len,
+                char *err, size_t errcap)
+{
+    Store *s = arg;
+    StoreRingRef ref = enc_ring_ref_get(q);
+    char *b = malloc(ref.len ? ref.len : 1);
+
+    if (!b) return util_fail(err, errcap, "out of memory");
+    int rc = bodyring_read(&s->ring, &ref, b, err, errcap);
+    if (rc > 0)
+        rc = util_fail(err, errcap,
+                       "body ring entry (generation %" PRIu64
+                       ", offset %" PRIu64 ") does not verify",
+                       ref.gen, ref.off);
+    if (rc < 0) {
+        free(b);
+        return -1;
+    }
+    *body = b;
+    *len = ref.len;
+    return 0;
+}
+
 int
 store_backup_send(Store *s, StoreWriteFn write, void *warg,
                   StoreBackupInfo *info, char *err, size_t errcap)
@@ -498,14 +563,19 @@ store_backup_send(Store *s, StoreWriteFn write, void *warg,
     const rocksdb_snapshot_t *snap[STORE_SHARDS_MAX];
     ShipTotals tot;
 
-    if (s->mut.prop.fn) /* cluster mode: between two applied entries */
+    /* the ring's files stay while the snapshots' references may be read */
+    bodyring_pin(&s->ring);
+    if (s->mut.prop.fn) { /* cluster mode: between two applied entries */
         sraft_snapshots(&s->raft, snap, &info->seq);
-    else if (mut_snapshots(&s->mut, snap, &info->seq, err, errcap) < 0)
+    } else if (mut_snapshots(&s->mut, snap, &info->seq, err, errcap) < 0) {
+        bodyring_unpin(&s->ring);
         return -1;
-    int rc = ship_send_at(s->shard, s->nshards, snap, write, warg, &tot, err,
-                          errcap);
+    }
+    int rc = ship_send_at(s->shard, s->nshards, snap, write, warg,
+                          store_ship_ring, s, &tot, err, errcap);
     for (int i = 0; i < s->nshards; i++)
         rocksdb_release_snapshot(s->shard[i].db, snap[i]);
+    bodyring_unpin(&s->ring);
     info->jobs = tot.jobs;
     info->bytes = tot.bytes;
     info->frames = tot.frames;
@@ -590,6 +660,8 @@ store_start(Store *s, char *err, size_t errcap)
         sync_stop(&s->sync);
         return -1;
     }
+    s->ring.wmu = &s->mut.wmu; /* copy-outs (store/bodyheld.h) */
+    s->ring.cover_hook = held_cover;
     if (bodyring_start(&s->ring, s->shard, s->nshards, &s->ack, &s->ho,
                        s->cfg.notify, s->cfg.notify_arg, err, errcap) < 0) {
         s->started = 1; /* store_close joins the mutation thread */

@@ -230,9 +230,12 @@ typedef struct StoreStats {
      * their bytes, and the times its writer waited before reusing a file
      * (for the shards to take what the file held) */
     uint64_t ring_bodies, ring_bytes, ring_waits;
-    /* its flushes of the shards' body CFs before reusing a file, and the
-     * bodies put back from it at start-up (store/bodyring.h) */
+    /* its covers (a file made ready for a new generation), and the bodies
+     * copied from it into RocksDB at start-up (store/bodyheld.h) */
     uint64_t ring_flushes, ring_restored;
+    uint64_t ring_held_files, ring_held_bytes; /* held files now (count,
+                                                  bytes; store/bodyheld.h) */
+    uint64_t ring_copied; /* bodies copied out of held files (this run) */
     /* the rest rounds that flushed memtables once the shards took no
      * write for a while, and the bytes those held (store/idle.h) */
     uint64_t idle_flushes, idle_flushed;

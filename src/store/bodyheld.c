@@ -1,0 +1,454 @@
+/* store/bodyheld.c - held files (see store/bodyheld.h). */
+#include "store/bodyheld.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/ack.h"
+#include "store/enc.h"
+#include "store/util.h"
+
+/* A held file is copied out once its live bodies fill less than
+ * 1/HELD_SPARSE of it. */
+#define HELD_SPARSE 4
+
+/* Live references to one generation: jobs, and bytes of their entries. */
+typedef struct Live {
+    uint64_t n, bytes;
+} Live;
+
+void
+bodyring_pin(BodyRing *r)
+{
+    pthread_rwlock_wrlock(&r->flk);
+    r->pins++;
+    pthread_rwlock_unlock(&r->flk);
+}
+
+void
+bodyring_unpin(BodyRing *r)
+{
+    pthread_rwlock_wrlock(&r->flk);
+    r->pins--;
+    pthread_rwlock_unlock(&r->flk);
+}
+
+/* ---- the writer's cover ---- */
+
+/* Counts the live references of every shard's ring CF: live[k] those to
+ * held[k], live[nheld] those to slot (the generation a ring file is to
+ * give up). Returns 0, or -1 after ack_fail. */
+static int
+count_live(BodyRing *r, uint64_t slot, Live *live)
+{
+    for (int s = 0; s < r->nshards; s++) {
+        const StoreShard *sh = &r->shard[s];
+        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(
+            sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING]);
+        char *e = NULL;
+        size_t klen, vlen;
+        for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it);
+             rocksdb_iter_next(it)) {
+            const char *v = rocksdb_iter_value(it, &vlen);
+            (void)rocksdb_iter_key(it, &klen);
+            if (vlen != ENC_RING_REF) continue;
+            StoreRingRef ref = enc_ring_ref_get((const unsigned char *)v);
+            long k = ref.gen == slot ? (long)r->nheld
+                                     : bodyring_held_index(r, ref.gen);
+            if (k < 0) continue;
+            live[k].n++;
+            live[k].bytes += RING_HDR + (uint64_t)ref.len;
+        }
+        rocksdb_iter_get_error(it, &e);
+        rocksdb_iter_destroy(it);
+        if (e) {
+            ack_fail(r->ack, "body ring: scan of the references of", s, e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Syncs every shard's WAL. Returns 0, or -1 after ack_fail. */
+static int
+sync_wals(BodyRing *r)
+{
+    char *msg = NULL;
+
+    for (int s = 0; s < r->nshards; s++) {
+        if (r->io->sync(r->io->ctx, r->shard[s].db, &msg) < 0) {
+            ack_fail(r->ack, "body ring: WAL sync of", s, msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Renames ring file i to held-<its generation> and puts a new, empty ring
+ * file of r->size bytes in its place (the directory synced). Returns 0,
+ * or -1 with a message in err. */
+static int
+retire(BodyRing *r, int i, char *err, size_t errcap)
+{
+    char from[4096], to[4096];
+    uint64_t gen = r->slot_gen[i];
+
+    if (snprintf(from, sizeof from, "%s/ring-%d", r->dir, i) >=
+            (int)sizeof from ||
+        bodyring_held_path(r, gen, to, sizeof to) < 0)
+        return util_fail(err, errcap, "path too long: %s", r->dir);
+    if (rename(from, to) < 0)
+        return util_fail(err, errcap, "rename %s: %s", from, strerror(errno));
+    int fd = open(from, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return util_fail(err, errcap, "open %s: %s", from, strerror(errno));
+    if (ftruncate(fd, (off_t)r->size) < 0) {
+        close(fd);
+        return util_fail(err, errcap, "size %s: %s", from, strerror(errno));
+    }
+    int dfd = open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = dfd < 0 ? -1 : fsync(dfd);
+    if (dfd >= 0) close(dfd);
+    if (rc < 0) {
+        close(fd);
+        return util_fail(err, errcap, "fsync %s: %s", r->dir, strerror(errno));
+    }
+    pthread_rwlock_wrlock(&r->flk);
+    bodyring_held_add(
+        r, (HeldFile){.gen = gen, .size = r->fsize[i], .fd = r->fd[i]});
+    r->fd[i] = fd;
+    r->fsize[i] = r->size;
+    r->slot_gen[i] = 0;
+    pthread_rwlock_unlock(&r->flk);
+    if (gen > r->top_gen) r->top_gen = gen; /* bodyring_reset starts above */
+    return 0;
+}
+
+/* Deletes held file gen unless a backup pins the files. */
+static void
+drop(BodyRing *r, uint64_t gen)
+{
+    char path[4096];
+
+    pthread_rwlock_wrlock(&r->flk);
+    long k = r->pins ? -1 : bodyring_held_index(r, gen);
+    HeldFile h = k >= 0 ? r->held[k] : (HeldFile){0};
+    if (k >= 0) {
+        memmove(r->held + k, r->held + k + 1,
+                (r->nheld - (size_t)k - 1) * sizeof *r->held);
+        r->nheld--;
+        atomic_fetch_sub(&r->st_held_files, 1);
+        atomic_fetch_sub(&r->st_held_bytes, h.size);
+    }
+    pthread_rwlock_unlock(&r->flk);
+    if (k < 0) return;
+    close(h.fd);
+    /* a file left by a crash here is deleted at the next start */
+    if (bodyring_held_path(r, gen, path, sizeof path) == 0) (void)unlink(path);
+}
+
+/* Copies one live body (key k of shard sh, reference v) into the body CF,
+ * removing its reference, if the job still has that reference: under wmu,
+ * so that a delete of the job is either before (no reference: nothing
+ * written) or after (it removes the body copied). */
+static int
+copy_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
+         char **buf)
+{
+    StoreRingRef ref = enc_ring_ref_get((const unsigned char *)v);
+    char err[256], *e = NULL;
+    size_t vlen;
+
+    *buf = util_xrealloc(*buf, ref.len ? ref.len : 1);
+    int rc = bodyring_read(r, &ref, *buf, err, sizeof err);
+    if (rc > 0)
+        snprintf(err, sizeof err,
+                 "held body of job %" PRIu64 " (generation %" PRIu64
+                 ", offset %" PRIu64 ") does not verify",
+                 enc_key_get(k), ref.gen, ref.off);
+    if (rc != 0) {
+        ack_fail(r->ack, "body ring", -1, strdup(err));
+        return -1;
+    }
+    pthread_mutex_lock(r->wmu);
+    char *now = rocksdb_get_cf(sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING], k,
+                               ENC_KEY_LEN, &vlen, &e);
+    if (!e && now && vlen == ENC_RING_REF && !memcmp(now, v, vlen)) {
+        rocksdb_writebatch_t *b = rocksdb_writebatch_create();
+        rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_BODY], k, ENC_KEY_LEN,
+                                  *buf, ref.len);
+        rocksdb_writebatch_delete_cf(b, sh->cf[SHARD_CF_RING], k, ENC_KEY_LEN);
+        rocksdb_write(sh->db, sh->opt->wo_nosync, b, &e);
+        rocksdb_writebatch_destroy(b);
+        if (!e) atomic_fetch_add(&r->st_copied, 1);
+    }
+    pthread_mutex_unlock(r->wmu);
+    rocksdb_free(now);
+    if (!e) return 0;
+    ack_fail(r->ack, "body ring: copy-out to", sh->index, e);
+    return -1;
+}
+
+/* Copies every live body of held generation gen into the body CF and
+ * syncs every shard's WAL. Returns 0, or -1 after ack_fail. */
+static int
+copy_out(BodyRing *r, uint64_t gen)
+{
+    char *buf = NULL;
+    int rc = 0;
+
+    for (int s = 0; rc == 0 && s < r->nshards; s++) {
+        const StoreShard *sh = &r->shard[s];
+        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(
+            sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING]);
+        size_t klen, vlen;
+        for (rocksdb_iter_seek_to_first(it); rc == 0 && rocksdb_iter_valid(it);
+             rocksdb_iter_next(it)) {
+            const char *k = rocksdb_iter_key(it, &klen);
+            const char *v = rocksdb_iter_value(it, &vlen);
+            if (klen == ENC_KEY_LEN && vlen == ENC_RING_REF &&
+                enc_ring_ref_get((const unsigned char *)v).gen == gen)
+                rc = copy_one(r, sh, k, v, &buf);
+        }
+        rocksdb_iter_destroy(it);
+    }
+    free(buf);
+    return rc == 0 ? sync_wals(r) : rc;
+}
+
+int
+held_cover(BodyRing *r, int i)
+{
+    size_t n = r->nheld;
+    Live *live = calloc(n + 1, sizeof *live);
+    uint64_t *gens = malloc((n + 1) * sizeof *gens);
+    uint64_t *sizes = malloc((n + 1) * sizeof *sizes);
+    int rc = 0;
+
+    if (!live || !gens || !sizes) {
+        ack_fail(r->ack, "body ring", -1, strdup("out of memory"));
+        rc = -1;
+    }
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        gens[k] = r->held[k].gen;
+        sizes[k] = r->held[k].size;
+    }
+    /* a sync first: the StoreIO seam may hold unsynced writes back,
+     * unreadable (store/fault.c), and the count must see every reference
+     * applied */
+    if (rc == 0) rc = sync_wals(r);
+    if (rc == 0) rc = count_live(r, r->slot_gen[i], live);
+    /* and after: what the count saw is durable before any file is
+     * overwritten or deleted (with -f MS a delete applied may not be in a
+     * synced journal yet, and a crash must not bring back a job whose body
+     * is gone) */
+    if (rc == 0) rc = sync_wals(r);
+    if (rc == 0 && r->slot_gen[i]) {
+        pthread_rwlock_rdlock(&r->flk);
+        int keep = live[n].n > 0 || r->pins > 0;
+        pthread_rwlock_unlock(&r->flk);
+        char err[512];
+        if (keep && (rc = retire(r, i, err, sizeof err)) < 0)
+            ack_fail(r->ack, "body ring", -1, strdup(err));
+    }
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        if (live[k].n && live[k].bytes * HELD_SPARSE >= sizes[k]) continue;
+        pthread_rwlock_rdlock(&r->flk);
+        int pinned = r->pins > 0;
+        pthread_rwlock_unlock(&r->flk);
+        if (pinned) break;
+        if (live[k].n) rc = copy_out(r, gens[k]);
+        if (rc == 0) drop(r, gens[k]);
+    }
+    free(live);
+    free(gens);
+    free(sizes);
+    return rc;
+}
+
+/* ---- start-up ---- */
+
+/* Start-up with the ring on: the files live references point into. */
+typedef struct Seen {
+    int slot[STORE_RING_FILES]; /* ring file i's generation */
+    unsigned char *held;        /* [nheld]: held file k's */
+} Seen;
+
+/* Marks the file of the verified reference ref live in seen. */
+static void
+seen_mark(const BodyRing *r, Seen *seen, const StoreRingRef *ref)
+{
+    int i = (int)(ref->gen % STORE_RING_FILES);
+    long k;
+
+    if (r->slot_gen[i] == ref->gen)
+        seen->slot[i] = 1;
+    else if ((k = bodyring_held_index(r, ref->gen)) >= 0)
+        seen->held[k] = 1;
+}
+
+/* The live reference v (vlen bytes) of the job of key k in shard sh. A
+ * reference whose body the body CF holds (an older server copied every
+ * ring body there) is removed (into b). Else, with seen (the ring on),
+ * its entry's header must verify and its file is marked live in seen;
+ * without (no ring this run), its body is read back, verified, and put
+ * into the body CF with the reference's removal (into b). */
+static int
+restore_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
+            size_t vlen, rocksdb_writebatch_t *b, Seen *seen, char **buf,
+            char *err, size_t errcap)
+{
+    uint64_t id = enc_key_get(k);
+
+    if (vlen != ENC_RING_REF)
+        return util_fail(err, errcap,
+                         "shard-%02d: job %" PRIu64
+                         "'s ring reference has %zu bytes",
+                         sh->index, id, vlen);
+    StoreRingRef ref = enc_ring_ref_get((const unsigned char *)v);
+    int has = shard_has_body(sh, k);
+    if (has < 0)
+        return util_fail(err, errcap,
+                         "shard-%02d: read of job %" PRIu64 "'s body",
+                         sh->index, id);
+    if (has || !seen)
+        rocksdb_writebatch_delete_cf(b, sh->cf[SHARD_CF_RING], k, ENC_KEY_LEN);
+    if (has) return 0;
+    if (!seen) *buf = util_xrealloc(*buf, ref.len ? ref.len : 1);
+    int rc = bodyring_read(r, &ref, seen ? NULL : *buf, err, errcap);
+    if (rc < 0) return -1;
+    if (rc > 0)
+        return util_fail(err, errcap,
+                         "body ring: job %" PRIu64
+                         "'s body is not in shard-%02d and its "
+                         "ring entry (generation %" PRIu64 ", offset %" PRIu64
+                         ", %u bytes) does not verify",
+                         id, sh->index, ref.gen, ref.off, ref.len);
+    if (seen)
+        seen_mark(r, seen, &ref);
+    else
+        rocksdb_writebatch_put_cf(b, sh->cf[SHARD_CF_BODY], k, ENC_KEY_LEN,
+                                  *buf, ref.len);
+    r->restored++;
+    return 0;
+}
+
+/* Writes b (synced) and clears it; -1 with a message on error. */
+static int
+restore_write(const StoreShard *sh, rocksdb_writebatch_t *b, char *err,
+              size_t errcap)
+{
+    char *e = NULL;
+
+    rocksdb_write(sh->db, sh->opt->wo_sync, b, &e);
+    rocksdb_writebatch_clear(b);
+    if (!e) return 0;
+    util_fail(err, errcap, "shard-%02d: restoring ring bodies: %s", sh->index,
+              e);
+    rocksdb_free(e);
+    return -1;
+}
+
+/* bodyring_restore of one shard. */
+static int
+restore_shard(BodyRing *r, const StoreShard *sh, Seen *seen, char **buf,
+              char *err, size_t errcap)
+{
+    rocksdb_iterator_t *it =
+        rocksdb_create_iterator_cf(sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING]);
+    rocksdb_writebatch_t *b = rocksdb_writebatch_create();
+    char *e = NULL;
+    size_t klen, vlen;
+    int rc = 0;
+
+    for (rocksdb_iter_seek_to_first(it); rc == 0 && rocksdb_iter_valid(it);
+         rocksdb_iter_next(it)) {
+        const char *k = rocksdb_iter_key(it, &klen);
+        const char *v = rocksdb_iter_value(it, &vlen);
+        if (klen == ENC_KEY_LEN)
+            rc = restore_one(r, sh, k, v, vlen, b, seen, buf, err, errcap);
+        if (rc == 0 && rocksdb_writebatch_data(b, &klen) &&
+            klen > ((size_t)16 << 20))
+            rc = restore_write(sh, b, err, errcap);
+    }
+    rocksdb_iter_get_error(it, &e);
+    rocksdb_iter_destroy(it);
+    if (e && rc == 0)
+        rc = util_fail(err, errcap, "shard-%02d: scan of ring references: %s",
+                       sh->index, e);
+    rocksdb_free(e);
+    if (rc == 0 && rocksdb_writebatch_count(b))
+        rc = restore_write(sh, b, err, errcap);
+    rocksdb_writebatch_destroy(b);
+    return rc;
+}
+
+/* Start-up, the ring on: keeps as held files the ring files live jobs
+ * refer to (so that the ring may start over), deletes the held files none
+ * refers to. */
+static int
+restore_files(BodyRing *r, const Seen *seen, char *err, size_t errcap)
+{
+    size_t n = r->nheld;
+    uint64_t *dead = malloc((n ? n : 1) * sizeof *dead);
+    size_t ndead = 0;
+
+    if (!dead) return util_fail(err, errcap, "out of memory");
+    for (size_t k = 0; k < n; k++)
+        if (!seen->held[k]) dead[ndead++] = r->held[k].gen;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < STORE_RING_FILES; i++)
+        if (seen->slot[i] && r->fd[i] >= 0 && r->slot_gen[i])
+            rc = retire(r, i, err, errcap);
+    for (size_t k = 0; rc == 0 && k < ndead; k++)
+        drop(r, dead[k]);
+    free(dead);
+    return rc;
+}
+
+/* Start-up, no ring this run: every held file goes (its bodies are in the
+ * body CF now). */
+static int
+remove_held(BodyRing *r, char *err, size_t errcap)
+{
+    char path[4096];
+
+    for (size_t k = 0; k < r->nheld; k++) {
+        close(r->held[k].fd);
+        r->held[k].fd = -1;
+        if (bodyring_held_path(r, r->held[k].gen, path, sizeof path) == 0 &&
+            unlink(path) < 0 && errno != ENOENT)
+            return util_fail(err, errcap, "unlink %s: %s", path,
+                             strerror(errno));
+    }
+    r->nheld = 0;
+    atomic_store(&r->st_held_files, 0);
+    atomic_store(&r->st_held_bytes, 0);
+    return 0;
+}
+
+int
+bodyring_restore(BodyRing *r, const StoreShard *shard, int nshards, char *err,
+                 size_t errcap)
+{
+    Seen seen = {.held = calloc(r->nheld ? r->nheld : 1, 1)};
+    Seen *sp = r->min ? &seen : NULL;
+    char *buf = NULL;
+    int rc = seen.held ? 0 : util_fail(err, errcap, "out of memory");
+
+    for (int i = 0; rc == 0 && i < nshards; i++)
+        rc = restore_shard(r, &shard[i], sp, &buf, err, errcap);
+    free(buf);
+    if (rc == 0)
+        rc = sp ? restore_files(r, sp, err, errcap)
+                : remove_held(r, err, errcap);
+    free(seen.held);
+    return rc;
+}
