@@ -137,6 +137,17 @@ def read_reply(c):
     return ln, None
 
 
+def reserve_one(c):
+    """reserve-with-timeout 1 on c: (id, body), or None if it timed out."""
+    c.s.sendall(b"reserve-with-timeout 1\r\n")
+    ln, b = read_reply(c)
+    if ln == "TIMED_OUT":
+        return None
+    m = re.fullmatch(r"RESERVED (\d+) (\d+)", ln)
+    assert m, ln
+    return int(m.group(1)), b
+
+
 def stats(c):
     c.s.sendall(b"stats\r\n")
     ln, body = read_reply(c)
@@ -891,13 +902,10 @@ def test_held_files_concurrency(rockstalkd):
         c, n = Conn(srv.port), 0
         stop_all.wait(1.5)  # starts 3 laps behind: reads held files
         while not stop_all.is_set():
-            c.s.sendall(b"reserve-with-timeout 1\r\n")
-            ln, b = read_reply(c)
-            if ln == "TIMED_OUT":
+            got = reserve_one(c)
+            if got is None:
                 continue
-            m = re.fullmatch(r"RESERVED (\d+) (\d+)", ln)
-            assert m, ln
-            jid = int(m.group(1))
+            jid, b = got
             reserved[jid] = body_no(b)
             n += 1
             if n % 5 == 0:
@@ -1015,13 +1023,10 @@ def test_held_sigkill_mid_covers(rockstalkd, monkeypatch, mode):
         c, n = Conn(srv.port), 0
         time.sleep(1.0)   # a backlog first: held files with live jobs
         while True:
-            c.s.sendall(b"reserve-with-timeout 1\r\n")
-            ln, b = read_reply(c)
-            if ln == "TIMED_OUT":
+            got = reserve_one(c)
+            if got is None:
                 continue
-            m = re.fullmatch(r"RESERVED (\d+) (\d+)", ln)
-            assert m, ln
-            jid = int(m.group(1))
+            jid, b = got
             body_no(b)
             n += 1
             if n % 4 == 0:
