@@ -191,11 +191,15 @@ send_ring_bodies(ShipOut *o, const StoreShard *sh, rocksdb_iterator_t *it)
          rocksdb_iter_next(it)) {
         const char *k = rocksdb_iter_key(it, &klen);
         const char *v = rocksdb_iter_value(it, &vlen);
-        if (!o->ring || vlen != ENC_RING_REF)
+        if (vlen != ENC_RING_REF)
             return util_fail(o->err, o->errcap,
-                             "shard-%02d: a ring reference (%zu bytes) and "
-                             "no ring to read it from",
+                             "shard-%02d: a ring reference of %zu bytes",
                              sh->index, vlen);
+        if (!o->ring)
+            return util_fail(o->err, o->errcap,
+                             "shard-%02d: a ring reference and no ring to "
+                             "read it from",
+                             sh->index);
         rc = o->ring(o->rarg, (const unsigned char *)v, &body, &blen, o->err,
                      o->errcap);
         if (rc == 0) rc = out_frame(o, SHARD_CF_BODY, k, klen, body, blen);

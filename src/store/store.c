@@ -232,6 +232,24 @@ store_kick(void *arg)
     handoff_kick(&((Store *)arg)->ho);
 }
 
+/* The body ref points at, read from the body ring into *body (malloc'd,
+ * ref->len bytes; the caller frees): 0, 1 if its entry does not verify,
+ * or -1 with a message in err. */
+static int
+store_ring_read(Store *s, const StoreRingRef *ref, char **body, char *err,
+                size_t errcap)
+{
+    char *b = malloc(ref->len ? ref->len : 1);
+
+    if (!b) return util_fail(err, errcap, "out of memory");
+    int rc = bodyring_read(&s->ring, ref, b, err, errcap);
+    if (rc == 0)
+        *body = b;
+    else
+        free(b);
+    return rc;
+}
+
 /* The body of job id read from the body ring, its home
  * (store/bodyheld.h): 1 with *body (malloc'd) and *len, 0 if the job has
  * none (deleted), -1 with a message in err on an error. Without a
@@ -246,18 +264,9 @@ store_ring_body(Store *s, uint64_t id, char **body, size_t *len, char *err,
     StoreRingRef ref;
     int rc = shard_get_ring_ref(sh, id, &ref, err, errcap);
 
-    if (rc > 0) {
-        char *b = malloc(ref.len ? ref.len : 1);
-        if (!b)
-            return util_fail(err, errcap, "out of memory reading job %" PRIu64,
-                             id);
-        rc = bodyring_read(&s->ring, &ref, b, err, errcap);
-        if (rc == 0) {
-            *body = b;
-            *len = ref.len;
-            return 1;
-        }
-        free(b);
+    if (rc > 0 && (rc = store_ring_read(s, &ref, body, err, errcap)) == 0) {
+        *len = ref.len;
+        return 1;
     }
     if (rc < 0) return -1;
     return shard_get_body(sh, id, body, len, err, errcap);
@@ -536,24 +545,16 @@ static int
 store_ship_ring(void *arg, const unsigned char *q, char **body, size_t *len,
                 char *err, size_t errcap)
 {
-    Store *s = arg;
     StoreRingRef ref = enc_ring_ref_get(q);
-    char *b = malloc(ref.len ? ref.len : 1);
+    int rc = store_ring_read(arg, &ref, body, err, errcap);
 
-    if (!b) return util_fail(err, errcap, "out of memory");
-    int rc = bodyring_read(&s->ring, &ref, b, err, errcap);
     if (rc > 0)
-        rc = util_fail(err, errcap,
-                       "body ring entry (generation %" PRIu64
-                       ", offset %" PRIu64 ") does not verify",
-                       ref.gen, ref.off);
-    if (rc < 0) {
-        free(b);
-        return -1;
-    }
-    *body = b;
-    *len = ref.len;
-    return 0;
+        return util_fail(err, errcap,
+                         "body ring entry (generation %" PRIu64
+                         ", offset %" PRIu64 ") does not verify",
+                         ref.gen, ref.off);
+    if (rc == 0) *len = ref.len;
+    return rc;
 }
 
 int
