@@ -53,11 +53,10 @@ count_live(BodyRing *r, uint64_t slot, Live *live)
         rocksdb_iterator_t *it = rocksdb_create_iterator_cf(
             sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING]);
         char *e = NULL;
-        size_t klen, vlen;
+        size_t vlen;
         for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it);
              rocksdb_iter_next(it)) {
             const char *v = rocksdb_iter_value(it, &vlen);
-            (void)rocksdb_iter_key(it, &klen);
             if (vlen != ENC_RING_REF) continue;
             StoreRingRef ref = enc_ring_ref_get((const unsigned char *)v);
             long k = ref.gen == slot ? (long)r->nheld

@@ -147,7 +147,7 @@ typedef struct BodyRing {
                                     new generation) */
     _Atomic uint64_t st_copied;  /* bodies copied out of held files */
     _Atomic uint64_t st_held_files, st_held_bytes; /* held files now */
-    uint64_t restored; /* bodies bodyring_restore copied into RocksDB */
+    uint64_t restored; /* live ring bodies bodyring_restore found */
 } BodyRing;
 
 /* Opens the ring files of datadir that exist (none is created here), for

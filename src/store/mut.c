@@ -158,8 +158,8 @@ mut_iov(StoreMut *m, const Chunk *chunks, size_t *skipped)
 }
 
 /* Adds the records of chunks whose op is not 0 (cancelled, store/pend.h)
- * to their shards' batches. Returns 0. */
-static int
+ * to their shards' batches. */
+static void
 mut_apply_chunks(StoreMut *m, const Chunk *chunks)
 {
     uint64_t seq;
@@ -173,7 +173,6 @@ mut_apply_chunks(StoreMut *m, const Chunk *chunks)
                 off += sbatch_add(&m->sb, p, &seq);
         }
     }
-    return 0;
 }
 
 /* Commit journal: writes the groups of the write-behind window that are
@@ -196,8 +195,7 @@ drain_locked(StoreMut *m, int force, uint64_t upto)
         g = pend_take(&m->pend, now, force, upto, group != 0);
         pthread_mutex_unlock(&m->pmu);
         if (!g) break;
-        if (!ack_is_failed(m->ack))
-            (void)mut_apply_chunks(m, g->chunks); /* failed: dropped below */
+        if (!ack_is_failed(m->ack)) mut_apply_chunks(m, g->chunks);
         seq = g->seq;
         group = g->group;
         handoff_recycle(m->ho, g->chunks);
@@ -286,8 +284,10 @@ mut_commit_big(StoreMut *m, Chunk *chunks, size_t bytes, uint64_t seq)
     pthread_mutex_lock(&m->wmu);
     int rc = drain_locked(m, 1, 0);
 
-    if (rc == 0) rc = mut_apply_chunks(m, chunks);
-    if (rc == 0) rc = mut_write_group(m, 1, m->group);
+    if (rc == 0) {
+        mut_apply_chunks(m, chunks);
+        rc = mut_write_group(m, 1, m->group);
+    }
     if (rc < 0) sbatch_clear(&m->sb); /* drop the batches */
     handoff_done(m->ho, bytes);
     if (rc == 0) {
@@ -405,10 +405,10 @@ mut_group(StoreMut *m, Chunk *chunks)
     }
     if (records && m->journal)
         return mut_commit_journal(m, chunks, records, bytes, seq);
-    if (records && mut_apply_chunks(m, chunks) == 0)
+    if (records) {
+        mut_apply_chunks(m, chunks);
         rc = mut_write_group(m, m->mode == STORE_SYNC_ALWAYS, m->group);
-    else if (records)
-        sbatch_clear(&m->sb); /* drop the batches */
+    }
     if (rc == 0) ack_applied(m->ack, seq);
     /* Written: no longer backlog. Before the publication, so whoever sees
      * the sequence acknowledged also sees the backlog without it. */
