@@ -20,6 +20,7 @@ import pytest
 
 from cluster import Cluster, node_port
 from conftest import ROCKSTALKD, wait_for
+from test_cluster_peer import assert_keepalive, find, their_sockets
 from test_hostile import socket_inodes
 
 pytestmark = pytest.mark.not_via_follower("starts its own servers")
@@ -567,3 +568,43 @@ def test_cluster_follower_relays_both_listeners(tmp_path, tls):
         assert not os.path.lexists(opath), "handed-over socket file left"
     finally:
         c.stop()
+
+
+def assert_client_socket_options(pid, ports, clients):
+    """The server's end of each client connection (clients[i] connected to
+    ports[i]) has TCP_NODELAY, keepalive (30 s, every 10 s, 3 probes) and
+    TCP_USER_TIMEOUT (60 s): set on the listener and copied by the
+    kernel into every accepted socket (listeners.c, tune_listeners)."""
+    theirs = their_sockets(pid)
+    try:
+        for port, c in zip(ports, clients):
+            sk = find(theirs, port, c.getsockname()[1])
+            assert sk.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            assert_keepalive(sk)
+    finally:
+        for sk in theirs:
+            sk.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd_open")
+def test_accepted_sockets_have_nodelay_and_keepalive(daemons, tmp_path):
+    """On -l/-p's listener, a --listen tcp:// one and an inherited one
+    (whose options systemd set, or not: the server sets them)."""
+    p0, p1 = node_port(), node_port()
+    d = start(daemons, tmp_path,
+              ["--memory", "-l", "127.0.0.1", "-p", str(p0), "--listen",
+               "tcp://127.0.0.1:%d" % p1], lambda: tcp_connect(p0))
+    with tcp_connect(p0) as a, tcp_connect(p1) as b:
+        cmd(a, b"put 0 0 60 1\r\nx\r\n", b"INSERTED 1")
+        cmd(b, b"peek-ready\r\n", b"FOUND 1 1")
+        assert_client_socket_options(d.proc.pid, [p0, p1], [a, b])
+    t = socket.socket()
+    t.bind(("127.0.0.1", 0))
+    t.listen()
+    tport = t.getsockname()[1]
+    d2 = activated(daemons, tmp_path, [t], "", ["--memory"],
+                   lambda: tcp_connect(tport))
+    with tcp_connect(tport) as c:
+        cmd(c, b"put 0 0 60 1\r\nx\r\n", b"INSERTED 1")
+        assert_client_socket_options(d2.proc.pid, [tport], [c])
+    assert d.stop() == 0 and d2.stop() == 0

@@ -529,6 +529,10 @@ function targets_table() {
     # ... both put c=1 lines by the means too, as the issue measures them
     target_mean("put1", "rs", "bs-f0", 1.0)
     target_mean("put1", "rs", "fk-D", 1.0)
+    # ... and a client that connects for each put (a PHP producer's way:
+    # connect, use, put, close), against the same two durable servers
+    target_mean("conn1", "rs", "bs-f0", 1.0)
+    target_mean("conn1", "rs", "fk-D", 1.0)
     target("cycle100t1000", "rs", "fk-b", 1.0)
     # ... beside the same-work ceilings' own ratios (ceiling -q: the queue
     # work of the row and no more, durable as rs: each put and delete

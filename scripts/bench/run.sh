@@ -684,7 +684,8 @@ rotated() {
 # The ceiling probes answer puts only, except the queue ceilings
 # (is_queue_ceiling), which run the cycle rows too (with -q); the cluster
 # runs in CLUSTER_ROWS, rs-tls and bs-stunnel in TLS_ROWS; conn1 compares
-# TLS with plaintext beside beanstalkd only; the many-tubes rows run rs,
+# TLS with plaintext beside beanstalkd only, and the default mode with the
+# durable beanstalkds (bs-f0, fk-D); the many-tubes rows run rs,
 # rs-f50, bs-b, bs-f0, the fork (fk-b, fk-D) and the queue ceilings, the
 # bigsmall cells those but the queue ceilings, and ceiling (no disk: what
 # the load generator and this machine's cores leave of the small put's
@@ -700,7 +701,7 @@ skip_cell() {
         case " $CONSOLE_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
     fi
     if [ "$1" = conn1 ]; then
-        case $2 in rs | rs-tls | bs-b | bs-stunnel) ;; *) return 0 ;; esac
+        case $2 in rs | rs-tls | bs-b | bs-f0 | fk-D | bs-stunnel) ;; *) return 0 ;; esac
     fi
     case $1 in cycle100t*)
         case $2 in rs | rs-f50 | bs-b | bs-f0 | fk-b | fk-D) ;; *) is_queue_ceiling "$2" || return 0 ;; esac ;;

@@ -90,6 +90,22 @@ conn_new_sink(Server *s, uint8_t via, const ConnSink *sink, void *arg)
     return c;
 }
 
+/* A closed connection no longer counts among those that sent input in the
+ * current window or the one before it (state.h, active_now): the spins
+ * that wait for a lone client's next command (server.c ack_spin, the
+ * mutation thread's input spin) then still see one client that connects
+ * for each put, as PHP producers do, as the one client it is. */
+static void
+uncount_active(Conn *c)
+{
+    Server *s = c->srv;
+
+    if (c->active_window == s->active_window && s->active_now > 0)
+        s->active_now--;
+    else if (c->active_window + 1 == s->active_window && s->active_last > 0)
+        s->active_last--;
+}
+
 void
 conn_close(Conn *c)
 {
@@ -108,6 +124,7 @@ conn_close(Conn *c)
     if (c->producer) s->cur_producers--;
     if (c->worker) s->cur_workers--;
     s->cur_conns--;
+    uncount_active(c);
     if (c->prev)
         c->prev->next = c->next;
     else

@@ -203,7 +203,8 @@ typedef struct Server {
      * ACTIVE_WINDOW_S (conn.c counts, server.c rolls the window and tells
      * the store, which spins for input only when few are active). */
     uint32_t active_window; /* the window's number, from 1 */
-    uint32_t active_now;    /* connections read in it so far */
+    uint32_t active_now;    /* connections read in it so far, less those
+                               closed since (conn.c, uncount_active) */
     uint32_t active_last;   /* ...and in the window before it */
     ev_tstamp active_since; /* when it began (ev_now) */
     size_t jobs_peak;       /* job count high-water since the last trim */

@@ -2,12 +2,15 @@
 #include "server/listeners.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "net/net.h"
 
 /* A tls:// listener needs the credentials (server/clienttls.h), opened
  * before the listeners. */
@@ -143,6 +146,31 @@ log_listeners(const Server *s)
     }
 }
 
+/* Sets on every TCP listener the options its connections need: TCP_NODELAY
+ * (replies leave at once) and net_keepalive's dead-peer detection (a
+ * client gone with its host must not keep its reserves). Linux copies them
+ * from the listening socket to each socket accept(2) returns (tcp(7): the
+ * child is a clone of the listener), so an accept costs no setsockopt;
+ * tests/test_net.py checks them on an accepted connection. Returns 0, or -1
+ * with a message. */
+static int
+tune_listeners(Server *s, char *err, size_t errcap)
+{
+    int one = 1;
+
+    for (int i = 0; i < s->nlisteners; i++) {
+        const Listener *l = &s->listeners[i];
+        if (l->addr.kind == LISTEN_UNIX) continue;
+        if (setsockopt(l->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0 ||
+            net_keepalive(l->fd) < 0) {
+            snprintf(err, errcap, "listener fd %d: cannot set its options: %s",
+                     l->fd, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int
 listeners_open(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
 {
@@ -167,6 +195,7 @@ listeners_open(Server *s, const ServerConfig *cfg, char *err, size_t errcap)
         s->nlisteners++;
         set_bound(l);
     }
+    if (tune_listeners(s, err, errcap) < 0) return -1;
     log_listeners(s);
     return 0;
 }

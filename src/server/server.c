@@ -5,8 +5,6 @@
 #include <errno.h>
 #include <malloc.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +18,6 @@
 #include "cluster/nodestep.h"
 #include "cluster/nodeops.h"
 #include "conn/conn.h"
-#include "net/net.h"
 #include "queue/queue.h"
 #include "queue/recover.h"
 #include "queue/timers.h"
@@ -367,13 +364,10 @@ static void
 accepted(Server *s, const Listener *l, int fd)
 {
     uint8_t via = via_of(l->addr.kind);
-    if (l->addr.kind != LISTEN_UNIX) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        /* a client gone with its host or link must not keep its reserves
-         * (or, relayed by a cut-off follower, take jobs) */
-        net_keepalive(fd);
-    }
+    /* TCP_NODELAY and dead-peer detection come from the listener
+     * (listeners.c, tune_listeners): a client gone with its host or link
+     * must not keep its reserves (or, relayed by a cut-off follower, take
+     * jobs) */
     TlsSock *x = NULL;
     if (via == CONN_VIA_TLS && !(x = clienttls_session(s))) {
         close(fd); /* no memory for a session */
