@@ -670,6 +670,7 @@ in_took(Conn *c, const char *dst, size_t n)
         c->active_window = c->srv->active_window;
         c->srv->active_now++;
     }
+    c->srv->active_bytes_now += n;
     if (dst == c->ibuf + c->iend)
         c->iend += n;
     else if ((c->in_read += n) == (size_t)c->put.body_size + 2) {

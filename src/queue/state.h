@@ -202,21 +202,23 @@ typedef struct Server {
     /* How many connections sent input in the current window of about
      * ACTIVE_WINDOW_S (conn.c counts, server.c rolls the window and tells
      * the store, which spins for input only when few are active). */
-    uint32_t active_window; /* the window's number, from 1 */
-    uint32_t active_now;    /* connections read in it so far, less those
-                               closed since (conn.c, uncount_active) */
-    uint32_t active_last;   /* ...and in the window before it */
-    ev_tstamp active_since; /* when it began (ev_now) */
-    size_t jobs_peak;       /* job count high-water since the last trim */
-    ev_timer second_w;      /* each quarter second: malloc_trim when idle;
-                               each second: expired put-unique keys
-                               (server.c) */
-    uint32_t quarters;      /* second_w's ticks so far */
-    uint32_t trim_quiet;    /* ...in a row in which no command ran */
-    uint64_t trim_ops;      /* commands run, as of the last tick */
-    uint64_t trim_written;  /* store bytes written, as of the last trim */
-    uint64_t trim_flushed;  /* store memtable bytes flushed at rest (its
-                               rest rounds), as of the last trim */
+    uint32_t active_window;   /* the window's number, from 1 */
+    uint32_t active_now;      /* connections read in it so far, less those
+                                 closed since (conn.c, uncount_active) */
+    uint32_t active_last;     /* ...and in the window before it */
+    size_t active_bytes_now;  /* bytes of input read in it */
+    size_t active_bytes_last; /* ...and in the window before it */
+    ev_tstamp active_since;   /* when it began (ev_now) */
+    size_t jobs_peak;         /* job count high-water since the last trim */
+    ev_timer second_w;        /* each quarter second: malloc_trim when idle;
+                                 each second: expired put-unique keys
+                                 (server.c) */
+    uint32_t quarters;        /* second_w's ticks so far */
+    uint32_t trim_quiet;      /* ...in a row in which no command ran */
+    uint64_t trim_ops;        /* commands run, as of the last tick */
+    uint64_t trim_written;    /* store bytes written, as of the last trim */
+    uint64_t trim_flushed;    /* store memtable bytes flushed at rest (its
+                                 rest rounds), as of the last trim */
 
     /* counters for stats */
     uint64_t op_ct[OP_COUNT];
