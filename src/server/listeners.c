@@ -151,7 +151,7 @@ log_listeners(const Server *s)
  * client gone with its host must not keep its reserves). Linux copies them
  * from the listening socket to each socket accept(2) returns (tcp(7): the
  * child is a clone of the listener), so an accept costs no setsockopt;
- * tests/test_net.py checks them on an accepted connection. Returns 0, or -1
+ * tests/test_listen.py checks them on accepted connections. Returns 0, or -1
  * with a message. */
 static int
 tune_listeners(Server *s, char *err, size_t errcap)
