@@ -149,10 +149,10 @@ log_listeners(const Server *s)
 /* Sets on every TCP listener the options its connections need: TCP_NODELAY
  * (replies leave at once) and net_keepalive's dead-peer detection (a
  * client gone with its host must not keep its reserves). Linux copies them
- * from the listening socket to each socket accept(2) returns (tcp(7): the
- * child is a clone of the listener), so an accept costs no setsockopt;
- * tests/test_listen.py checks them on accepted connections. Returns 0, or -1
- * with a message. */
+ * from the listening socket to each socket accept(2) returns (the kernel
+ * clones the listener's socket for each connection), so an accept costs no
+ * setsockopt; tests/test_listen.py checks them on accepted connections.
+ * Returns 0, or -1 with a message. */
 static int
 tune_listeners(Server *s, char *err, size_t errcap)
 {
