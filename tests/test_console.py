@@ -26,6 +26,7 @@ import urllib.request
 
 import pytest
 
+from chaos.netns import host_network_lock
 from cluster import Cluster
 from conftest import ROCKSTALKD, ROOT, Server, free_port, wait_for
 from test_auth import TOKENS, Client, auth_text, write_auth
@@ -235,9 +236,12 @@ def run_browser(tmp_path_factory, cfg):
     path = str(tmp_path_factory.mktemp("cfg") / "cfg.json")
     with open(path, "w") as f:
         json.dump(cfg, f)
-    r = subprocess.run(["node", os.path.join(ROOT, "tests", "console",
-                                             "run.mjs"), path],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    argv = ["node", os.path.join(ROOT, "tests", "console", "run.mjs"), path]
+    # no chaos test's namespaces come or go while the browser runs
+    # (Chromium fails loads in flight with ERR_NETWORK_CHANGED then)
+    with host_network_lock(shared=True):
+        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
     steps = {}
     for ln in r.stdout.splitlines():
         if ln.startswith("{"):

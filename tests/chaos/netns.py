@@ -13,9 +13,20 @@ left (its pid no longer runs), so a crashed run's namespaces, links and
 processes are found and removed at the next start. An atexit hook closes
 every Net still open. Where namespaces cannot be made (not root, no
 iproute2), Net raises NetError with the reason: the caller fails loudly.
+
+Setting a Net up and closing it add and remove links and an address in
+the host's own namespace. Chromium watches those (netlink) and fails every
+request in flight with net::ERR_NETWORK_CHANGED, 127.0.0.1 included. So
+those steps hold host_network_lock() exclusively, and a browser test holds
+it shared for its run (tests/test_console.py): neither waits on the other
+for long, and no browser sees the host's network change under it.
 """
 import atexit
+import contextlib
+import fcntl
 import os
+import tempfile
+import time
 import re
 import signal
 import subprocess
@@ -31,6 +42,33 @@ _count = [0]
 
 class NetError(RuntimeError):
     pass
+
+
+LOCK_PATH = os.path.join(tempfile.gettempdir(), "rockstalk-hostnet.lock")
+LOCK_WAIT_S = 180  # the longest a browser run (run.mjs: 120 s) or a setup
+
+
+@contextlib.contextmanager
+def host_network_lock(shared, wait_s=LOCK_WAIT_S):
+    """Holds LOCK_PATH (flock, across processes and pytest workers): shared
+    while a browser runs, exclusive while links and addresses of the
+    host's namespace change. Raises NetError after wait_s seconds."""
+    fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        stop = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, mode)
+                break
+            except BlockingIOError:
+                if time.monotonic() > stop:
+                    raise NetError("%s held for over %d s" %
+                                   (LOCK_PATH, wait_s))
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _ip(*args, check=True):
@@ -110,21 +148,24 @@ class Net:
         if os.geteuid() != 0:
             raise NetError("the chaos harness needs root (network "
                            "namespaces); run it as root")
-        remove_leftovers()
         with _lock:
             _count[0] += 1
             k = _count[0]
         self.tag = "rk%dx%d" % (os.getpid(), k)
         self.n = n
-        self.subnet = _free_subnet((os.getpid() * 7 + k) % 250)
+        self.subnet = None
         self.bridge = self.tag + "b"
         self.cuts = set()
         self.slow = set()
         self.closed = False
         with _lock:
             _open.append(self)
-        try:
-            self._up()
+        try:  # the lock is released before close() takes it again
+            with host_network_lock(shared=False):
+                remove_leftovers()
+                # chosen under the lock: two Nets at once never share one
+                self.subnet = _free_subnet((os.getpid() * 7 + k) % 250)
+                self._up()
         except Exception:
             self.close()
             raise
@@ -139,7 +180,10 @@ class Net:
         return "%s.254" % self.subnet
 
     def _up(self):
+        # no IPv6 link-local addresses on the host's side: they would come
+        # a second or two later (after DAD), outside host_network_lock()
         _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("link", "set", self.bridge, "addrgenmode", "none")
         _ip("addr", "add", self.host_ip() + "/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         for i in range(1, self.n + 1):
@@ -147,6 +191,7 @@ class Net:
             _ip("netns", "add", ns)
             _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0",
                 "netns", ns)
+            _ip("link", "set", veth, "addrgenmode", "none")
             _ip("link", "set", veth, "master", self.bridge)
             _ip("link", "set", veth, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
@@ -208,15 +253,23 @@ class Net:
                 self.ip(j) + "/32", check=False)
         self.cuts.clear()
 
+    def _down(self):
+        for i in range(1, self.n + 1):
+            _ip("netns", "del", self.ns(i), check=False)
+            _ip("link", "del", "%sv%d" % (self.tag, i), check=False)
+        _ip("link", "del", self.bridge, check=False)
+
     def close(self):
         if self.closed:
             return
         self.closed = True
         for i in range(1, self.n + 1):
             _kill_ns(self.ns(i))
-            _ip("netns", "del", self.ns(i), check=False)
-            _ip("link", "del", "%sv%d" % (self.tag, i), check=False)
-        _ip("link", "del", self.bridge, check=False)
+        try:
+            with host_network_lock(shared=False):
+                self._down()
+        except NetError:  # a browser held it too long: remove them anyway
+            self._down()
         with _lock:
             if self in _open:
                 _open.remove(self)
