@@ -65,13 +65,29 @@ def probe(cluster, ids, timeout=1.0):
 
 
 def wait_serving(cluster, ids, cap):
-    """Seconds until a probe through ids succeeds, or None after cap."""
+    """Seconds until a probe through one of ids succeeds, or None after
+    cap. Each node has its own probe loop (a thread): one node's probe
+    waiting out its timeout does not delay the others', so the time is
+    when the first node served, not when a round of probes reached it."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < cap:
-        if probe(cluster, ids):
-            return time.monotonic() - t0
-        time.sleep(0.05)
-    return None
+    done = threading.Event()
+    first = []
+
+    def loop(i):
+        while not done.is_set() and time.monotonic() - t0 < cap:
+            if probe(cluster, [i]):
+                first.append(time.monotonic() - t0)
+                done.set()
+                return
+            done.wait(0.05)
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True)
+               for i in ids]
+    for t in threads:
+        t.start()
+    for t in threads:  # each probe ends within its timeouts (seconds)
+        t.join()
+    return min(first) if first else None
 
 
 def converge(cluster, st, timeout=30.0):
