@@ -223,6 +223,26 @@ def test_leftovers_are_removed(tmp_path):
                        stderr=subprocess.DEVNULL)
 
 
+def test_host_network_lock(monkeypatch, tmp_path):
+    """Browser runs share host_network_lock(); a Net's set-up waits for
+    them and gives up with NetError after its bound; once they end it
+    takes the lock."""
+    from chaos import netns
+    monkeypatch.setattr(netns, "LOCK_PATH", str(tmp_path / "hostnet.lock"))
+    with netns.host_network_lock(shared=True):
+        with netns.host_network_lock(shared=True, wait_s=0.2):
+            pass  # two browsers at once
+        t0 = time.monotonic()
+        with pytest.raises(NetError, match="held for over"):
+            with netns.host_network_lock(shared=False, wait_s=0.3):
+                pass
+        assert time.monotonic() - t0 >= 0.3
+    with netns.host_network_lock(shared=False, wait_s=0.2):
+        with pytest.raises(NetError):  # and no browser during a change
+            with netns.host_network_lock(shared=True, wait_s=0.2):
+                pass
+
+
 def test_refused_proposal_is_not_acknowledged(tmp_path):
     """A proposal the leader's Raft node refuses (here the 12th, by
     ROCKSTALKD_FAULT_RAFT_REFUSE; in life RAFT_NOMEM, or a leadership lost

@@ -45,7 +45,7 @@ class NetError(RuntimeError):
 
 
 LOCK_PATH = os.path.join(tempfile.gettempdir(), "rockstalk-hostnet.lock")
-LOCK_WAIT_S = 180  # the longest a browser run (run.mjs: 120 s) or a setup
+LOCK_WAIT_S = 180  # s: over a browser run's bound (120 s) or a setup
 
 
 @contextlib.contextmanager
@@ -53,7 +53,12 @@ def host_network_lock(shared, wait_s=LOCK_WAIT_S):
     """Holds LOCK_PATH (flock, across processes and pytest workers): shared
     while a browser runs, exclusive while links and addresses of the
     host's namespace change. Raises NetError after wait_s seconds."""
-    fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o666)
+    # read-only is enough for flock, and O_CREAT only when the file is
+    # missing (fs.protected_regular refuses it on another user's file)
+    try:
+        fd = os.open(LOCK_PATH, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = os.open(LOCK_PATH, os.O_RDONLY | os.O_CREAT, 0o644)
     try:
         mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
         stop = time.monotonic() + wait_s
