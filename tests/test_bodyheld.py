@@ -28,6 +28,9 @@ the body cache.
   * quarter rule: after covers with every delete applied, a held file
     less than a quarter live (weighed from its entries) is gone and its
     live bodies copied, one more than a quarter live is kept as it was.
+  * sparse waits a cover: a held file found less than a quarter live is
+    kept by that cover; its jobs deleted before the next, it goes with
+    nothing copied.
   * races: peeks of the jobs of thinned held files, pipelined on several
     connections while covers copy those files out and delete them, all
     find their exact bodies (a read must not fall between the copy and
@@ -496,6 +499,47 @@ def test_held_quarter_rule(rockstalkd):
                          if g not in after), (copied, before, after)
     check_held_stats(c, srv.dir)
     check_peek(c, {j: b for j, b in ids.items() if j not in gone})
+    c.close()
+
+
+def cover_once(c, src):
+    """Puts bodies one at a time until the writer has done one more cover
+    (rockstalk-body-ring-flushes); returns {id: body}."""
+    first = stat(stats(c), "rockstalk-body-ring-flushes")
+    out = {}
+    while stat(stats(c), "rockstalk-body-ring-flushes") == first:
+        out.update(put_on([c], [src.next()]))
+        assert len(out) < 200, "no cover after %d puts" % len(out)
+    assert stat(stats(c), "rockstalk-body-ring-flushes") == first + 1
+    return out
+
+
+def test_held_sparse_waits_a_cover(rockstalkd):
+    """A held file found less than a quarter live is copied out only if
+    the next cover finds it so again: one whose last jobs go meanwhile
+    (jobs that go in order) is deleted with nothing copied."""
+    srv, c, ids, src = filled(rockstalkd, 11)
+    at = where(srv.dir, {body_no(b) for b in ids.values()})
+    gen = held(srv.dir)[0]
+    mine = sorted(j for j, b in ids.items()
+                  if at[body_no(b)] == ("held-%d" % gen, gen))
+    assert len(mine) >= 12, mine
+    keep = mine[:len(mine) // 10]   # about a tenth stays: sparse
+    delete_all(c, [j for j in mine if j not in keep])
+    time.sleep(APPLIED)     # the deletes reach RocksDB
+    copied0 = stat(stats(c), "rockstalk-body-ring-copied")
+    ids.update(cover_once(c, src))
+    assert gen in held(srv.dir), "copied out at the first sparse cover"
+    assert stat(stats(c), "rockstalk-body-ring-copied") == copied0
+    delete_all(c, keep)
+    time.sleep(APPLIED)
+    ids.update(cover_once(c, src))
+    assert gen not in held(srv.dir), "a held file outlived its jobs"
+    assert stat(stats(c), "rockstalk-body-ring-copied") == copied0, \
+        "bodies of jobs deleted before the next cover were copied"
+    check_held_stats(c, srv.dir)
+    check_peek(c, {j: b for j, b in ids.items() if j not in mine})
+    check_gone(c, mine)
     c.close()
 
 

@@ -222,6 +222,23 @@ copy_out(BodyRing *r, uint64_t gen)
     return rc == 0 ? sync_wals(r) : rc;
 }
 
+/* Records whether held file gen is sparse (less than a quarter live) at
+ * this cover; returns 1 if it was at the previous one too. A file is
+ * copied out only then: jobs that go in order empty a sparse file within
+ * about a lap, and copying bodies that die a moment later would hold every
+ * large producer up for nothing. (Writer thread: HeldFile.sparse is its
+ * own, so no lock.) */
+static int
+sparse_again(BodyRing *r, uint64_t gen, int sparse)
+{
+    long k = bodyring_held_index(r, gen);
+
+    if (k < 0) return 0;
+    int again = sparse && r->held[k].sparse;
+    r->held[k].sparse = sparse;
+    return again;
+}
+
 int
 held_cover(BodyRing *r, int i)
 {
@@ -258,7 +275,8 @@ held_cover(BodyRing *r, int i)
             ack_fail(r->ack, "body ring", -1, strdup(err));
     }
     for (size_t k = 0; rc == 0 && k < n; k++) {
-        if (live[k].n && live[k].bytes * HELD_SPARSE >= sizes[k]) continue;
+        int sparse = live[k].n && live[k].bytes * HELD_SPARSE < sizes[k];
+        if (live[k].n && !sparse_again(r, gens[k], sparse)) continue;
         pthread_rwlock_rdlock(&r->flk);
         int pinned = r->pins > 0;
         pthread_rwlock_unlock(&r->flk);

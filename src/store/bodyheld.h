@@ -12,11 +12,14 @@
  * <dir>/held-<gen> and a new, empty ring file takes its place; else it is
  * overwritten in place. In the same cover a held file none of whose jobs is
  * alive is deleted, and a held file whose live bodies fill less than a quarter
- * of it is copied out (each live body put into the body CF and its reference
- * removed, in one batch with the WAL, under StoreMut.wmu so that no delete
- * of the job slips between the check and the write), the WALs synced, and
- * then deleted: the disk held is at most four times the live bodies',
- * plus the ring.
+ * of it at this cover and the one before is copied out (each live body put
+ * into the body CF and its reference removed, in one batch with the WAL,
+ * under StoreMut.wmu so that no delete of the job slips between the check
+ * and the write), the WALs synced, and then deleted: the disk held is at
+ * most four times the live bodies', plus the ring, plus the sparse held
+ * files waiting their second cover (jobs that go in order empty those
+ * meanwhile, and the large producers, who wait for every cover, do not
+ * wait for their bodies to be copied).
  *
  * At start-up (bodyring_restore, after the journal's replay) the header
  * of every live ring body's entry is checked, the ring files live jobs

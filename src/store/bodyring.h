@@ -79,6 +79,8 @@ typedef struct HeldFile {
     uint64_t gen;  /* the generation it holds */
     uint64_t size; /* bytes */
     int fd;        /* open for reads */
+    int sparse;    /* the last cover found it less than a quarter live
+                      (the writer thread's alone) */
 } HeldFile;
 
 /* The ring; lives in the Store. */
