@@ -540,6 +540,36 @@ def test_fetch_from_a_leader_that_needs_the_fetching_node(cluster, tls):
         node_log(c.node(lead))
 
 
+def put_through_leader(c, bodies):
+    """Puts bodies in turn through the leader. Under a loaded machine (ASan,
+    CI's workers) the leader may lose a majority's contact for an election
+    timeout and step down, which restarts it in place (nodestep.c) and
+    closes its clients: then the put is sent again to whoever leads. A
+    node whose process ended fails the test (a crash is never retried).
+    Returns ([id of each body], {bodies whose first put got no reply}):
+    such a put may have been committed too."""
+    ids, unsure = [], set()
+    lead = conn = None
+    end = time.monotonic() + 120
+    for b in bodies:
+        while True:
+            assert time.monotonic() < end, "no leader took the puts"
+            try:
+                if conn is None:
+                    lead = c.wait_leader()
+                    conn = Conn(c.node(lead))
+                ids.append(conn.put(b))
+                break
+            except OSError:  # ConnectionError, a timeout, a refused connect
+                if conn is not None:
+                    conn.close()
+                conn = None
+                assert c.node(lead).alive(), node_log(c.node(lead))[-3000:]
+                unsure.add(b)
+    conn.close()
+    return ids, unsure
+
+
 def test_wiped_node_rejoins_through_snapshot(cluster):
     """With snapshots every 64 entries (16 kept), the leader's log soon
     starts past what a wiped node has: it gets a Raft snapshot (a manifest
@@ -552,10 +582,10 @@ def test_wiped_node_rejoins_through_snapshot(cluster):
     f = c.follower()
     f.stop()
     shutil.rmtree(f.dir)
-    conn = Conn(c.node(lead))
     body = b"b" * (256 << 10)
-    ids = [conn.put(body[:-8] + b"%08d" % i) for i in range(96)]
-    conn.close()
+    ids, unsure = put_through_leader(c, [body[:-8] + b"%08d" % i
+                                         for i in range(96)])
+    lead = c.wait_leader()
     snaps = [p for p in os.listdir(os.path.join(c.node(lead).dir, "raft"))
              if p.startswith("snapshot-") and not p.endswith(".meta")]
     assert snaps, "the leader took no snapshot"
@@ -583,8 +613,11 @@ def test_wiped_node_rejoins_through_snapshot(cluster):
     finally:
         p.terminate()
         p.wait(10)
-    assert sorted(got) == sorted(ids)
-    assert all(got[j] == body[:-8] + b"%08d" % i for i, j in enumerate(ids))
+    assert all(got.get(j) == body[:-8] + b"%08d" % i
+               for i, j in enumerate(ids)), "an acknowledged job is missing"
+    extra = [j for j in got if j not in ids]  # only unanswered puts' bodies
+    assert all(got[j] in unsure for j in extra), extra
+    assert len(extra) <= len(unsure), (extra, unsure)
     print("wiped node caught up; its peak RSS %d KiB for %d KiB of bodies" %
           (peak, len(ids) * len(body) // 1024))
 
