@@ -407,6 +407,61 @@ def test_held_files_go_when_their_jobs_do(rockstalkd):
     c.close()
 
 
+def marked(d):
+    """{file name: mark} of data dir d's ring and held files that carry
+    the user.rktest extended attribute (it goes with a file's renames)."""
+    out = {}
+    bd = os.path.join(d, "bodies")
+    for name in os.listdir(bd):
+        try:
+            out[name] = os.getxattr(os.path.join(bd, name), "user.rktest")
+        except OSError:
+            pass
+    return out
+
+
+def test_dead_held_file_becomes_a_ring_file(rockstalkd):
+    """A held file none of whose jobs is alive, when a cover must keep a
+    ring file's generation, takes that ring file's place (its blocks
+    written again, not freed and allocated anew) instead of a new file;
+    the stale entries in it never pass for the new generation's, also
+    after a restart; the other dead held files go as before."""
+    srv, c, ids, src = filled(rockstalkd, 9)
+    gens = held(srv.dir)
+    assert len(gens) >= 2, "8 laps with every job live left no held files"
+    for g in gens:  # a mark that only the same file (renamed) can carry
+        os.setxattr(os.path.join(srv.dir, "bodies", "held-%d" % g),
+                    "user.rktest", b"%d" % g)
+    at = where(srv.dir, {body_no(b) for b in ids.values()})
+    gone = {j for j, b in ids.items() if at[body_no(b)][0].startswith("held-")}
+    delete_all(c, gone)     # the ring files' jobs stay: covers keep them
+    time.sleep(APPLIED)     # the deletes reach RocksDB
+    live = {j: b for j, b in ids.items() if j not in gone}
+    live.update(put_on([c], src.some(3 * MiB)))
+    now = held(srv.dir)
+    assert not set(now) & set(gens), "held files outlived their jobs"
+    names = marked(srv.dir)
+    assert names, "no dead held file was reused: %r" % sorted(
+        os.listdir(os.path.join(srv.dir, "bodies")))
+    assert all(n.startswith("ring-") or (n.startswith("held-") and
+                                         int(n[5:]) in now)
+               for n in names), names
+    check_held_stats(c, srv.dir)
+    check_held_live(srv.dir, nums(live.values()))
+    check_peek(c, live)
+    check_gone(c, gone)
+    check_reserve(c, live)
+    c.close()
+    srv.restart()
+    c = Conn(srv.port)
+    st = stats(c)
+    assert stat(st, "rockstalk-body-ring-restored") == len(live)
+    assert jobs(st) == len(live)
+    check_peek(c, live)
+    check_reserve(c, live)
+    c.close()
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_held_copy_out_survives_sigkill(rockstalkd, monkeypatch, mode):
     monkeypatch.setenv("ROCKSTALKD_FAULT_DEFER_UNSYNCED", "1")

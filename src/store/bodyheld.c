@@ -90,14 +90,55 @@ sync_wals(BodyRing *r)
     return 0;
 }
 
-/* Renames ring file i to held-<its generation> and puts a new, empty ring
- * file of r->size bytes in its place (the directory synced). Returns 0,
+/* Takes held file k out of r->held (flk held exclusive); returns it. */
+static HeldFile
+held_remove(BodyRing *r, long k)
+{
+    HeldFile h = r->held[k];
+
+    memmove(r->held + k, r->held + k + 1,
+            (r->nheld - (size_t)k - 1) * sizeof *r->held);
+    r->nheld--;
+    atomic_fetch_sub(&r->st_held_files, 1);
+    atomic_fetch_sub(&r->st_held_bytes, h.size);
+    return h;
+}
+
+/* Opens the file ring file i starts from at path: held file reuse renamed
+ * there, or, with reuse 0 or if that rename fails, a new one; either way
+ * r->size bytes (sparse where new). *reused says which. Returns the fd,
  * or -1 with a message in err. */
 static int
-retire(BodyRing *r, int i, char *err, size_t errcap)
+fresh_file(BodyRing *r, const char *path, uint64_t reuse, int *reused,
+           char *err, size_t errcap)
+{
+    char old[4096];
+
+    *reused = reuse && bodyring_held_path(r, reuse, old, sizeof old) == 0 &&
+              rename(old, path) == 0;
+    int fd = *reused ? open(path, O_RDWR | O_CLOEXEC)
+                     : open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return util_fail(err, errcap, "open %s: %s", path, strerror(errno));
+    if (ftruncate(fd, (off_t)r->size) < 0) {
+        close(fd);
+        return util_fail(err, errcap, "size %s: %s", path, strerror(errno));
+    }
+    return fd;
+}
+
+/* Renames ring file i to held-<its generation> and puts in its place held
+ * file reuse, none of whose jobs is alive (its blocks written again rather
+ * than freed and allocated anew: stale entries there carry another
+ * generation, which no reference to this file's can match), or with reuse
+ * 0 a new, empty file; the directory synced. Returns 0, or -1 with a
+ * message in err. */
+static int
+retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
 {
     char from[4096], to[4096];
     uint64_t gen = r->slot_gen[i];
+    int reused;
 
     if (snprintf(from, sizeof from, "%s/ring-%d", r->dir, i) >=
             (int)sizeof from ||
@@ -105,13 +146,8 @@ retire(BodyRing *r, int i, char *err, size_t errcap)
         return util_fail(err, errcap, "path too long: %s", r->dir);
     if (rename(from, to) < 0)
         return util_fail(err, errcap, "rename %s: %s", from, strerror(errno));
-    int fd = open(from, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return util_fail(err, errcap, "open %s: %s", from, strerror(errno));
-    if (ftruncate(fd, (off_t)r->size) < 0) {
-        close(fd);
-        return util_fail(err, errcap, "size %s: %s", from, strerror(errno));
-    }
+    int fd = fresh_file(r, from, reuse, &reused, err, errcap);
+    if (fd < 0) return -1;
     int dfd = open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int rc = dfd < 0 ? -1 : fsync(dfd);
     if (dfd >= 0) close(dfd);
@@ -120,12 +156,15 @@ retire(BodyRing *r, int i, char *err, size_t errcap)
         return util_fail(err, errcap, "fsync %s: %s", r->dir, strerror(errno));
     }
     pthread_rwlock_wrlock(&r->flk);
+    long k = reused ? bodyring_held_index(r, reuse) : -1;
+    HeldFile gone = k >= 0 ? held_remove(r, k) : (HeldFile){.fd = -1};
     bodyring_held_add(
         r, (HeldFile){.gen = gen, .size = r->fsize[i], .fd = r->fd[i]});
     r->fd[i] = fd;
     r->fsize[i] = r->size;
     r->slot_gen[i] = 0;
     pthread_rwlock_unlock(&r->flk);
+    if (gone.fd >= 0) close(gone.fd);
     if (gen > r->top_gen) r->top_gen = gen; /* bodyring_reset starts above */
     return 0;
 }
@@ -138,14 +177,7 @@ drop(BodyRing *r, uint64_t gen)
 
     pthread_rwlock_wrlock(&r->flk);
     long k = r->pins ? -1 : bodyring_held_index(r, gen);
-    HeldFile h = k >= 0 ? r->held[k] : (HeldFile){0};
-    if (k >= 0) {
-        memmove(r->held + k, r->held + k + 1,
-                (r->nheld - (size_t)k - 1) * sizeof *r->held);
-        r->nheld--;
-        atomic_fetch_sub(&r->st_held_files, 1);
-        atomic_fetch_sub(&r->st_held_bytes, h.size);
-    }
+    HeldFile h = k >= 0 ? held_remove(r, k) : (HeldFile){0};
     pthread_rwlock_unlock(&r->flk);
     if (k < 0) return;
     close(h.fd);
@@ -268,10 +300,13 @@ held_cover(BodyRing *r, int i)
     if (rc == 0) rc = sync_wals(r);
     if (rc == 0 && r->slot_gen[i]) {
         pthread_rwlock_rdlock(&r->flk);
-        int keep = live[n].n > 0 || r->pins > 0;
+        int pinned = r->pins > 0, keep = live[n].n > 0 || pinned;
         pthread_rwlock_unlock(&r->flk);
+        uint64_t reuse = 0; /* the oldest held file no job refers to */
+        for (size_t k = 0; !pinned && !reuse && k < n; k++)
+            if (!live[k].n) reuse = gens[k];
         char err[512];
-        if (keep && (rc = retire(r, i, err, sizeof err)) < 0)
+        if (keep && (rc = retire(r, i, reuse, err, sizeof err)) < 0)
             ack_fail(r->ack, "body ring", -1, strdup(err));
     }
     for (size_t k = 0; rc == 0 && k < n; k++) {
@@ -408,8 +443,8 @@ restore_shard(BodyRing *r, const StoreShard *sh, Seen *seen, char **buf,
 }
 
 /* Start-up, the ring on: keeps as held files the ring files live jobs
- * refer to (so that the ring may start over), deletes the held files none
- * refers to. */
+ * refer to (so that the ring may start over), each replaced by a held file
+ * none refers to while there is one, and deletes the other such files. */
 static int
 restore_files(BodyRing *r, const Seen *seen, char *err, size_t errcap)
 {
@@ -421,9 +456,10 @@ restore_files(BodyRing *r, const Seen *seen, char *err, size_t errcap)
     for (size_t k = 0; k < n; k++)
         if (!seen->held[k]) dead[ndead++] = r->held[k].gen;
     int rc = 0;
+    size_t reuse = 0; /* dead held files take the retired files' places */
     for (int i = 0; rc == 0 && i < STORE_RING_FILES; i++)
         if (seen->slot[i] && r->fd[i] >= 0 && r->slot_gen[i])
-            rc = retire(r, i, err, errcap);
+            rc = retire(r, i, reuse < ndead ? dead[reuse++] : 0, err, errcap);
     for (size_t k = 0; rc == 0 && k < ndead; k++)
         drop(r, dead[k]);
     free(dead);
