@@ -90,6 +90,19 @@ sync_wals(BodyRing *r)
     return 0;
 }
 
+/* fsyncs r->dir. Returns 0, or -1 with a message in err. */
+static int
+sync_dir(BodyRing *r, char *err, size_t errcap)
+{
+    int dfd = open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = dfd < 0 ? -1 : fsync(dfd);
+
+    if (dfd >= 0) close(dfd);
+    return rc < 0
+               ? util_fail(err, errcap, "fsync %s: %s", r->dir, strerror(errno))
+               : 0;
+}
+
 /* Takes held file k out of r->held (flk held exclusive); returns it. */
 static HeldFile
 held_remove(BodyRing *r, long k)
@@ -131,8 +144,9 @@ fresh_file(BodyRing *r, const char *path, uint64_t reuse, int *reused,
  * file reuse, none of whose jobs is alive (its blocks written again rather
  * than freed and allocated anew: stale entries there carry another
  * generation, which no reference to this file's can match), or with reuse
- * 0 a new, empty file; the directory synced. Returns 0, or -1 with a
- * message in err. */
+ * 0 a new, empty file; the directory synced (also between the renames,
+ * so that no crash finds the held file's name lost and another file at
+ * from's). Returns 0, or -1 with a message in err. */
 static int
 retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
 {
@@ -146,14 +160,13 @@ retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
         return util_fail(err, errcap, "path too long: %s", r->dir);
     if (rename(from, to) < 0)
         return util_fail(err, errcap, "rename %s: %s", from, strerror(errno));
+    /* the held file's name durable before another file takes from's */
+    if (reuse && sync_dir(r, err, errcap) < 0) return -1;
     int fd = fresh_file(r, from, reuse, &reused, err, errcap);
     if (fd < 0) return -1;
-    int dfd = open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = dfd < 0 ? -1 : fsync(dfd);
-    if (dfd >= 0) close(dfd);
-    if (rc < 0) {
+    if (sync_dir(r, err, errcap) < 0) {
         close(fd);
-        return util_fail(err, errcap, "fsync %s: %s", r->dir, strerror(errno));
+        return -1;
     }
     pthread_rwlock_wrlock(&r->flk);
     long k = reused ? bodyring_held_index(r, reuse) : -1;
