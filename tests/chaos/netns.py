@@ -25,12 +25,12 @@ import atexit
 import contextlib
 import fcntl
 import os
-import tempfile
-import time
 import re
 import signal
 import subprocess
+import tempfile
 import threading
+import time
 
 IP = "/usr/sbin/ip" if os.path.exists("/usr/sbin/ip") else "ip"
 TC = "/usr/sbin/tc" if os.path.exists("/usr/sbin/tc") else "tc"
