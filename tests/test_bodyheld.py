@@ -250,10 +250,14 @@ def check_reserve(c, ids):
 
 def held(d):
     """Generations of the held files of data dir d, ascending; each file's
-    first entry must be of the generation it is named after."""
+    first entry must be of the generation it is named after. Dead held
+    files waiting for the reaper (dead-<gen>) are not held files."""
     bd = os.path.join(d, "bodies")
     gens = []
     for name in os.listdir(bd):
+        if name.startswith("dead-"):
+            assert re.fullmatch(r"dead-[1-9]\d*", name), name
+            continue
         if not name.startswith("held-"):
             assert re.fullmatch(r"ring-[0-%d]" % (RING_FILES - 1), name), name
             continue
@@ -304,6 +308,8 @@ def where(d, live):
     out = {}
     bd = os.path.join(d, "bodies")
     for name in sorted(os.listdir(bd)):
+        if name.startswith("dead-"):  # no live body: the reaper's
+            continue
         gen = int(name[5:]) if name.startswith("held-") else None
         gen, bodies = file_entries(os.path.join(bd, name), gen)
         for b in bodies:
@@ -342,9 +348,32 @@ def check_started(c, d, found, ring_size=MiB):
     return st
 
 
+def dead_files(d):
+    return sorted(n for n in os.listdir(os.path.join(d, "bodies"))
+                  if n.startswith("dead-"))
+
+
+def reaped(c, d, timeout=20):
+    """Waits until the reaper has deleted every dead held file
+    (store/bodyreap.h), nothing being put meanwhile: the stats count
+    none, and none is left in data dir d. Returns the stats."""
+    end = time.monotonic() + timeout
+    while True:
+        st = stats(c)
+        if stat(st, "rockstalk-body-ring-dead-files") == 0:
+            break
+        assert time.monotonic() < end, "dead held files not deleted: %r" % (
+            dead_files(d))
+        time.sleep(0.02)
+    assert stat(st, "rockstalk-body-ring-dead-bytes") == 0
+    assert dead_files(d) == []
+    return st
+
+
 def check_held_stats(c, d, ring_size=MiB):
-    """The held-file stats agree with the directory (nothing in flight);
-    returns the stats."""
+    """The held-file stats agree with the directory (nothing in flight,
+    the dead held files reaped); returns the stats."""
+    reaped(c, d)
     st = stats(c)
     gens = held(d)
     assert stat(st, "rockstalk-body-ring-held-files") == len(gens), gens
@@ -770,6 +799,85 @@ class SlowProxy:
             up.close()
             self.ls.close()
             self.done.set()
+
+
+REAP_STEP = 4 * MiB     # store/bodyreap.h: bytes the reaper frees a step
+
+
+def plant_dead(d, gen, nbytes):
+    """A dead held file an earlier run left to its reaper: d's
+    bodies/dead-<gen>, nbytes written (blocks allocated, not sparse) and
+    synced. Returns its path."""
+    path = os.path.join(d, "bodies", "dead-%d" % gen)
+    chunk = random.Random(gen).randbytes(MiB)
+    with open(path, "wb") as f:
+        for _ in range(nbytes // MiB):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def watch_size(path, sizes, stop):
+    """Adds every size path is seen at to sizes until it is gone or stop
+    is set (a thread)."""
+    while not stop.is_set():
+        try:
+            sizes.add(os.stat(path).st_size)
+        except FileNotFoundError:
+            return
+
+
+def test_dead_held_files_reaped_in_steps(rockstalkd):
+    """A dead held file (one a stopped or crashed run left to its reaper,
+    dead-<gen>) is deleted after the next start REAP_STEP bytes at a time:
+    the test sees it shrink step by step, where one unlink would free it
+    all in one journal commit, which every fsync of the server then waits
+    for (store/bodyreap.h). Its generation is not given again, and a clean
+    stop deletes at once what the reaper has not reached yet."""
+    srv = rockstalkd(*HFLAGS)
+    srv.stop()
+    path = plant_dead(srv.dir, 900, 128 * MiB)
+    sizes, stop = set(), threading.Event()
+    t = threading.Thread(target=watch_size, args=(path, sizes, stop))
+    t.start()
+    try:
+        srv.restart()
+        t.join(60)
+    finally:
+        stop.set()
+        t.join()
+    assert not os.path.exists(path), "the dead held file was not deleted"
+    assert all(s % REAP_STEP == 0 for s in sizes), sorted(sizes)
+    steps = sorted(s for s in sizes if 0 < s < 128 * MiB)
+    assert len(steps) >= 2, "freed in one go: sizes seen %r" % sorted(sizes)
+    c = Conn(srv.port)
+    reaped(c, srv.dir)
+    put_on([c], Bodies(11, 1100000).some(8 * MiB))  # laps: held files
+    assert held(srv.dir) and min(held(srv.dir)) > 900, held(srv.dir)
+    c.close()
+    srv.stop()
+    paths = [plant_dead(srv.dir, g, 32 * MiB) for g in (2901, 2902, 2903)]
+    srv.restart()
+    assert srv.stop() == 0
+    assert [p for p in paths if os.path.exists(p)] == [], \
+        "a clean stop left dead held files"
+
+
+def test_dead_held_files_go_with_the_ring_off(rockstalkd):
+    """A start with the ring off (--body-ring 0) deletes the dead held
+    files an earlier run left, and the bodies directory with them."""
+    srv = rockstalkd(*HFLAGS)
+    srv.stop()
+    plant_dead(srv.dir, 77, 8 * MiB)
+    srv.argv = srv.argv + ["--body-ring", "0"]
+    srv.restart()
+    assert not os.path.exists(os.path.join(srv.dir, "bodies"))
+    c = Conn(srv.port)
+    st = stats(c)
+    assert stat(st, "rockstalk-body-ring-dead-files") == 0
+    assert stat(st, "rockstalk-body-ring-dead-bytes") == 0
+    c.close()
 
 
 @pytest.mark.parametrize("how", ["off", "resized"])

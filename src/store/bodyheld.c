@@ -182,11 +182,14 @@ retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
     return 0;
 }
 
-/* Deletes held file gen unless a backup pins the files. */
+/* Deletes held file gen unless a backup pins the files: renamed
+ * dead-<gen> and left to the reaper (store/bodyreap.h), which frees it a
+ * few MiB at a time off this thread's path; deleted here if the rename
+ * fails. */
 static void
 drop(BodyRing *r, uint64_t gen)
 {
-    char path[4096];
+    char path[4096], dead[4096];
 
     pthread_rwlock_wrlock(&r->flk);
     long k = r->pins ? -1 : bodyring_held_index(r, gen);
@@ -195,7 +198,12 @@ drop(BodyRing *r, uint64_t gen)
     if (k < 0) return;
     close(h.fd);
     /* a file left by a crash here is deleted at the next start */
-    if (bodyring_held_path(r, gen, path, sizeof path) == 0) (void)unlink(path);
+    if (bodyring_held_path(r, gen, path, sizeof path) < 0) return;
+    if (bodyring_dead_path(r, gen, dead, sizeof dead) == 0 &&
+        rename(path, dead) == 0)
+        bodyreap_add(&r->reap, dead, h.size);
+    else
+        (void)unlink(path);
 }
 
 /* Copies one live body (key k of shard sh, reference v) into the body CF,

@@ -11,7 +11,9 @@
  * file i holds (or a backup pins the files), the file is renamed
  * <dir>/held-<gen> and a new, empty ring file takes its place; else it is
  * overwritten in place. In the same cover a held file none of whose jobs is
- * alive is deleted, and a held file whose live bodies fill less than a quarter
+ * alive is deleted (renamed dead-<gen> and left to the reaper,
+ * store/bodyreap.h, which frees it a few MiB at a time off the writer's
+ * path), and a held file whose live bodies fill less than a quarter
  * of it at this cover and the one before is copied out (each live body put
  * into the body CF and its reference removed, in one batch with the WAL,
  * under StoreMut.wmu so that no delete of the job slips between the check

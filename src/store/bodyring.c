@@ -67,6 +67,13 @@ bodyring_held_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap)
     return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
+int
+bodyring_dead_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s/dead-%" PRIu64, r->dir, gen);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
 long
 bodyring_held_index(const BodyRing *r, uint64_t gen)
 {
@@ -120,8 +127,29 @@ held_find(const BodyRing *r, uint64_t gen, int *fd, uint64_t *size)
     return 1;
 }
 
-/* Opens every held-<gen> file of r->dir (main thread, from
- * bodyring_open). Returns 0, or -1 with a message in err. */
+/* If name is a dead held file's (dead-<gen>: a run stopped or crashed
+ * before its reaper deleted it), queues it for the reaper and returns 1;
+ * else 0. Main thread, from held_open. */
+static int
+dead_found(BodyRing *r, const char *name)
+{
+    unsigned long long g;
+    char tail, path[4096];
+    struct stat st;
+
+    if (sscanf(name, "dead-%llu%c", &g, &tail) != 1 || !g ||
+        bodyring_dead_path(r, g, path, sizeof path) < 0 ||
+        strcmp(strrchr(path, '/') + 1, name) != 0)
+        return 0; /* not a name this server gives */
+    bodyreap_add(&r->reap, path,
+                 stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
+    if (g > r->top_gen) r->top_gen = g; /* no generation is given twice */
+    return 1;
+}
+
+/* Opens every held-<gen> file of r->dir and queues every dead-<gen> one
+ * for the reaper (main thread, from bodyring_open). Returns 0, or -1 with
+ * a message in err. */
 static int
 held_open(BodyRing *r, char *err, size_t errcap)
 {
@@ -138,6 +166,7 @@ held_open(BodyRing *r, char *err, size_t errcap)
         unsigned long long g;
         char tail;
         struct stat st;
+        if (dead_found(r, e->d_name)) continue;
         if (sscanf(e->d_name, "held-%llu%c", &g, &tail) != 1 || !g ||
             bodyring_held_path(r, g, path, sizeof path) < 0 ||
             strcmp(strrchr(path, '/') + 1, e->d_name) != 0)
@@ -211,6 +240,7 @@ bodyring_open(BodyRing *r, const char *datadir, uint64_t size, uint32_t min,
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     pthread_rwlock_init(&r->flk, NULL);
+    bodyreap_init(&r->reap);
     for (int i = 0; i < STORE_RING_FILES; i++)
         r->fd[i] = -1;
     if (asprintf(&r->dir, "%s/bodies", datadir) < 0) {
@@ -278,12 +308,13 @@ bodyring_read(BodyRing *r, const StoreRingRef *ref, void *buf, char *err,
 /* ---- reset ---- */
 
 /* No ring this run: removes the files an earlier run left (replayed
- * already) and the directory. */
+ * already; its dead held files too) and the directory. */
 static int
 remove_files(BodyRing *r, char *err, size_t errcap)
 {
     char path[4096];
 
+    bodyreap_stop(&r->reap);
     for (int i = 0; i < STORE_RING_FILES; i++) {
         if (file_path(r, i, path, sizeof path, err, errcap) < 0) return -1;
         if (r->fd[i] >= 0) close(r->fd[i]);
@@ -576,6 +607,7 @@ bodyring_start(BodyRing *r, StoreShard *shard, int nshards, StoreAck *ack,
     r->notify_arg = arg;
     if (!r->min) return 0;
     if (!r->cover_hook) return util_fail(err, errcap, "body ring: no cover");
+    if (bodyreap_start(&r->reap, err, errcap) < 0) return -1;
     int e = pthread_create(&r->thread, NULL, ring_main, r);
     if (e) return util_fail(err, errcap, "pthread_create: %s", strerror(e));
     pthread_setname_np(r->thread, "rs-bodyring");
@@ -652,13 +684,15 @@ bodyring_resolved(BodyRing *r, uint64_t seq)
 void
 bodyring_stop(BodyRing *r)
 {
-    if (!r->started) return;
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    pthread_join(r->thread, NULL);
-    r->started = 0;
+    if (r->started) {
+        pthread_mutex_lock(&r->mu);
+        r->stop = 1;
+        pthread_cond_signal(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        pthread_join(r->thread, NULL);
+        r->started = 0;
+    }
+    bodyreap_stop(&r->reap); /* after the writer: its covers queue files */
 }
 
 static void
@@ -686,6 +720,7 @@ bodyring_close(BodyRing *r)
         r->fd[i] = -1;
     }
     held_close(r);
+    bodyreap_free(&r->reap);
     free(r->dir);
     r->dir = NULL;
     pthread_rwlock_destroy(&r->flk);

@@ -46,9 +46,11 @@
  *
  * Threads: open, restore, reset, start and stop on the main thread, read
  * on any; submit, take and resolved on the loop thread; the writer thread
- * does the rest. Shared state is under mu, the files under flk. Calls:
- * store_ack, store_handoff (a drain's kick), store_shard (the WAL syncs,
- * the ring CF), store_bodyheld, store_enc, store_util, zlib; writes and
+ * does the rest, but for the deletion of dead held files (the reaper's
+ * thread, store/bodyreap.h). Shared state is under mu, the files under
+ * flk. Calls: store_ack, store_handoff (a drain's kick), store_shard (the
+ * WAL syncs, the ring CF), store_bodyheld, store_bodyreap, store_enc,
+ * store_util, zlib; writes and
  * syncs go through the StoreIO seam's jwrite and jsync (the write-back
  * hints, sync_file_range, go to the file directly: they change no byte).
  */
@@ -61,6 +63,7 @@
 #include <stdint.h>
 
 #include "store/ack.h"
+#include "store/bodyreap.h"
 #include "store/handoff.h"
 #include "store/shard.h"
 #include "store/types.h"
@@ -102,6 +105,7 @@ typedef struct BodyRing {
     HeldFile *held; /* retired generations, ascending gen, owned */
     size_t nheld, heldcap;
     int pins;             /* backups reading the ring (bodyring_pin) */
+    BodyReap reap;        /* deletes the dead held files (dead-<gen>), paced */
     pthread_mutex_t *wmu; /* borrowed: StoreMut.wmu, taken by a copy-out
                              (store/bodyheld.h) */
     /* before ring file i takes a new generation (store/bodyheld.h
@@ -206,6 +210,10 @@ void bodyring_stop(BodyRing *r);
 /* The path of held file gen (<dir>/held-<gen>) into buf. Returns 0, or
  * -1 if it does not fit in cap bytes. */
 int bodyring_held_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap);
+
+/* The path a dead held file gen is renamed to before the reaper deletes
+ * it (<dir>/dead-<gen>) into buf. Returns 0, or -1 if cap is too small. */
+int bodyring_dead_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap);
 
 /* The index of generation gen in r->held (ascending gen), or -1. flk held
  * (either way) or the writer thread. */

@@ -205,6 +205,8 @@ store_stats(const Store *s, StoreStats *out)
     out->ring_held_files = atomic_load(&s->ring.st_held_files);
     out->ring_held_bytes = atomic_load(&s->ring.st_held_bytes);
     out->ring_copied = atomic_load(&s->ring.st_copied);
+    out->ring_dead_files = atomic_load(&s->ring.reap.st_files);
+    out->ring_dead_bytes = atomic_load(&s->ring.reap.st_bytes);
     out->idle_flushes = atomic_load(&s->mut.idle.st_rounds);
     out->idle_flushed = atomic_load(&s->mut.idle.st_flushed);
     out->at_rest = !s->mut.idle_on || idle_at_rest(&s->mut.idle, out->bytes);

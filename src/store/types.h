@@ -236,6 +236,9 @@ typedef struct StoreStats {
     uint64_t ring_held_files, ring_held_bytes; /* held files now (count,
                                                   bytes; store/bodyheld.h) */
     uint64_t ring_copied; /* bodies copied out of held files (this run) */
+    /* dead held files waiting for the reaper (count, bytes not yet freed;
+     * store/bodyreap.h) */
+    uint64_t ring_dead_files, ring_dead_bytes;
     /* the rest rounds that flushed memtables once the shards took no
      * write for a while, and the bytes those held (store/idle.h) */
     uint64_t idle_flushes, idle_flushed;
