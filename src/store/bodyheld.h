@@ -21,7 +21,8 @@
  * most four times the live bodies', plus the ring, plus the sparse held
  * files waiting their second cover (jobs that go in order empty those
  * meanwhile, and the large producers, who wait for every cover, do not
- * wait for their bodies to be copied).
+ * wait for their bodies to be copied), plus the dead files the reaper
+ * has not freed yet (store/bodyreap.h).
  *
  * At start-up (bodyring_restore, after the journal's replay) the header
  * of every live ring body's entry is checked, the ring files live jobs
