@@ -1282,7 +1282,8 @@ def test_held_sigkill_mid_covers(rockstalkd, monkeypatch, mode):
     live = nums(found.values())
     check_held_live(srv.dir, live)
     at = where(srv.dir, live)
-    assert all(n.startswith("held-") for n, _ in at.values()), at
+    assert all(n.startswith("held-") for n, _ in at.values()), \
+        {j: w for j, w in at.items() if not w[0].startswith("held-")}
     assert 0 < stat(st, "rockstalk-body-ring-restored") <= len(at)
     c.s.sendall(b"kick %d\r\n" % len(found))   # the buried, ready
     assert read_reply(c)[0].startswith("KICKED ")
