@@ -1278,13 +1278,16 @@ def test_held_sigkill_mid_covers(rockstalkd, monkeypatch, mode):
     assert len([j for j in found if j not in acked]) <= 2, sorted(found)
     st = check_held_stats(c, srv.dir)
     assert jobs(st) == len(found)
-    # the files with live bodies are held files, the ring files fresh
+    # the files with live ring bodies are held files: every live ring body
+    # (restored counts them) is in one. A ring file may be a dead held
+    # file the start reused, whose stale entries can repeat bodies that a
+    # copy-out had moved into RocksDB (a kill between the copy-out and the
+    # file's deletion), never an entry a reference points at.
     live = nums(found.values())
     check_held_live(srv.dir, live)
     at = where(srv.dir, live)
-    assert all(n.startswith("held-") for n, _ in at.values()), \
-        {j: w for j, w in at.items() if not w[0].startswith("held-")}
-    assert 0 < stat(st, "rockstalk-body-ring-restored") <= len(at)
+    in_held = [i for i, (n, _) in at.items() if n.startswith("held-")]
+    assert 0 < stat(st, "rockstalk-body-ring-restored") <= len(in_held), at
     c.s.sendall(b"kick %d\r\n" % len(found))   # the buried, ready
     assert read_reply(c)[0].startswith("KICKED ")
     check_reserve(c, found)
