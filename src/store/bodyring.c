@@ -60,18 +60,45 @@ file_path(const BodyRing *r, int i, char *buf, size_t cap, char *err,
 
 /* ---- held files (store/bodyheld.h) ---- */
 
+/* <dir>/<kind>-<gen> into buf: 0, or -1 if it does not fit in cap. */
+static int
+gen_path(const BodyRing *r, const char *kind, uint64_t gen, char *buf,
+         size_t cap)
+{
+    int n = snprintf(buf, cap, "%s/%s-%" PRIu64, r->dir, kind, gen);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+/* Whether directory entry name is exactly the name gen_path gives kind
+ * and some generation (no leading zero, no sign, nothing after): then the
+ * generation into *gen, the path into buf[0..cap), and 1; else 0. */
+static int
+gen_name(const BodyRing *r, const char *name, const char *kind, uint64_t *gen,
+         char *buf, size_t cap)
+{
+    size_t k = strlen(kind);
+    unsigned long long g;
+    char tail;
+
+    if (strncmp(name, kind, k) != 0 || name[k] != '-' ||
+        sscanf(name + k + 1, "%llu%c", &g, &tail) != 1 || !g ||
+        gen_path(r, kind, g, buf, cap) < 0 ||
+        strcmp(strrchr(buf, '/') + 1, name) != 0)
+        return 0;
+    *gen = g;
+    return 1;
+}
+
 int
 bodyring_held_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap)
 {
-    int n = snprintf(buf, cap, "%s/held-%" PRIu64, r->dir, gen);
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
+    return gen_path(r, "held", gen, buf, cap);
 }
 
 int
 bodyring_dead_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap)
 {
-    int n = snprintf(buf, cap, "%s/dead-%" PRIu64, r->dir, gen);
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
+    return gen_path(r, "dead", gen, buf, cap);
 }
 
 long
@@ -133,14 +160,11 @@ held_find(const BodyRing *r, uint64_t gen, int *fd, uint64_t *size)
 static int
 dead_found(BodyRing *r, const char *name)
 {
-    unsigned long long g;
-    char tail, path[4096];
+    uint64_t g;
+    char path[4096];
     struct stat st;
 
-    if (sscanf(name, "dead-%llu%c", &g, &tail) != 1 || !g ||
-        bodyring_dead_path(r, g, path, sizeof path) < 0 ||
-        strcmp(strrchr(path, '/') + 1, name) != 0)
-        return 0; /* not a name this server gives */
+    if (!gen_name(r, name, "dead", &g, path, sizeof path)) return 0;
     bodyreap_add(&r->reap, path,
                  stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
     if (g > r->top_gen) r->top_gen = g; /* no generation is given twice */
@@ -163,13 +187,10 @@ held_open(BodyRing *r, char *err, size_t errcap)
         return util_fail(err, errcap, "opendir %s: %s", r->dir,
                          strerror(errno));
     while (rc == 0 && (e = readdir(d)) != NULL) {
-        unsigned long long g;
-        char tail;
+        uint64_t g;
         struct stat st;
         if (dead_found(r, e->d_name)) continue;
-        if (sscanf(e->d_name, "held-%llu%c", &g, &tail) != 1 || !g ||
-            bodyring_held_path(r, g, path, sizeof path) < 0 ||
-            strcmp(strrchr(path, '/') + 1, e->d_name) != 0)
+        if (!gen_name(r, e->d_name, "held", &g, path, sizeof path))
             continue; /* not a name this server gives */
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) < 0) {

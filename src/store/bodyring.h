@@ -50,9 +50,9 @@
  * thread, store/bodyreap.h). Shared state is under mu, the files under
  * flk. Calls: store_ack, store_handoff (a drain's kick), store_shard (the
  * WAL syncs, the ring CF), store_bodyheld, store_bodyreap, store_enc,
- * store_util, zlib; writes and
- * syncs go through the StoreIO seam's jwrite and jsync (the write-back
- * hints, sync_file_range, go to the file directly: they change no byte).
+ * store_util, zlib; writes and syncs go through the StoreIO seam's jwrite
+ * and jsync (the write-back hints, sync_file_range, go to the file
+ * directly: they change no byte).
  */
 #ifndef ROCKSTALK_STORE_BODYRING_H
 #define ROCKSTALK_STORE_BODYRING_H
