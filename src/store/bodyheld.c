@@ -90,19 +90,6 @@ sync_wals(BodyRing *r)
     return 0;
 }
 
-/* fsyncs r->dir. Returns 0, or -1 with a message in err. */
-static int
-sync_dir(BodyRing *r, char *err, size_t errcap)
-{
-    int dfd = open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = dfd < 0 ? -1 : fsync(dfd);
-
-    if (dfd >= 0) close(dfd);
-    return rc < 0
-               ? util_fail(err, errcap, "fsync %s: %s", r->dir, strerror(errno))
-               : 0;
-}
-
 /* Takes held file k out of r->held (flk held exclusive); returns it. */
 static HeldFile
 held_remove(BodyRing *r, long k)
@@ -161,10 +148,10 @@ retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
     if (rename(from, to) < 0)
         return util_fail(err, errcap, "rename %s: %s", from, strerror(errno));
     /* the held file's name durable before another file takes from's */
-    if (reuse && sync_dir(r, err, errcap) < 0) return -1;
+    if (reuse && util_sync_dir(r->dir, err, errcap) < 0) return -1;
     int fd = fresh_file(r, from, reuse, &reused, err, errcap);
     if (fd < 0) return -1;
-    if (sync_dir(r, err, errcap) < 0) {
+    if (util_sync_dir(r->dir, err, errcap) < 0) {
         close(fd);
         return -1;
     }

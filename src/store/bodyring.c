@@ -373,14 +373,7 @@ bodyring_reset(BodyRing *r, char *err, size_t errcap)
             return util_fail(err, errcap, "size %s: %s", path, strerror(errno));
         r->fsize[i] = r->size;
     }
-    if (made) {
-        int fd = open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        int rc = fd < 0 ? -1 : fsync(fd);
-        if (fd >= 0) close(fd);
-        if (rc < 0)
-            return util_fail(err, errcap, "fsync %s: %s", r->dir,
-                             strerror(errno));
-    }
+    if (made && util_sync_dir(r->dir, err, errcap) < 0) return -1;
     /* the first generation of this run goes to file 0 (any file would do) */
     r->gen = (r->top_gen / STORE_RING_FILES + 1) * STORE_RING_FILES;
     r->start_gen = r->gen;

@@ -68,22 +68,6 @@ lock_take(StoreDir *d, char *err, size_t errcap)
     return 0;
 }
 
-static int
-fsync_path(const char *path, int flags, char *err, size_t errcap)
-{
-    int fd = open(path, flags | O_CLOEXEC);
-
-    if (fd < 0)
-        return util_fail(err, errcap, "open %s: %s", path, strerror(errno));
-    if (fsync(fd) < 0) {
-        int e = errno;
-        close(fd);
-        return util_fail(err, errcap, "fsync %s: %s", path, strerror(e));
-    }
-    close(fd);
-    return 0;
-}
-
 /* Writes <dir>/FORMAT atomically: temp file, fsync, rename, fsync dir. */
 static int
 format_write(StoreDir *d, char *err, size_t errcap)
@@ -106,7 +90,7 @@ format_write(StoreDir *d, char *err, size_t errcap)
     close(fd);
     if (rename(tmp, path) < 0)
         return util_fail(err, errcap, "rename %s: %s", tmp, strerror(errno));
-    return fsync_path(d->path, O_RDONLY | O_DIRECTORY, err, errcap);
+    return util_sync_dir(d->path, err, errcap);
 }
 
 /* Parses FORMAT into *version and *nshards. Returns 1 if read, 0 if the

@@ -342,20 +342,6 @@ create_file(Journal *j, int i, const unsigned char *zero, char *err,
     return 0;
 }
 
-static int
-sync_dir(const char *path, char *err, size_t errcap)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-    if (fd < 0 || fsync(fd) < 0) {
-        int e = errno;
-        if (fd >= 0) close(fd);
-        return util_fail(err, errcap, "fsync %s: %s", path, strerror(e));
-    }
-    close(fd);
-    return 0;
-}
-
 /* Removes every journal file and the directory (no journal kept). */
 static int
 remove_files(Journal *j, char *err, size_t errcap)
@@ -392,7 +378,7 @@ journal_reset(Journal *j, char *err, size_t errcap)
         made = 1;
     }
     free(zero);
-    if (rc == 0 && made) rc = sync_dir(j->dir, err, errcap);
+    if (rc == 0 && made) rc = util_sync_dir(j->dir, err, errcap);
     j->cur = 0;
     j->off = 0;
     j->gen = j->top_gen + 1;

@@ -614,21 +614,6 @@ store_restore_pending(const char *dir, int *nshards, char *err, size_t errcap)
     return 1;
 }
 
-/* Syncs the directory path (a rename or an unlink in it). */
-static int
-sync_dir(const char *path, char *err, size_t errcap)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-    if (fd < 0 || fsync(fd) < 0) {
-        util_fail(err, errcap, "fsync %s: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    close(fd);
-    return 0;
-}
-
 int
 store_restore(Store *s, char *err, size_t errcap)
 {
@@ -651,7 +636,7 @@ store_restore(Store *s, char *err, size_t errcap)
             s->mut.group = s->shard[i].jgroup;
     if (unlink(path) < 0)
         return util_fail(err, errcap, "unlink %s: %s", path, strerror(errno));
-    return sync_dir(s->cfg.dir, err, errcap);
+    return util_sync_dir(s->cfg.dir, err, errcap);
 }
 
 int

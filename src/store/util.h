@@ -16,6 +16,11 @@
 int util_fail(char *err, size_t errcap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* fsyncs directory path, so that a rename, a creation or an unlink in it
+ * is durable (fsync(2) on the directory, as ext4 and XFS require). Returns
+ * 0, or -1 with a message in err naming the path. */
+int util_sync_dir(const char *path, char *err, size_t errcap);
+
 /* CLOCK_MONOTONIC now, nanoseconds. */
 int64_t util_now_ns(void);
 
