@@ -39,12 +39,10 @@ reap_now(BodyReap *q, BodyDead *d)
 void
 bodyreap_add(BodyReap *q, const char *path, uint64_t size)
 {
-    BodyDead d = {.path = strdup(path), .size = size};
+    size_t len = strlen(path) + 1;
+    BodyDead d = {.path = memcpy(util_xrealloc(NULL, len), path, len),
+                  .size = size};
 
-    if (!d.path) { /* no memory for the queue: delete it here */
-        (void)unlink(path);
-        return;
-    }
     atomic_fetch_add(&q->st_bytes, size);
     atomic_fetch_add(&q->st_files, 1);
     pthread_mutex_lock(&q->mu);
