@@ -5,7 +5,9 @@ two tubes, a reserve blocked until a put arrives, a timeout, a reserved job
 coming back when its connection closes, and the refusals; without a log
 and with one (-b: replies and jobs only after their generation's
 fdatasync, or -d's and -s's synchronous write); -d's and -s's log
-holding each put in place, and their refusals. Built as run.sh builds it (common.sh's bench_build_ceiling),
+holding each put in place, and their refusals; -L's body file (the split
+sync ceiling of the big-beside-small row) and its refusals. Built as
+run.sh builds it (common.sh's bench_build_ceiling),
 into a temporary directory; a few seconds in all. Also rsbench's slow-ack
 report (RSBENCH_SLOW_US) and its incompressible bodies (-R)."""
 import os
@@ -218,6 +220,61 @@ def test_sync_write_refusals(ceiling_bin, tmp_path, args):
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "-d or -s needs -b and -o" in r.stderr
+
+
+@pytest.mark.parametrize("kick", [False, True])
+def test_split_body_log(ceiling_bin, tmp_path, kick):
+    """-L: a put's body of at least -L bytes goes to the body file and not
+    the log (its line does), a smaller one to the log as before; each put
+    is answered once its whole body is read and synced, not before; the
+    body file grows by 64 MiB steps."""
+    port = free_port()
+    proc = start([ceiling_bin, "-l", "127.0.0.1", "-p", str(port), "-b",
+                  str(tmp_path), "-o", "-L", "1000"] + (["-K"] if kick else []),
+                 port)
+    try:
+        c = Conn(port)
+        small, big = b"s" * 999, bytes(range(256)) * 1200  # 307,200 bytes
+        want_log = b"put 0 0 1 999\r\n" + small + b"\r\n"
+        assert c.cmd(want_log[:-2]) == b"INSERTED 1"
+        line = b"put 0 0 1 %d\r\n" % len(big)
+        c.send(line + big[:1000])  # the line and part of the body
+        c.s.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            c.line()  # no reply before the body is all there
+        c.s.settimeout(5)
+        c.send(big[1000:] + b"\r\n" + want_log)  # and a small put after
+        assert c.line() == b"INSERTED 1"
+        assert c.line() == b"INSERTED 1"
+        want_log += line + want_log
+        with open(tmp_path / "ceiling.log", "rb") as f:
+            log = f.read(len(want_log) + 64)
+        assert log == want_log + bytes(64)
+        assert os.path.getsize(tmp_path / "ceiling.body") == 64 << 20
+        with open(tmp_path / "ceiling.body", "rb") as f:
+            body = f.read(len(big) + 2 + 64)
+        assert body == big + b"\r\n" + bytes(64)
+        c.close()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("args", [["-q"], ["-o", "-u"], ["-k"], ["-n", "2"],
+                                  ["-R", "1", "-r", "1@127.0.0.1:1"]])
+def test_split_refusals(ceiling_bin, tmp_path, args):
+    r = subprocess.run([ceiling_bin, "-p", "0", "-b", str(tmp_path), "-L",
+                        "65536"] + args, capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 2
+    assert "-L needs -b, not -q, -u, -k, -R or -n" in r.stderr
+    r = subprocess.run([ceiling_bin, "-p", "0", "-b", str(tmp_path), "-K"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    assert "-K needs -L" in r.stderr
+    r = subprocess.run([ceiling_bin, "-p", "0", "-L", "65536"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "-L needs -b" in r.stderr
 
 
 @pytest.fixture(scope="module")

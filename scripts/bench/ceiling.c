@@ -134,9 +134,36 @@
  * any reply still waiting (a use's reply waits for the put after it in
  * the same input: one send for both). Not with -k.
  *
+ * -L BYTES (with -b, not -q, -u, -k, -R or -n): the split sync ceiling,
+ * for issue 30's big-beside-small row. The body of a put of at least
+ * BYTES bytes (and its CRLF) does not go to the log: the loop hands it to
+ * a second syncer thread, the body syncer, which writes each generation
+ * of bodies it takes to DIR/ceiling.body and fdatasyncs it, back to back,
+ * as the syncer does with the log. Every body is kept (the bigsmall load
+ * deletes nothing), so the body file only grows: it is made 64 MiB longer
+ * (ftruncate, sparse, as rockstalkd makes its body ring's files) whenever
+ * a write would pass its end, and its blocks are allocated as they are
+ * first written. A large put's reply leaves once its line's generation
+ * of the log and its body's generation of the body file are both synced;
+ * a small put's waits for the log alone, never for someone else's large
+ * body. What a server that keeps large bodies apart from the small
+ * records' commit (rockstalkd's body ring, PROTOCOL.md 11.5) can reach at
+ * best on this disk and these cores: each body read by the loop, copied
+ * once to the hand-off and written once, no index, no storage engine.
+ *
+ * -K (with -L): the body syncer writes each generation in pieces of 128
+ * KiB and, after each, starts the device's write-back of it
+ * (sync_file_range(2), SYNC_FILE_RANGE_WRITE) and waits for what lies more
+ * than 256 KiB behind, as rockstalkd's body ring does: a write-back window
+ * that keeps little of the body file queued at the device ahead of the
+ * log's fdatasync. The fdatasync after the generation stays.
+ *
+ * Without -q a put's reply is queued once its whole body is read (with
+ * -b, so its generation covers the body).
+ *
  * usage: ceiling [-l ADDR] [-p PORT] [-q]
  *                [-b DIR [-n SYNCERS] [-o [-u|-d|-s]] [-w] [-k] [-g]
- *                 [-R ID -r CL [-B ADDR]]]
+ *                 [-L BYTES [-K]] [-R ID -r CL [-B ADDR]]]
  *        (default 127.0.0.1 11300, 1 syncer)
  */
 #include <errno.h>
@@ -176,7 +203,7 @@
 
 /* Where a client's held output ends once generation gen is synced. */
 struct mark {
-    uint64_t gen;
+    uint64_t gen, bgen; /* bgen: -L's body generation, 0: none */
     size_t end;
 };
 
@@ -228,7 +255,10 @@ struct cli {
     size_t rel; /* output up to here may leave */
     struct mark marks[MARKS];
     int nmarks;
-    int need_mark; /* output that waits for a sync is not marked yet */
+    int need_mark;      /* output that waits for a sync is not marked yet */
+    int need_bmark;     /* -L: and it answers a large put read since */
+    int big, put_reply; /* the body skipped goes to -L's body log; its
+                           put's reply is owed once it is read */
     /* -q: the tube used, the watch list, the jobs reserved, the put whose
      * body is being read, and a blocked reserve (waiting; its deadline's
      * place in the timer heap, NO_HEAP: none) */
@@ -257,6 +287,26 @@ struct log {
 static int ep;
 static int durable_mode;
 static struct log lg;
+
+/* -L: the body log, written and synced by the body syncer. buf/len/gen
+ * under mu; fd, off and size are the body syncer's. */
+#define BODY_STEP ((off_t)64 << 20)  /* -L: the body file grows by this */
+static size_t split_min;             /* -L: the least body that goes there */
+static int wb_kick;                  /* -K: -L's write-back in pieces */
+#define WB_PIECE ((off_t)128 << 10)  /* -K: rockstalkd's RING_WB_PIECE */
+#define WB_WINDOW ((off_t)256 << 10) /* -K: and its RING_WB_WINDOW */
+static struct blog {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *buf;
+    size_t len, cap;
+    uint64_t gen;             /* generation that the next hand-off joins */
+    _Atomic uint64_t durable; /* every generation up to this one is synced */
+    int fd;
+    off_t off, size, wb_done; /* wb_done: -K's write-back waited for */
+} bl;
+static char *bpend; /* loop: body bytes read since the last hand-off */
+static size_t bplen, bpcap;
 
 static char *pend; /* loop: bytes read since the last hand-off */
 static size_t plen, pcap;
@@ -489,17 +539,23 @@ reply_num(struct cli *c, const char *word, uint64_t v, int sync)
     reply(c, b, n + 2, sync);
 }
 
+/* Appends n bytes at p to the buffer *b (*len bytes of *cap). */
+static void
+buf_add(char **b, size_t *len, size_t *cap, const char *p, size_t n)
+{
+    if (*len + n > *cap) {
+        *cap = (*len + n) * 2;
+        *b = xrealloc(*b, *cap);
+    }
+    memcpy(*b + *len, p, n);
+    *len += n;
+}
+
 /* With -b: n bytes at p join the next hand-off. */
 static void
 log_cmd(const char *p, size_t n)
 {
-    if (!durable_mode || !n) return;
-    if (plen + n > pcap) {
-        pcap = (plen + n) * 2;
-        pend = xrealloc(pend, pcap);
-    }
-    memcpy(pend + plen, p, n);
-    plen += n;
+    if (durable_mode && n) buf_add(&pend, &plen, &pcap, p, n);
 }
 
 /* -q: unlinks j from list l. */
@@ -982,14 +1038,15 @@ q_line(struct cli *c, const char *line, size_t n)
 static void
 on_line(struct cli *c, const char *line, size_t n)
 {
-    static const char ins[] = "INSERTED 1\r\n", unk[] = "UNKNOWN_COMMAND\r\n";
+    static const char unk[] = "UNKNOWN_COMMAND\r\n";
     if (q.on) {
         q_line(c, line, n);
     } else if (n > 4 && memcmp(line, "put ", 4) == 0 &&
                put_bytes(line, n) >= 0) {
         c->skip = (size_t)put_bytes(line, n) + 2;
+        c->big = split_min && c->skip - 2 >= split_min;
+        c->put_reply = 1; /* once the body is read (on_input) */
         precs++;
-        out(c, ins, sizeof ins - 1);
     } else if (n > 4 && memcmp(line, "use ", 4) == 0) {
         out(c, "USING ", 6);
         out(c, line + 4, n - 4);
@@ -1006,13 +1063,24 @@ on_line(struct cli *c, const char *line, size_t n)
 static int
 on_input(struct cli *c)
 {
-    size_t off = 0, rel = c->rel;
+    static const char ins[] = "INSERTED 1\r\n";
+    size_t off = 0, rel = c->rel, lstart = 0; /* logged up to lstart */
     while (off < c->rlen && !c->waiting) {
         if (c->skip) {
             size_t k = c->rlen - off < c->skip ? c->rlen - off : c->skip;
             if (c->job) q_body(c, c->rb + off, k);
+            if (c->big) { /* -L: the log skips it, the body log takes it */
+                log_cmd(c->rb + lstart, off - lstart);
+                buf_add(&bpend, &bplen, &bpcap, c->rb + off, k);
+                lstart = off + k;
+            }
             off += k;
             c->skip -= k;
+            if (!c->skip && c->put_reply) {
+                c->need_bmark |= c->big;
+                c->put_reply = c->big = 0;
+                out(c, ins, sizeof ins - 1);
+            }
             continue;
         }
         char *b = c->rb + off, *e = memmem(b, c->rlen - off, "\r\n", 2);
@@ -1021,7 +1089,7 @@ on_input(struct cli *c)
         on_line(c, b, (size_t)(e - b));
         off += (size_t)(e - b) + 2;
     }
-    if (!q.on) log_cmd(c->rb, off); /* every byte, as it came */
+    if (!q.on) log_cmd(c->rb + lstart, off - lstart); /* as it came */
     if (c->need_mark) c->rel = rel; /* nothing left since (no flush) */
     memmove(c->rb, c->rb + off, c->rlen - off);
     c->rlen -= off;
@@ -1230,6 +1298,88 @@ syncer_main(void *arg)
     return NULL;
 }
 
+/* -K: starts the device's write-back of the k bytes just written at off,
+ * and waits for what lies more than WB_WINDOW behind their end, as
+ * rockstalkd's body ring does (src/store/bodyring.c), so that little of the
+ * body file is queued at the device ahead of the log's sync. */
+static void
+body_kick(off_t off, off_t k)
+{
+    (void)sync_file_range(bl.fd, off, k, SYNC_FILE_RANGE_WRITE);
+    if (off + k - bl.wb_done <= WB_WINDOW) return;
+    off_t upto = off + k - WB_WINDOW;
+    (void)sync_file_range(bl.fd, bl.wb_done, upto - bl.wb_done,
+                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                              SYNC_FILE_RANGE_WAIT_AFTER);
+    bl.wb_done = upto;
+}
+
+/* -L: writes n body bytes at p at the end of the body file, making it
+ * BODY_STEP longer first where they would pass its end. */
+static void
+body_write(const char *p, size_t n)
+{
+    while (bl.off + (off_t)n > bl.size) {
+        bl.size += BODY_STEP;
+        if (ftruncate(bl.fd, bl.size) < 0) die("ftruncate body file");
+    }
+    while (n) {
+        size_t k = wb_kick && n > (size_t)WB_PIECE ? (size_t)WB_PIECE : n;
+        ssize_t w = pwrite(bl.fd, p, k, bl.off);
+        if (w < 0 && errno != EINTR) die("write body file");
+        if (w <= 0) continue;
+        if (wb_kick) body_kick(bl.off, w);
+        p += w;
+        n -= (size_t)w;
+        bl.off += w;
+    }
+}
+
+/* -L: the body syncer: writes and fdatasyncs (not with -w) each generation
+ * of bodies it takes, back to back, and wakes the loop. */
+static void *
+body_syncer_main(void *arg)
+{
+    char *mine = NULL;
+    size_t mcap = 0;
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&bl.mu);
+        while (!bl.len)
+            pthread_cond_wait(&bl.cv, &bl.mu);
+        char *b = bl.buf;
+        size_t n = bl.len, bcap = bl.cap;
+        uint64_t g = bl.gen++;
+        bl.buf = mine;
+        bl.cap = mcap;
+        bl.len = 0;
+        pthread_mutex_unlock(&bl.mu);
+        mine = b;
+        mcap = bcap;
+        body_write(mine, n);
+        if (!write_only && fdatasync(bl.fd) < 0) die("fdatasync body file");
+        atomic_store(&bl.durable, g); /* one syncer: in order */
+        uint64_t one = 1;
+        if (write(lg.efd, &one, sizeof one) < 0) die("eventfd");
+    }
+    return NULL;
+}
+
+/* -L: the body file, empty, and its syncer. */
+static void
+body_start(const char *dir)
+{
+    char path[4096];
+    pthread_t th;
+    snprintf(path, sizeof path, "%s/ceiling.body", dir);
+    bl.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (bl.fd < 0) die(path);
+    pthread_mutex_init(&bl.mu, NULL);
+    pthread_cond_init(&bl.cv, NULL);
+    bl.gen = 1;
+    if (pthread_create(&th, NULL, body_syncer_main, NULL)) die("thread");
+}
+
 /* -u: the loop's ring, and the generation it has in flight. */
 static struct uring {
     struct io_uring ring;
@@ -1291,6 +1441,42 @@ uring_start(const char *path)
     if (rv < 0) errno = -rv, die("io_uring_register_eventfd");
 }
 
+/* Every held client's output not yet marked waits for generation g of the
+ * log and (-L: if it answers a large put) bg of the body log; a full mark
+ * ring moves its last mark on: that reply waits a little longer, never
+ * less. */
+static void
+mark_held(uint64_t g, uint64_t bg)
+{
+    for (size_t i = 0; i < nheld; i++) {
+        struct cli *c = held[i];
+        if (!c->need_mark) continue;
+        uint64_t b = c->need_bmark ? bg : 0;
+        if (c->nmarks == MARKS) {
+            c->nmarks--;
+            if (c->marks[c->nmarks].bgen > b) b = c->marks[c->nmarks].bgen;
+        }
+        c->marks[c->nmarks++] = (struct mark){g, b, c->wlen};
+        c->need_mark = c->need_bmark = 0;
+    }
+}
+
+/* -L: the body bytes read join the body log's next generation; returns
+ * the generation that holds every body read so far (0: none yet). */
+static uint64_t
+body_handoff(void)
+{
+    pthread_mutex_lock(&bl.mu);
+    if (bplen) {
+        buf_add(&bl.buf, &bl.len, &bl.cap, bpend, bplen);
+        bplen = 0;
+        pthread_cond_signal(&bl.cv);
+    }
+    uint64_t g = bl.len ? bl.gen : bl.gen - 1;
+    pthread_mutex_unlock(&bl.mu);
+    return g;
+}
+
 /* Once per epoll batch: the bytes read join the next generation, and every
  * held client's new output waits for it (a full mark ring moves its last
  * mark on: that reply waits a little longer, never less); so do the puts
@@ -1298,7 +1484,15 @@ uring_start(const char *path)
 static void
 handoff(void)
 {
-    if (!durable_mode || !plen) return;
+    uint64_t bg = split_min ? body_handoff() : 0;
+    if (!durable_mode || (!plen && !bg)) return;
+    if (!plen) { /* -L: bodies only; their lines went before */
+        pthread_mutex_lock(&lg.mu);
+        uint64_t g = lg.len ? lg.gen : lg.gen - 1;
+        pthread_mutex_unlock(&lg.mu);
+        mark_held(g, bg);
+        return;
+    }
     pthread_mutex_lock(&lg.mu);
     if (lg.len + plen > lg.cap) {
         lg.cap = (lg.len + plen) * 2;
@@ -1315,13 +1509,7 @@ handoff(void)
     if (raft_id_opt) uv_async_send(&rn.wake);
     if (in_loop) uring_submit();
     plen = 0;
-    for (size_t i = 0; i < nheld; i++) {
-        struct cli *c = held[i];
-        if (!c->need_mark) continue;
-        if (c->nmarks == MARKS) c->nmarks--;
-        c->marks[c->nmarks++] = (struct mark){g, c->wlen};
-        c->need_mark = 0;
-    }
+    mark_held(g, bg);
     /* -q: the puts read join generation g */
     for (struct job *j = q.batch.first; j; j = j->next) {
         j->gen = g;
@@ -1347,10 +1535,11 @@ release(void)
     if (read(lg.efd, &v, sizeof v) < 0 && errno != EAGAIN) die("eventfd");
     if (in_loop) uring_reap();
     d = atomic_load(&lg.durable);
+    uint64_t bd = atomic_load(&bl.durable);
     for (size_t i = 0; i < nheld; i++) {
         struct cli *c = held[i];
         int m = 0, was_dead = c->dead;
-        while (m < c->nmarks && c->marks[m].gen <= d)
+        while (m < c->nmarks && c->marks[m].gen <= d && c->marks[m].bgen <= bd)
             c->rel = c->marks[m++].end;
         c->nmarks -= m;
         memmove(c->marks, c->marks + m, (size_t)c->nmarks * sizeof *c->marks);
@@ -1647,6 +1836,7 @@ durable_start(const char *dir, int nsync, struct cli *wake)
         uring_start(path);
         return;
     }
+    if (split_min) body_start(dir);
     for (int i = 0; i < nsync; i++) {
         if (nsync == 1)
             snprintf(path, sizeof path, "%s/ceiling.log", dir);
@@ -1672,7 +1862,7 @@ main(int argc, char **argv)
     struct epoll_event evs[128], lev = {.events = EPOLLIN};
     static struct cli wake; /* marks the eventfd's events */
     int o, nsync = 1;
-    while ((o = getopt(argc, argv, "l:p:b:n:odswukqgR:r:B:")) != -1) {
+    while ((o = getopt(argc, argv, "l:p:b:n:odswukqgL:KR:r:B:")) != -1) {
         if (o == 'l')
             addr = optarg;
         else if (o == 'p')
@@ -1697,6 +1887,10 @@ main(int argc, char **argv)
             q.on = 1;
         else if (o == 'g')
             group_fill = 1;
+        else if (o == 'L' && atol(optarg) > 0)
+            split_min = (size_t)atol(optarg);
+        else if (o == 'K')
+            wb_kick = 1;
         else if (o == 'R' && atoi(optarg) > 0)
             raft_id_opt = atoi(optarg);
         else if (o == 'r')
@@ -1707,7 +1901,7 @@ main(int argc, char **argv)
             return fprintf(stderr,
                            "usage: ceiling [-l ADDR] [-p PORT] [-q] "
                            "[-b DIR [-n 1-16] [-o [-u|-d|-s]] [-w] [-k] [-g] "
-                           "[-R ID -r CL [-B ADDR]]]\n"),
+                           "[-L BYTES [-K]] [-R ID -r CL [-B ADDR]]]\n"),
                    2;
     }
     if (raft_id_opt && (!raft_spec || !dir))
@@ -1734,6 +1928,14 @@ main(int argc, char **argv)
         return fprintf(stderr, "ceiling: -d or -s needs -b and -o, not -u, "
                                "-w or -R\n"),
                2;
+    /* -L: one syncer beside the body syncer, fed by the put parser */
+    if (split_min &&
+        (!dir || q.on || in_loop || keep_rocks || raft_id_opt || nsync != 1))
+        return fprintf(stderr, "ceiling: -L needs -b, not -q, -u, -k, -R "
+                               "or -n\n"),
+               2;
+    if (wb_kick && !split_min)
+        return fprintf(stderr, "ceiling: -K needs -L\n"), 2;
     int lfd = listen_on(addr, port);
     ep = epoll_create1(0);
     lev.data.ptr = NULL;

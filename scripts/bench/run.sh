@@ -54,7 +54,14 @@
 #                       thread with ceiling-uring's I/O: O_DIRECT |
 #                       O_DSYNC writes, no fdatasync, ceiling -d),
 #                       ceiling-overs (its syncer writing each generation
-#                       with pwritev2 RWF_DSYNC, no fdatasync, ceiling -s)
+#                       with pwritev2 RWF_DSYNC, no fdatasync, ceiling -s),
+#                       ceiling-split (the split sync ceiling, bigsmall
+#                       rows only: the overwrite sync ceiling whose put
+#                       bodies of 64 KiB or more go to a body file of
+#                       their own, written and synced by a second syncer
+#                       thread, ceiling -o -L 65536), ceiling-splitk
+#                       (in the default set: the same with rockstalkd's
+#                       body ring's write-back window, -K)
 #                       and rs-mem (rockstalkd --memory: the
 #                       server's own work without any storage); rs-console
 #                       (rs with --http and one open console page's polls
@@ -121,7 +128,7 @@ else
     SECS=${BENCH_SECS:-5}
 fi
 DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
-SERVERS="rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over ceiling-uring"
+SERVERS="rs rs-f50 rs-F bs-f0 bs-b bs-mem ceiling ceiling-sync ceiling-over ceiling-uring ceiling-splitk"
 SERVERS="$SERVERS rs-tls bs-stunnel rs-console"
 [ "${BENCH_CLUSTER:-1}" = 0 ] ||
     SERVERS="$SERVERS rs-cl rs-clf rs-clt rs-clft ceiling-raft"
@@ -194,6 +201,8 @@ server_cmd() {
     ceiling-overg) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -g) ;;
     ceiling-overd) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -d) ;;
     ceiling-overs) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -s) ;;
+    ceiling-split) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -L 65536) ;;
+    ceiling-splitk) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -L 65536 -K) ;;
     ceiling-write) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w) ;;
     ceiling-rocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -w -k) ;;
     ceiling-orocks) CMD=("$BUILD/ceiling" "${l[@]}" -b "$3" -o -k) ;;
@@ -689,7 +698,9 @@ rotated() {
 # rs-f50, bs-b, bs-f0, the fork (fk-b, fk-D) and the queue ceilings, the
 # bigsmall cells those but the queue ceilings, and ceiling (no disk: what
 # the load generator and this machine's cores leave of the small put's
-# rate and latency beside the large bodies' bytes).
+# rate and latency beside the large bodies' bytes) and the split sync
+# ceilings, which run nowhere else (with 100-byte bodies they are
+# ceiling-over).
 skip_cell() {
     if is_cluster "$2"; then
         case " $CLUSTER_ROWS " in *" $1 "*) ;; *) return 0 ;; esac
@@ -707,9 +718,10 @@ skip_cell() {
         case $2 in rs | rs-f50 | bs-b | bs-f0 | fk-b | fk-D) ;; *) is_queue_ceiling "$2" || return 0 ;; esac ;;
     esac
     case $1 in bigsmall*)
-        case $2 in rs | rs-f50 | bs-b | bs-f0 | fk-b | fk-D | ceiling) return 1 ;; *) return 0 ;; esac
+        case $2 in rs | rs-f50 | bs-b | bs-f0 | fk-b | fk-D | ceiling | ceiling-split | ceiling-splitk) return 1 ;; *) return 0 ;; esac
         ;;
     esac
+    case $2 in ceiling-split*) return 0 ;; esac
     case $1 in cycle*) is_queue_ceiling "$2" && return 1 ;; esac
     [ "${2#ceiling}" != "$2" ] && [ "${1#put}" = "$1" ]
 }
