@@ -523,7 +523,7 @@ function bigsmall_targets(bs, a, info) {
     target_rows(bs, bs "-l", a, 0.9, 16, "large", info)
 }
 
-function targets_table() {
+function targets_table(    i, nqc, qceil) {
     print "targets (ops/s of the first server over the second, or a" \
         " latency where the line names one):"
     printf "%-14s %-20s %-18s %8s %7s  %s\n", "row", "server", "vs", \
@@ -565,15 +565,13 @@ function targets_table() {
     # work of the row and no more, durable as rs: each put and delete
     # synced before its reply, group commit), for information: a durable
     # ceiling below the goal puts the target out of reach on this machine
-    ceiling_info("cycle100t1000", "ceiling-sync", "fk-b", 1.0)
-    ceiling_info("cycle100t1000", "ceiling-over", "fk-b", 1.0)
-    ceiling_info("cycle100t1000", "ceiling-uring", "fk-b", 1.0)
-    ceiling_info("cycle100t1000", "ceiling-overg", "fk-b", 1.0)
-    # ... and the overwrite sync ceiling's syncer thread with the in-loop
-    # ceiling's I/O (O_DIRECT | O_DSYNC, -d) or with pwritev2 RWF_DSYNC
-    # (-s): the thread's cost apart from the I/O's
-    ceiling_info("cycle100t1000", "ceiling-overd", "fk-b", 1.0)
-    ceiling_info("cycle100t1000", "ceiling-overs", "fk-b", 1.0)
+    # (and, among them, the overwrite sync ceiling's syncer thread with the
+    # in-loop ceiling's I/O, O_DIRECT | O_DSYNC, -d, or with pwritev2
+    # RWF_DSYNC, -s: the thread's cost apart from the I/O's)
+    nqc = split("ceiling-sync ceiling-over ceiling-uring ceiling-overg " \
+        "ceiling-overd ceiling-overs", qceil, " ")
+    for (i = 1; i <= nqc; i++)
+        ceiling_info("cycle100t1000", qceil[i], "fk-b", 1.0)
     # ... and the write ceiling (a hand-off and a write(2) per generation,
     # no fdatasync: the least -f 50 must do) bounds the -f 50 put target
     target("put50", "ceiling-write", "bs-b", 1.3)
@@ -609,6 +607,10 @@ function targets_table() {
     # beanstalkd -b's. (The issue's "1.0x the fork's -b" needs the C fork
     # with group commit, which is not installed here: left out.)
     target_rows("cycle100t1000", "cycle100t1", "rs", 0.9)
+    # ... beside what the durable queue ceilings keep of their own
+    # one-tube rate, for information
+    for (i = 1; i <= nqc; i++)
+        target_rows("cycle100t1000", "cycle100t1", qceil[i], 0.9, "", "", 1)
     target_wait("cycle100t1000", "rs", "bs-b")
     # issue 30 (big beside small): a small put (c=1) beside 8 producers of
     # 256 KiB bodies keeps 0.25x of its rate alone with a p99 of at most
