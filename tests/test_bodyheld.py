@@ -354,13 +354,15 @@ def dead_files(d):
 
 
 def reaped(c, d, timeout=20):
-    """Waits until the reaper has deleted every dead held file
-    (store/bodyreap.h), nothing being put meanwhile: the stats count
-    none, and none is left in data dir d. Returns the stats."""
+    """Waits until the reaper has run every copy-out queued and deleted
+    every dead held file (store/bodyreap.h), nothing being put meanwhile:
+    the stats count none, and none is left in data dir d. Returns the
+    stats."""
     end = time.monotonic() + timeout
     while True:
         st = stats(c)
-        if stat(st, "rockstalk-body-ring-dead-files") == 0:
+        if (stat(st, "rockstalk-body-ring-copy-queue") == 0 and
+                stat(st, "rockstalk-body-ring-dead-files") == 0):
             break
         assert time.monotonic() < end, "dead held files not deleted: %r" % (
             dead_files(d))
@@ -565,6 +567,7 @@ def test_held_quarter_rule(rockstalkd):
     more = put_on([c], src.some(2 * MiB))      # two covers, nothing deleted
     ids.update(more)
     live |= {body_no(b) for b in more.values()}
+    reaped(c, srv.dir)      # the copy-outs, on the reaper's thread
     after = fractions()
     last = max(after)       # retired by the last cover, not yet weighed
     for gen, (n, f) in before.items():

@@ -42,11 +42,30 @@ bodyring_unpin(BodyRing *r)
 
 /* ---- the writer's cover ---- */
 
+/* The index of gen in gens[0..n) (ascending), or -1. */
+static long
+gen_index(const uint64_t *gens, size_t n, uint64_t gen)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (gens[mid] < gen)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && gens[lo] == gen ? (long)lo : -1;
+}
+
 /* Counts the live references of every shard's ring CF: live[k] those to
- * held[k], live[nheld] those to slot (the generation a ring file is to
- * give up). Returns 0, or -1 after ack_fail. */
+ * generation gens[k] (the held files when the cover began, ascending; the
+ * reaper's copy-outs may take some out of r->held meanwhile), live[n]
+ * those to slot (the generation a ring file is to give up). Returns 0, or
+ * -1 after ack_fail. */
 static int
-count_live(BodyRing *r, uint64_t slot, Live *live)
+count_live(BodyRing *r, uint64_t slot, const uint64_t *gens, size_t n,
+           Live *live)
 {
     for (int s = 0; s < r->nshards; s++) {
         const StoreShard *sh = &r->shard[s];
@@ -59,8 +78,7 @@ count_live(BodyRing *r, uint64_t slot, Live *live)
             const char *v = rocksdb_iter_value(it, &vlen);
             if (vlen != ENC_RING_REF) continue;
             StoreRingRef ref = enc_ring_ref_get((const unsigned char *)v);
-            long k = ref.gen == slot ? (long)r->nheld
-                                     : bodyring_held_index(r, ref.gen);
+            long k = ref.gen == slot ? (long)n : gen_index(gens, n, ref.gen);
             if (k < 0) continue;
             live[k].n++;
             live[k].bytes += RING_HDR + (uint64_t)ref.len;
@@ -169,10 +187,11 @@ retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
     return 0;
 }
 
-/* Deletes held file gen unless a backup pins the files: renamed
- * dead-<gen> and left to the reaper (store/bodyreap.h), which frees it a
- * few MiB at a time off this thread's path; deleted here if the rename
- * fails. */
+/* Deletes held file gen unless the files are pinned (a backup, a
+ * copy-out): renamed dead-<gen> and left to the reaper (store/bodyreap.h),
+ * which frees it a few MiB at a time off the writer's path; deleted here
+ * if the rename fails. Writer thread (a cover) or reaper thread (after a
+ * copy-out); a second call for the same file finds it gone. */
 static void
 drop(BodyRing *r, uint64_t gen)
 {
@@ -235,8 +254,9 @@ copy_one(BodyRing *r, const StoreShard *sh, const char *k, const char *v,
     return -1;
 }
 
-/* Copies every live body of held generation gen into the body CF and
- * syncs every shard's WAL. Returns 0, or -1 after ack_fail. */
+/* Copies every live body of held generation gen into the body CF (ending
+ * early once the reaper is asked to stop) and syncs every shard's WAL.
+ * Returns 0, or -1 after ack_fail. */
 static int
 copy_out(BodyRing *r, uint64_t gen)
 {
@@ -248,7 +268,8 @@ copy_out(BodyRing *r, uint64_t gen)
         rocksdb_iterator_t *it = rocksdb_create_iterator_cf(
             sh->db, sh->opt->ro, sh->cf[SHARD_CF_RING]);
         size_t klen, vlen;
-        for (rocksdb_iter_seek_to_first(it); rc == 0 && rocksdb_iter_valid(it);
+        for (rocksdb_iter_seek_to_first(it);
+             rc == 0 && rocksdb_iter_valid(it) && !bodyreap_stopping(&r->reap);
              rocksdb_iter_next(it)) {
             const char *k = rocksdb_iter_key(it, &klen);
             const char *v = rocksdb_iter_value(it, &vlen);
@@ -262,45 +283,79 @@ copy_out(BodyRing *r, uint64_t gen)
     return rc == 0 ? sync_wals(r) : rc;
 }
 
+int
+held_copy(void *ctx, uint64_t gen)
+{
+    BodyRing *r = ctx;
+
+    bodyring_pin(r); /* no file goes while its bodies are read */
+    int rc = copy_out(r, gen);
+    bodyring_unpin(r);
+    /* no live reference is left (no new one ever points into a held file)
+     * and their removals are synced: the file goes (unless a backup pins
+     * the files: then a later cover deletes it) */
+    if (rc == 0 && !bodyreap_stopping(&r->reap)) drop(r, gen);
+    return rc;
+}
+
+/* Queues the copy-out of held file gen on the reaper's thread, unless it
+ * was queued at an earlier cover. (Writer thread: HeldFile.copying is its
+ * own, written under flk shared as no other thread writes it; the reaper's
+ * drop moves the list under flk exclusive.) */
+static void
+copy_later(BodyRing *r, uint64_t gen)
+{
+    pthread_rwlock_rdlock(&r->flk);
+    long k = bodyring_held_index(r, gen);
+    int queue = k >= 0 && !r->held[k].copying;
+    if (queue) r->held[k].copying = 1;
+    pthread_rwlock_unlock(&r->flk);
+    if (queue) bodyreap_copy(&r->reap, gen);
+}
+
 /* Records whether held file gen is sparse (less than a quarter live) at
  * this cover; returns 1 if it was at the previous one too. A file is
  * copied out only then: jobs that go in order empty a sparse file within
- * about a lap, and copying bodies that die a moment later would hold every
- * large producer up for nothing. (Writer thread: HeldFile.sparse is its
- * own, so no lock.) */
+ * about a lap, and copying bodies that die a moment later would cost the
+ * disk for nothing. (Writer thread: HeldFile.sparse is its own, written
+ * under flk shared, as copying is.) */
 static int
 sparse_again(BodyRing *r, uint64_t gen, int sparse)
 {
+    pthread_rwlock_rdlock(&r->flk);
     long k = bodyring_held_index(r, gen);
-
-    if (k < 0) return 0;
-    int again = sparse && r->held[k].sparse;
-    r->held[k].sparse = sparse;
+    int again = k >= 0 && sparse && r->held[k].sparse;
+    if (k >= 0) r->held[k].sparse = sparse;
+    pthread_rwlock_unlock(&r->flk);
     return again;
 }
 
 int
 held_cover(BodyRing *r, int i)
 {
+    /* the held files as the cover begins (only this thread adds any, and
+     * the reaper's drops only take some out) */
+    pthread_rwlock_rdlock(&r->flk);
     size_t n = r->nheld;
     Live *live = calloc(n + 1, sizeof *live);
     uint64_t *gens = malloc((n + 1) * sizeof *gens);
     uint64_t *sizes = malloc((n + 1) * sizeof *sizes);
     int rc = 0;
 
+    for (size_t k = 0; live && gens && sizes && k < n; k++) {
+        gens[k] = r->held[k].gen;
+        sizes[k] = r->held[k].size;
+    }
+    pthread_rwlock_unlock(&r->flk);
     if (!live || !gens || !sizes) {
         ack_fail(r->ack, "body ring", -1, strdup("out of memory"));
         rc = -1;
-    }
-    for (size_t k = 0; rc == 0 && k < n; k++) {
-        gens[k] = r->held[k].gen;
-        sizes[k] = r->held[k].size;
     }
     /* a sync first: the StoreIO seam may hold unsynced writes back,
      * unreadable (store/fault.c), and the count must see every reference
      * applied */
     if (rc == 0) rc = sync_wals(r);
-    if (rc == 0) rc = count_live(r, r->slot_gen[i], live);
+    if (rc == 0) rc = count_live(r, r->slot_gen[i], gens, n, live);
     /* and after: what the count saw is durable before any file is
      * overwritten or deleted (with -f MS a delete applied may not be in a
      * synced journal yet, and a crash must not bring back a job whose body
@@ -317,15 +372,15 @@ held_cover(BodyRing *r, int i)
         if (keep && (rc = retire(r, i, reuse, err, sizeof err)) < 0)
             ack_fail(r->ack, "body ring", -1, strdup(err));
     }
+    /* (drop keeps the file while a backup or a copy-out pins the files; a
+     * later cover deletes it then) */
     for (size_t k = 0; rc == 0 && k < n; k++) {
         int sparse = live[k].n && live[k].bytes * HELD_SPARSE < sizes[k];
         if (live[k].n && !sparse_again(r, gens[k], sparse)) continue;
-        pthread_rwlock_rdlock(&r->flk);
-        int pinned = r->pins > 0;
-        pthread_rwlock_unlock(&r->flk);
-        if (pinned) break;
-        if (live[k].n) rc = copy_out(r, gens[k]);
-        if (rc == 0) drop(r, gens[k]);
+        if (live[k].n)
+            copy_later(r, gens[k]); /* the reaper deletes it after */
+        else
+            drop(r, gens[k]);
     }
     free(live);
     free(gens);

@@ -13,16 +13,19 @@
  * overwritten in place. In the same cover a held file none of whose jobs is
  * alive is deleted (renamed dead-<gen> and left to the reaper,
  * store/bodyreap.h, which frees it a few MiB at a time off the writer's
- * path), and a held file whose live bodies fill less than a quarter
- * of it at this cover and the one before is copied out (each live body put
- * into the body CF and its reference removed, in one batch with the WAL,
- * under StoreMut.wmu so that no delete of the job slips between the check
- * and the write), the WALs synced, and then deleted: the disk held is at
- * most four times the live bodies', plus the ring, plus the sparse held
- * files waiting their second cover (jobs that go in order empty those
- * meanwhile, and the large producers, who wait for every cover, do not
- * wait for their bodies to be copied), plus the dead files the reaper
- * has not freed yet (store/bodyreap.h).
+ * path), and a held file whose live bodies fill less than a quarter of it
+ * at this cover and the one before is queued for its copy-out on the
+ * reaper's thread (held_copy): each live body put into the body CF and its
+ * reference removed, in one batch with the WAL, under StoreMut.wmu so that
+ * no delete of the job slips between the check and the write, then the
+ * WALs synced; the files pinned meanwhile, so that no cover deletes or
+ * reuses a file whose bodies are being read. The cover after the copy-out
+ * finds the file without live jobs and deletes it. So the large
+ * producers, who wait for every cover, never wait for a copy-out, and the
+ * disk held is at most four times the live bodies', plus the ring, plus
+ * the sparse held files waiting their second cover (jobs that go in order
+ * empty those meanwhile) or their copy-out, plus the dead files the
+ * reaper has not freed yet (store/bodyreap.h).
  *
  * At start-up (bodyring_restore, after the journal's replay) the header
  * of every live ring body's entry is checked, the ring files live jobs
@@ -32,9 +35,10 @@
  * instead.
  *
  * Threads: bodyring_restore on the main thread; held_cover on the writer
- * thread (BodyRing.cover_hook); bodyring_pin and bodyring_unpin on any
- * thread (a backup's). Readers of the files take BodyRing.flk shared
- * (bodyring_read); whoever changes them takes it exclusive.
+ * thread (BodyRing.cover_hook); held_copy on the reaper's; bodyring_pin and
+ * bodyring_unpin on any thread (a backup's, a copy-out's). Readers of the files
+ * take BodyRing.flk shared (bodyring_read); whoever changes them takes it
+ * exclusive.
  */
 #ifndef ROCKSTALK_STORE_BODYHELD_H
 #define ROCKSTALK_STORE_BODYHELD_H
@@ -51,9 +55,17 @@
  * (so that every delete the count saw is durable before a file goes),
  * keeps that generation as a held file if a live job still refers to it
  * or a backup pins the files, deletes the held files without live jobs
- * and copies out the sparse ones (above). Returns 0, or -1 after
- * ack_fail. */
+ * and queues the copy-out of the sparse ones (above). Returns 0, or -1
+ * after ack_fail. */
 int held_cover(BodyRing *r, int i);
+
+/* BodyCopyFn (store/bodyreap.h; the store sets it, ctx the BodyRing):
+ * reaper thread. Copies every live body of held generation gen into its
+ * shard's body CF, removing its reference, then syncs every shard's WAL;
+ * the files pinned meanwhile. Ends early once the reaper is asked to stop
+ * (the file stays held for the next start). Returns 0, or -1 after
+ * ack_fail. */
+int held_copy(void *ctx, uint64_t gen);
 
 /* Main thread, after the journal's replay, before bodyring_reset. A ring
  * reference whose body the body CF holds (an older server's copy) is

@@ -59,6 +59,54 @@ bodyreap_add(BodyReap *q, const char *path, uint64_t size)
     if (now) reap_now(q, &d);
 }
 
+void
+bodyreap_set_copy(BodyReap *q, BodyCopyFn fn, void *ctx)
+{
+    q->copy = fn;
+    q->copy_ctx = ctx;
+}
+
+void
+bodyreap_copy(BodyReap *q, uint64_t gen)
+{
+    pthread_mutex_lock(&q->mu);
+    if (!q->stop && q->copy) {
+        if (q->ncopies == q->ccap) {
+            q->ccap = q->ccap ? 2 * q->ccap : 8;
+            q->copies = util_xrealloc(q->copies, q->ccap * sizeof *q->copies);
+        }
+        q->copies[q->ncopies++] = gen;
+        atomic_fetch_add(&q->st_copies, 1);
+        pthread_cond_signal(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+int
+bodyreap_stopping(BodyReap *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int stop = q->stop;
+    pthread_mutex_unlock(&q->mu);
+    return stop;
+}
+
+/* Under mu (released meanwhile): runs every copy-out queued, oldest
+ * first, until stop is asked. */
+static void
+run_copies_locked(BodyReap *q)
+{
+    while (q->ncopies && !q->stop) {
+        uint64_t gen = q->copies[0];
+        memmove(q->copies, q->copies + 1, (q->ncopies - 1) * sizeof *q->copies);
+        q->ncopies--;
+        pthread_mutex_unlock(&q->mu);
+        (void)q->copy(q->copy_ctx, gen); /* a failure is ack_fail'ed */
+        atomic_fetch_sub(&q->st_copies, 1);
+        pthread_mutex_lock(&q->mu);
+    }
+}
+
 /* Under mu: waits up to ns nanoseconds, less if stop is asked. Returns
  * q->stop. */
 static int
@@ -97,6 +145,7 @@ reap_paced(BodyReap *q, BodyDead *d)
         d->size -= freed;
         size = to;
         pthread_mutex_lock(&q->mu);
+        run_copies_locked(q); /* a copy-out waits one step at most */
         stop = pause_locked(q, took * 2 > REAP_GAP_MIN_NS ? took * 2
                                                           : REAP_GAP_MIN_NS);
         pthread_mutex_unlock(&q->mu);
@@ -124,8 +173,10 @@ reap_main(void *arg)
 
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!q->n && !q->stop)
+        while (!q->n && !q->ncopies && !q->stop)
             pthread_cond_wait(&q->cv, &q->mu);
+        run_copies_locked(q);
+        if (!q->n && !q->stop) continue;
         if (!take_locked(q, &d)) break; /* stopped, and nothing left */
         int stop = q->stop;
         pthread_mutex_unlock(&q->mu);
@@ -157,6 +208,8 @@ bodyreap_stop(BodyReap *q)
 
     pthread_mutex_lock(&q->mu);
     q->stop = 1;
+    atomic_fetch_sub(&q->st_copies, q->ncopies);
+    q->ncopies = 0; /* their held files stay for the next start */
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     if (q->started) {
@@ -182,6 +235,9 @@ bodyreap_free(BodyReap *q)
     free(q->dead);
     q->dead = NULL;
     q->n = q->cap = 0;
+    free(q->copies);
+    q->copies = NULL;
+    q->ncopies = q->ccap = 0;
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
 }

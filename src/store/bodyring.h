@@ -84,6 +84,7 @@ typedef struct HeldFile {
     int fd;        /* open for reads */
     int sparse;    /* the last cover found it less than a quarter live
                       (the writer thread's alone) */
+    int copying;   /* its copy-out is queued or done (the writer's alone) */
 } HeldFile;
 
 /* The ring; lives in the Store. */

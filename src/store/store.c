@@ -205,6 +205,7 @@ store_stats(const Store *s, StoreStats *out)
     out->ring_held_files = atomic_load(&s->ring.st_held_files);
     out->ring_held_bytes = atomic_load(&s->ring.st_held_bytes);
     out->ring_copied = atomic_load(&s->ring.st_copied);
+    out->ring_copy_queue = atomic_load(&s->ring.reap.st_copies);
     out->ring_dead_files = atomic_load(&s->ring.reap.st_files);
     out->ring_dead_bytes = atomic_load(&s->ring.reap.st_bytes);
     out->idle_flushes = atomic_load(&s->mut.idle.st_rounds);
@@ -650,6 +651,7 @@ store_start(Store *s, char *err, size_t errcap)
     }
     s->ring.wmu = &s->mut.wmu; /* copy-outs (store/bodyheld.h) */
     s->ring.cover_hook = held_cover;
+    bodyreap_set_copy(&s->ring.reap, held_copy, &s->ring);
     if (bodyring_start(&s->ring, s->shard, s->nshards, &s->ack, &s->ho,
                        s->cfg.notify, s->cfg.notify_arg, err, errcap) < 0) {
         s->started = 1; /* store_close joins the mutation thread */

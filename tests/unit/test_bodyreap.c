@@ -3,8 +3,13 @@
  * queued before the start wait for it; a started reaper deletes every
  * file queued, large ones in steps, and its counts return to zero; a
  * missing file is no error; a stop without a start deletes what is
- * queued, and a file queued after the stop goes at once. Each test works
- * in a fresh mkdtemp directory that it removes. */
+ * queued, and a file queued after the stop goes at once. Its copy-outs
+ * (the sparse held files', store/bodyheld.c): queued ones wait for the
+ * start and then run in order, also between two steps of a dead file; a
+ * stop drops those not run yet, a copy-out under way sees the stop, and
+ * one queued after the stop, or without a copy-out set, is ignored; the
+ * queue's count returns to zero. Each test works in a fresh mkdtemp
+ * directory that it removes. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -85,6 +90,120 @@ drained(BodyReap *q)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
     return 0;
+}
+
+/* The copy-out the tests set: records each generation given and whether a
+ * watched file still existed then; a generation of 99 waits for the stop
+ * (and reports whether it saw it). */
+typedef struct Copies {
+    BodyReap *q;
+    const char *watch; /* a path, or NULL */
+    uint64_t gens[16];
+    int watched[16];
+    _Atomic int n;
+    _Atomic int running; /* copy_fn entered */
+    _Atomic int saw_stop;
+} Copies;
+
+static int
+copy_fn(void *ctx, uint64_t gen)
+{
+    Copies *c = ctx;
+    int i = atomic_load(&c->n);
+
+    atomic_store(&c->running, 1);
+    c->gens[i] = gen;
+    c->watched[i] = c->watch && exists(c->watch);
+    for (int k = 0; gen == 99 && k < 10000; k++) {
+        if (bodyreap_stopping(c->q)) {
+            atomic_store(&c->saw_stop, 1);
+            break;
+        }
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    atomic_store(&c->n, i + 1);
+    return 0;
+}
+
+/* Waits up to 10 s for the copy-outs to number n and the queue to empty;
+ * returns 1 if they did. */
+static int
+copied(Copies *c, int n)
+{
+    for (int i = 0; i < 10000; i++) {
+        if (atomic_load(&c->n) == n && atomic_load(&c->q->st_copies) == 0)
+            return 1;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    return 0;
+}
+
+static void
+test_copies_wait_then_run_in_order(void **state)
+{
+    Fixture *f = *state;
+    Copies c = {.q = &f->q};
+    char err[256];
+
+    bodyreap_copy(&f->q, 5); /* no copy-out set yet: ignored */
+    assert_int_equal(atomic_load(&f->q.st_copies), 0);
+    bodyreap_set_copy(&f->q, copy_fn, &c);
+    bodyreap_copy(&f->q, 7);
+    bodyreap_copy(&f->q, 3);
+    assert_int_equal(atomic_load(&f->q.st_copies), 2);
+    nanosleep(&(struct timespec){0, 20000000}, NULL);
+    assert_int_equal(atomic_load(&c.n), 0); /* no thread yet */
+    assert_int_equal(bodyreap_start(&f->q, err, sizeof err), 0);
+    assert_true(copied(&c, 2));
+    assert_int_equal(c.gens[0], 7);
+    assert_int_equal(c.gens[1], 3);
+    assert_false(bodyreap_stopping(&f->q));
+}
+
+static void
+test_copy_between_steps(void **state)
+{
+    Fixture *f = *state;
+    char path[128], err[256];
+    Copies c = {.q = &f->q, .watch = path};
+
+    make_file(f, "dead-20", 8 * REAP_STEP, path, sizeof path);
+    bodyreap_set_copy(&f->q, copy_fn, &c);
+    assert_int_equal(bodyreap_start(&f->q, err, sizeof err), 0);
+    bodyreap_add(&f->q, path, 8 * REAP_STEP);
+    for (int i = 0; i < 10000 && atomic_load(&f->q.st_bytes) == 8 * REAP_STEP;
+         i++) /* a step taken */
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    bodyreap_copy(&f->q, 11);
+    assert_true(copied(&c, 1));
+    assert_int_equal(c.gens[0], 11);
+    assert_true(c.watched[0]); /* ran before the file was gone */
+    assert_true(drained(&f->q));
+}
+
+static void
+test_stop_drops_copies(void **state)
+{
+    Fixture *f = *state;
+    Copies c = {.q = &f->q};
+    char err[256];
+
+    bodyreap_set_copy(&f->q, copy_fn, &c);
+    assert_int_equal(bodyreap_start(&f->q, err, sizeof err), 0);
+    bodyreap_copy(&f->q, 99); /* runs until the stop */
+    for (int i = 0; i < 10000 && !atomic_load(&c.running); i++)
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    bodyreap_copy(&f->q, 1);
+    bodyreap_copy(&f->q, 2);
+    bodyreap_stop(&f->q);
+    assert_true(atomic_load(&c.saw_stop));
+    assert_int_equal(atomic_load(&c.n), 1); /* 1 and 2 were dropped */
+    assert_int_equal(c.gens[0], 99);
+    assert_int_equal(atomic_load(&f->q.st_copies), 0);
+    assert_true(bodyreap_stopping(&f->q));
+    bodyreap_copy(&f->q, 4); /* after the stop: ignored */
+    assert_int_equal(atomic_load(&f->q.st_copies), 0);
+    assert_int_equal(atomic_load(&c.n), 1);
 }
 
 static void
@@ -168,6 +287,9 @@ main(void)
         T(test_reap_missing_file),
         T(test_reap_stop_without_start),
         T(test_reap_stop_deletes_the_rest),
+        T(test_copies_wait_then_run_in_order),
+        T(test_copy_between_steps),
+        T(test_stop_drops_copies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
