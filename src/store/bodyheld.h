@@ -19,8 +19,8 @@
  * reference removed, in one batch with the WAL, under StoreMut.wmu so that
  * no delete of the job slips between the check and the write, then the
  * WALs synced; the files pinned meanwhile, so that no cover deletes or
- * reuses a file whose bodies are being read. The cover after the copy-out
- * finds the file without live jobs and deletes it. So the large
+ * reuses a file whose bodies are being read; then the reaper deletes the
+ * file (or, if a backup pins the files, a later cover does). So the large
  * producers, who wait for every cover, never wait for a copy-out, and the
  * disk held is at most four times the live bodies', plus the ring, plus
  * the sparse held files waiting their second cover (jobs that go in order
@@ -35,10 +35,10 @@
  * instead.
  *
  * Threads: bodyring_restore on the main thread; held_cover on the writer
- * thread (BodyRing.cover_hook); held_copy on the reaper's; bodyring_pin and
- * bodyring_unpin on any thread (a backup's, a copy-out's). Readers of the files
- * take BodyRing.flk shared (bodyring_read); whoever changes them takes it
- * exclusive.
+ * thread (BodyRing.cover_hook); held_copy on the reaper's; bodyring_pin
+ * and bodyring_unpin on any thread (a backup's, a copy-out's). Readers of
+ * the files take BodyRing.flk shared (bodyring_read); whoever changes them
+ * takes it exclusive.
  */
 #ifndef ROCKSTALK_STORE_BODYHELD_H
 #define ROCKSTALK_STORE_BODYHELD_H

@@ -22,16 +22,18 @@
  * for a copy-out. Copies queued when stop is asked are dropped: their
  * held files stay for the next start.
  *
- * A dead held file is first renamed <dir>/dead-<gen> by the writer
- * (bodyheld.c): no reference points into it, and no name a start-up
- * would read as a held file is ever left half truncated (each step's
- * fdatasync also commits the rename before it). A start-up queues every
- * dead-<gen> file it finds (bodyring.c, held_open).
+ * A dead held file is first renamed <dir>/dead-<gen> by whoever found it
+ * dead (bodyheld.c: the writer's cover, or the reaper after a copy-out):
+ * no reference points into it, and no name a start-up would read as a
+ * held file is ever left half truncated (each step's fdatasync also
+ * commits the rename before it). A start-up queues every dead-<gen> file
+ * it finds (bodyring.c, held_open).
  *
  * Threads: init, set_copy, start, stop and free on the main thread; add
- * and copy on any (the writer's cover, the main thread at start-up); the
- * reaper thread does the rest, the copy-outs included. Shared state under
- * mu. Calls: libc, and the copy-out set (store/bodyheld.c).
+ * and copy on any (the writer's cover, the main thread at start-up, the
+ * reaper itself after a copy-out); the reaper thread does the rest, the
+ * copy-outs included. Shared state under mu. Calls: libc, and the
+ * copy-out set (store/bodyheld.c).
  */
 #ifndef ROCKSTALK_STORE_BODYREAP_H
 #define ROCKSTALK_STORE_BODYREAP_H
