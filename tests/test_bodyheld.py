@@ -84,6 +84,7 @@ pytestmark = [
 HFLAGS = FLAGS + ["-m", "0"]
 RING_MAGIC = 0x31425352
 RING_ALIGN = 4096
+SPARE_MAX = 2           # store/bodyring.h: RING_SPARE_MAX
 APPLIED = 1.6           # s: the write-behind window (1 s) and some grace
 CONC_RATE = 8 * MiB     # bytes/s put in the concurrency test
 SIZES = [5000, 40000, 60000, 64000, 65536, 70000, 90000]
@@ -248,15 +249,34 @@ def check_reserve(c, ids):
 
 # ---- the ring's files ----
 
+def spares(d):
+    """Generations of the spare files of data dir d (held files emptied by
+    their copy-out, kept for a cover to reuse), ascending; each one's
+    first RING_ALIGN bytes must be zeroes, so that none of its stale
+    entries reads as a generation's first."""
+    bd = os.path.join(d, "bodies")
+    gens = []
+    for name in os.listdir(bd):
+        if name.startswith("spare-"):
+            assert re.fullmatch(r"spare-[1-9]\d*", name), name
+            with open(os.path.join(bd, name), "rb") as f:
+                assert f.read(RING_ALIGN).count(0) == RING_ALIGN, name
+            gens.append(int(name[6:]))
+    return sorted(gens)
+
+
 def held(d):
     """Generations of the held files of data dir d, ascending; each file's
     first entry must be of the generation it is named after. Dead held
-    files waiting for the reaper (dead-<gen>) are not held files."""
+    files waiting for the reaper (dead-<gen>) and spare files (spares())
+    are not held files."""
     bd = os.path.join(d, "bodies")
     gens = []
     for name in os.listdir(bd):
         if name.startswith("dead-"):
             assert re.fullmatch(r"dead-[1-9]\d*", name), name
+            continue
+        if name.startswith("spare-"):
             continue
         if not name.startswith("held-"):
             assert re.fullmatch(r"ring-[0-%d]" % (RING_FILES - 1), name), name
@@ -374,11 +394,14 @@ def reaped(c, d, timeout=20):
 
 def check_held_stats(c, d, ring_size=MiB):
     """The held-file stats agree with the directory (nothing in flight,
-    the dead held files reaped); returns the stats."""
+    the dead held files reaped), the spare files' too; returns the
+    stats."""
     reaped(c, d)
     st = stats(c)
     gens = held(d)
     assert stat(st, "rockstalk-body-ring-held-files") == len(gens), gens
+    assert stat(st, "rockstalk-body-ring-spare-files") == len(spares(d))
+    assert len(spares(d)) <= SPARE_MAX, spares(d)
     assert stat(st, "rockstalk-body-ring-held-bytes") == held_bytes(d), gens
     for k in range(RING_FILES):
         p = os.path.join(d, "bodies", "ring-%d" % k)
@@ -488,6 +511,68 @@ def test_dead_held_file_becomes_a_ring_file(rockstalkd):
     st = stats(c)
     assert stat(st, "rockstalk-body-ring-restored") == len(live)
     assert jobs(st) == len(live)
+    check_peek(c, live)
+    check_reserve(c, live)
+    c.close()
+
+
+def test_copied_out_file_becomes_a_spare_then_a_ring_file(rockstalkd):
+    """A held file emptied by its copy-out is no held file any more: it is
+    a spare (spare-<gen>, its head zeroes); the next cover that must keep
+    a ring file's generation puts that same file in the ring file's place
+    (its blocks written again); its stale entries, which repeat the bodies
+    the copy-out moved into RocksDB, never pass for the ring file's; every
+    kept body is exact, also after a restart."""
+    srv, c, ids, src = filled(rockstalkd, 12)
+    gens = held(srv.dir)
+    assert len(gens) >= 2, "8 laps with every job live left no held files"
+    for g in gens:  # a mark that only the same file (renamed) can carry
+        os.setxattr(os.path.join(srv.dir, "bodies", "held-%d" % g),
+                    "user.rktest", b"%d" % g)
+    at = where(srv.dir, {body_no(b) for b in ids.values()})
+    mine = sorted(j for j, b in ids.items()
+                  if at[body_no(b)][0].startswith("held-"))
+    keep = {j: ids[j] for j in mine[::10]}  # a tenth stays: sparse
+    gone = [j for j in mine if j not in keep]
+    delete_all(c, gone)
+    time.sleep(APPLIED)     # the deletes reach RocksDB
+    copied0 = stat(stats(c), "rockstalk-body-ring-copied")
+    live = {j: b for j, b in ids.items() if j not in gone}
+    for _ in range(6):      # sparse at two covers, then the copy-out
+        live.update(cover_once(c, src))
+        reaped(c, srv.dir)
+        if spares(srv.dir):
+            break
+    sp = spares(srv.dir)
+    assert sp, "no copied-out file became a spare: %r" % sorted(
+        os.listdir(os.path.join(srv.dir, "bodies")))
+    assert stat(stats(c), "rockstalk-body-ring-copied") > copied0
+    assert not set(sp) & set(held(srv.dir))
+    assert {n: m for n, m in marked(srv.dir).items()
+            if n.startswith("spare-")} == {"spare-%d" % g: b"%d" % g
+                                           for g in sp}
+    check_held_stats(c, srv.dir)
+    live.update(cover_once(c, src))     # keeps a ring generation: reuse
+    names = {n: int(m) for n, m in marked(srv.dir).items()}
+    reused = {n: g for n, g in names.items()
+              if n.startswith("ring-") and g in sp}
+    assert reused, "no spare took a ring file's place: %r" % names
+    for n, g in reused.items():
+        first, _ = file_entries(os.path.join(srv.dir, "bodies", n))
+        assert first != g, (n, g)   # the new generation's, or none
+    moved = where(srv.dir, nums(keep.values()))
+    assert not [w for w in moved.values() if not w[0].startswith("held-")], \
+        moved   # a copied body is in RocksDB, never read from a ring file
+    check_held_stats(c, srv.dir)
+    check_peek(c, live)
+    check_gone(c, gone)
+    c.close()
+    assert srv.stop() == 0
+    found = where(srv.dir, nums(live.values()))
+    srv.restart()
+    c = Conn(srv.port)
+    check_started(c, srv.dir, found)
+    assert jobs(stats(c)) == len(live)
     check_peek(c, live)
     check_reserve(c, live)
     c.close()
@@ -880,6 +965,59 @@ def test_dead_held_files_go_with_the_ring_off(rockstalkd):
     st = stats(c)
     assert stat(st, "rockstalk-body-ring-dead-files") == 0
     assert stat(st, "rockstalk-body-ring-dead-bytes") == 0
+    c.close()
+
+
+def plant_spare(d, gen):
+    """A spare file an earlier run left: d's bodies/spare-<gen>, one MiB,
+    its head zeroes and its other bytes a held file's stale entries
+    (random here), marked (user.rktest) with gen. Returns its path."""
+    path = os.path.join(d, "bodies", "spare-%d" % gen)
+    with open(path, "wb") as f:
+        f.write(bytes(RING_ALIGN) +
+                random.Random(gen).randbytes(MiB - RING_ALIGN))
+    os.setxattr(path, "user.rktest", b"%d" % gen)
+    return path
+
+
+def test_spare_files_at_start(rockstalkd):
+    """Spare files an earlier run left: a start with the ring on keeps
+    RING_SPARE_MAX of them (the reaper deletes the others) and puts them
+    in the places of the ring files it retires; a start with the ring off
+    deletes them, and the bodies directory with them. Bodies exact."""
+    srv = rockstalkd(*HFLAGS)
+    c = Conn(srv.port)
+    src = Bodies(13, 1300000)
+    ids = put_on([c], src.some(MiB // 2))   # ring files with live bodies
+    c.close()
+    assert srv.stop() == 0
+    planted = [9001, 9002, 9003]
+    for g in planted:
+        plant_spare(srv.dir, g)
+    srv.restart()
+    c = Conn(srv.port)
+    st = check_held_stats(c, srv.dir)   # the third spare reaped, too
+    names = {n: int(m) for n, m in marked(srv.dir).items()}
+    assert len(names) == SPARE_MAX, names
+    assert all(n.startswith(("ring-", "spare-")) for n in names), names
+    assert any(n.startswith("ring-") for n in names), \
+        "no spare took a retired ring file's place: %r" % names
+    assert stat(st, "rockstalk-body-ring-restored") == len(ids)
+    check_peek(c, ids)
+    ids.update(put_on([c], src.some(3 * MiB)))  # laps over reused files
+    check_held_stats(c, srv.dir)
+    check_peek(c, ids)
+    c.close()
+    assert srv.stop() == 0
+    plant_spare(srv.dir, 9100)
+    srv.argv = srv.argv + ["--body-ring", "0"]
+    srv.restart()
+    assert not os.path.exists(os.path.join(srv.dir, "bodies"))
+    c = Conn(srv.port)
+    st = stats(c)
+    assert stat(st, "rockstalk-body-ring-spare-files") == 0
+    check_peek(c, ids)
+    check_reserve(c, ids)
     c.close()
 
 
@@ -1281,16 +1419,19 @@ def test_held_sigkill_mid_covers(rockstalkd, monkeypatch, mode):
     assert len([j for j in found if j not in acked]) <= 2, sorted(found)
     st = check_held_stats(c, srv.dir)
     assert jobs(st) == len(found)
-    # the files with live ring bodies are held files: every live ring body
-    # (restored counts them) is in one. A ring file may be a dead held
-    # file the start reused, whose stale entries can repeat bodies that a
-    # copy-out had moved into RocksDB (a kill between the copy-out and the
-    # file's deletion), never an entry a reference points at.
+    # the files with live ring bodies are held files, the ring files
+    # fresh: a ring file may be a held file (or a spare) the start reused,
+    # whose stale entries can repeat bodies that a copy-out had moved into
+    # RocksDB (a kill between the copy-out and the file's renaming), but
+    # its head is zeroes, so none reads as a ring file's entry. Every live
+    # ring body (restored counts them) is in a held file; one there may
+    # be a copy a copy-out made before the kill (its home RocksDB now).
     live = nums(found.values())
     check_held_live(srv.dir, live)
     at = where(srv.dir, live)
-    in_held = [i for i, (n, _) in at.items() if n.startswith("held-")]
-    assert 0 < stat(st, "rockstalk-body-ring-restored") <= len(in_held), at
+    assert all(n.startswith("held-") for n, _ in at.values()), \
+        {j: w for j, w in at.items() if not w[0].startswith("held-")}
+    assert 0 < stat(st, "rockstalk-body-ring-restored") <= len(at), at
     c.s.sendall(b"kick %d\r\n" % len(found))   # the buried, ready
     assert read_reply(c)[0].startswith("KICKED ")
     check_reserve(c, found)

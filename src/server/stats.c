@@ -247,6 +247,7 @@ stats_process(Server *s, Out *o)
     kv_u(o, "rockstalk-body-ring-dead-files", st.ring_dead_files);
     kv_u(o, "rockstalk-body-ring-dead-bytes", st.ring_dead_bytes);
     kv_u(o, "rockstalk-body-ring-copy-queue", st.ring_copy_queue);
+    kv_u(o, "rockstalk-body-ring-spare-files", st.ring_spare_files);
     kv_u(o, "rockstalk-idle-flushes", st.idle_flushes);
     kv_u(o, "rockstalk-memtable-bytes",
          s->store ? store_memtable_bytes(s->store) : 0);
@@ -447,11 +448,13 @@ prom_store(Server *s, StatsBuf *b)
         "# TYPE rockstalk_store_body_ring_dead_bytes gauge\n"
         "rockstalk_store_body_ring_dead_bytes %" PRIu64 "\n"
         "# TYPE rockstalk_store_body_ring_copy_queue gauge\n"
-        "rockstalk_store_body_ring_copy_queue %" PRIu64 "\n",
+        "rockstalk_store_body_ring_copy_queue %" PRIu64 "\n"
+        "# TYPE rockstalk_store_body_ring_spare_files gauge\n"
+        "rockstalk_store_body_ring_spare_files %" PRIu64 "\n",
         st.ring_bodies, st.ring_bytes, st.ring_waits, st.ring_flushes,
         st.ring_restored, st.ring_held_files, st.ring_held_bytes,
         st.ring_copied, st.ring_dead_files, st.ring_dead_bytes,
-        st.ring_copy_queue);
+        st.ring_copy_queue, st.ring_spare_files);
 }
 
 /* rockstalk_auth_*: the same as stats' rockstalk-auth-* lines. */

@@ -122,18 +122,51 @@ held_remove(BodyRing *r, long k)
     return h;
 }
 
-/* Opens the file ring file i starts from at path: held file reuse renamed
- * there, or, with reuse 0 or if that rename fails, a new one; either way
- * r->size bytes (sparse where new). *reused says which. Returns the fd,
- * or -1 with a message in err. */
+/* Zeroes the first RING_ALIGN bytes of the file at path, synced: the
+ * entry at offset 0 of a held file about to be reused, so that its stale
+ * entries, which may repeat bodies a copy-out moved into RocksDB, never
+ * read as the start of the new generation's (a ring file's entries from
+ * offset 0 are its current generation's, up to the write position).
+ * Returns 0, or -1 (errno set). */
 static int
-fresh_file(BodyRing *r, const char *path, uint64_t reuse, int *reused,
-           char *err, size_t errcap)
+wipe_head(const char *path)
+{
+    static const unsigned char zero[RING_ALIGN];
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+    if (fd < 0) return -1;
+    int rc = pwrite(fd, zero, sizeof zero, 0) == (ssize_t)sizeof zero &&
+                     fdatasync(fd) == 0
+                 ? 0
+                 : -1;
+    close(fd);
+    return rc;
+}
+
+/* A file a cover may put in a retired ring file's place: held file gen
+ * (none of whose jobs is alive) or, with spare set, spare file gen; gen 0
+ * for none. */
+typedef struct Reuse {
+    uint64_t gen;
+    int spare;
+} Reuse;
+
+/* Opens the file ring file i starts from at path: file u, its head wiped
+ * (wipe_head) if it is a held file (a spare's was), renamed there, or,
+ * with none or if that fails, a new one; either way r->size bytes (sparse
+ * where new). *reused says which. Returns the fd, or -1 with a message in
+ * err. */
+static int
+fresh_file(BodyRing *r, const char *path, Reuse u, int *reused, char *err,
+           size_t errcap)
 {
     char old[4096];
+    int named =
+        u.gen && (u.spare ? bodyring_spare_path(r, u.gen, old, sizeof old)
+                          : bodyring_held_path(r, u.gen, old, sizeof old)) == 0;
 
-    *reused = reuse && bodyring_held_path(r, reuse, old, sizeof old) == 0 &&
-              rename(old, path) == 0;
+    *reused =
+        named && (u.spare || wipe_head(old) == 0) && rename(old, path) == 0;
     int fd = *reused ? open(path, O_RDWR | O_CLOEXEC)
                      : open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -145,15 +178,28 @@ fresh_file(BodyRing *r, const char *path, uint64_t reuse, int *reused,
     return fd;
 }
 
-/* Renames ring file i to held-<its generation> and puts in its place held
- * file reuse, none of whose jobs is alive (its blocks written again rather
- * than freed and allocated anew: stale entries there carry another
- * generation, which no reference to this file's can match), or with reuse
- * 0 a new, empty file; the directory synced (also between the renames,
- * so that no crash finds the held file's name lost and another file at
- * from's). Returns 0, or -1 with a message in err. */
+/* Takes spare file gen out of r->spare (flk held exclusive). */
+static void
+spare_remove(BodyRing *r, uint64_t gen)
+{
+    for (size_t k = 0; k < r->nspare; k++)
+        if (r->spare[k] == gen) {
+            r->spare[k] = r->spare[--r->nspare];
+            atomic_fetch_sub(&r->st_spare_files, 1);
+            return;
+        }
+}
+
+/* Renames ring file i to held-<its generation> and puts in its place file
+ * u (a held file none of whose jobs is alive, or a spare file: its blocks
+ * written again rather than freed and allocated anew; its head is zeroes
+ * and its stale entries carry another generation, which no reference to
+ * this file's can match), or with none a new, empty file; the directory
+ * synced (also between the renames, so that no crash finds the held
+ * file's name lost and another file at from's). Returns 0, or -1 with a
+ * message in err. */
 static int
-retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
+retire(BodyRing *r, int i, Reuse u, char *err, size_t errcap)
 {
     char from[4096], to[4096];
     uint64_t gen = r->slot_gen[i];
@@ -166,16 +212,17 @@ retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
     if (rename(from, to) < 0)
         return util_fail(err, errcap, "rename %s: %s", from, strerror(errno));
     /* the held file's name durable before another file takes from's */
-    if (reuse && util_sync_dir(r->dir, err, errcap) < 0) return -1;
-    int fd = fresh_file(r, from, reuse, &reused, err, errcap);
+    if (u.gen && util_sync_dir(r->dir, err, errcap) < 0) return -1;
+    int fd = fresh_file(r, from, u, &reused, err, errcap);
     if (fd < 0) return -1;
     if (util_sync_dir(r->dir, err, errcap) < 0) {
         close(fd);
         return -1;
     }
     pthread_rwlock_wrlock(&r->flk);
-    long k = reused ? bodyring_held_index(r, reuse) : -1;
+    long k = reused && !u.spare ? bodyring_held_index(r, u.gen) : -1;
     HeldFile gone = k >= 0 ? held_remove(r, k) : (HeldFile){.fd = -1};
+    if (reused && u.spare) spare_remove(r, u.gen);
     bodyring_held_add(
         r, (HeldFile){.gen = gen, .size = r->fsize[i], .fd = r->fd[i]});
     r->fd[i] = fd;
@@ -187,6 +234,22 @@ retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
     return 0;
 }
 
+/* Renames the file at path (generation gen, size bytes), which no job
+ * refers to, dead-<gen> and leaves it to the reaper (store/bodyreap.h),
+ * which frees it a few MiB at a time off the writer's path; unlinks it
+ * if the rename fails. */
+static void
+bury(BodyRing *r, uint64_t gen, const char *path, uint64_t size)
+{
+    char dead[4096];
+
+    if (bodyring_dead_path(r, gen, dead, sizeof dead) == 0 &&
+        rename(path, dead) == 0)
+        bodyreap_add(&r->reap, dead, size);
+    else
+        (void)unlink(path);
+}
+
 /* Deletes held file gen unless the files are pinned (a backup, a
  * copy-out): renamed dead-<gen> and left to the reaper (store/bodyreap.h),
  * which frees it a few MiB at a time off the writer's path; deleted here
@@ -195,7 +258,7 @@ retire(BodyRing *r, int i, uint64_t reuse, char *err, size_t errcap)
 static void
 drop(BodyRing *r, uint64_t gen)
 {
-    char path[4096], dead[4096];
+    char path[4096];
 
     pthread_rwlock_wrlock(&r->flk);
     long k = r->pins ? -1 : bodyring_held_index(r, gen);
@@ -204,12 +267,39 @@ drop(BodyRing *r, uint64_t gen)
     if (k < 0) return;
     close(h.fd);
     /* a file left by a crash here is deleted at the next start */
+    if (bodyring_held_path(r, gen, path, sizeof path) == 0)
+        bury(r, gen, path, h.size);
+}
+
+/* After held file gen's copy-out (reaper thread): takes the file, which no
+ * job refers to any more, out of the held files and keeps it as a spare
+ * file, its head wiped (wipe_head) and renamed spare-<gen>, for the next
+ * cover to reuse as the ring file it retires; past RING_SPARE_MAX spares,
+ * or if the wipe or the rename fails, it goes to the reaper as drop's do.
+ * While the files are pinned (a backup) it stays held, and a later cover
+ * reuses or deletes it. */
+static void
+keep_spare(BodyRing *r, uint64_t gen)
+{
+    char path[4096], spare[4096];
+
+    pthread_rwlock_wrlock(&r->flk);
+    long k = r->pins ? -1 : bodyring_held_index(r, gen);
+    HeldFile h = k >= 0 ? held_remove(r, k) : (HeldFile){0};
+    int room = r->nspare < RING_SPARE_MAX; /* only this thread adds */
+    pthread_rwlock_unlock(&r->flk);
+    if (k < 0) return;
+    close(h.fd);
     if (bodyring_held_path(r, gen, path, sizeof path) < 0) return;
-    if (bodyring_dead_path(r, gen, dead, sizeof dead) == 0 &&
-        rename(path, dead) == 0)
-        bodyreap_add(&r->reap, dead, h.size);
-    else
-        (void)unlink(path);
+    if (room && bodyring_spare_path(r, gen, spare, sizeof spare) == 0 &&
+        wipe_head(path) == 0 && rename(path, spare) == 0) {
+        pthread_rwlock_wrlock(&r->flk);
+        r->spare[r->nspare++] = gen;
+        atomic_fetch_add(&r->st_spare_files, 1);
+        pthread_rwlock_unlock(&r->flk);
+        return;
+    }
+    bury(r, gen, path, h.size);
 }
 
 /* Copies one live body (key k of shard sh, reference v) into the body CF,
@@ -292,9 +382,10 @@ held_copy(void *ctx, uint64_t gen)
     int rc = copy_out(r, gen);
     bodyring_unpin(r);
     /* no live reference is left (no new one ever points into a held file)
-     * and their removals are synced: the file goes (unless a backup pins
-     * the files: then a later cover deletes it) */
-    if (rc == 0 && !bodyreap_stopping(&r->reap)) drop(r, gen);
+     * and their removals are synced: the file becomes a spare, for a
+     * cover to reuse (its blocks written again, not freed and allocated
+     * anew), or goes */
+    if (rc == 0 && !bodyreap_stopping(&r->reap)) keep_spare(r, gen);
     return rc;
 }
 
@@ -328,6 +419,16 @@ sparse_again(BodyRing *r, uint64_t gen, int sparse)
     if (k >= 0) r->held[k].sparse = sparse;
     pthread_rwlock_unlock(&r->flk);
     return again;
+}
+
+/* A spare file to reuse, or none (flk taken shared: the reaper adds). */
+static Reuse
+any_spare(BodyRing *r)
+{
+    pthread_rwlock_rdlock(&r->flk);
+    Reuse u = {.gen = r->nspare ? r->spare[0] : 0, .spare = 1};
+    pthread_rwlock_unlock(&r->flk);
+    return u;
 }
 
 int
@@ -365,11 +466,13 @@ held_cover(BodyRing *r, int i)
         pthread_rwlock_rdlock(&r->flk);
         int pinned = r->pins > 0, keep = live[n].n > 0 || pinned;
         pthread_rwlock_unlock(&r->flk);
-        uint64_t reuse = 0; /* the oldest held file no job refers to */
-        for (size_t k = 0; !pinned && !reuse && k < n; k++)
-            if (!live[k].n) reuse = gens[k];
+        Reuse u = {0}; /* the oldest held file no job refers to, or a
+                          spare */
+        for (size_t k = 0; !pinned && !u.gen && k < n; k++)
+            if (!live[k].n) u.gen = gens[k];
+        if (!pinned && !u.gen) u = any_spare(r);
         char err[512];
-        if (keep && (rc = retire(r, i, reuse, err, sizeof err)) < 0)
+        if (keep && (rc = retire(r, i, u, err, sizeof err)) < 0)
             ack_fail(r->ack, "body ring", -1, strdup(err));
     }
     /* (drop keeps the file while a backup or a copy-out pins the files; a
@@ -519,10 +622,13 @@ restore_files(BodyRing *r, const Seen *seen, char *err, size_t errcap)
     for (size_t k = 0; k < n; k++)
         if (!seen->held[k]) dead[ndead++] = r->held[k].gen;
     int rc = 0;
-    size_t reuse = 0; /* dead held files take the retired files' places */
-    for (int i = 0; rc == 0 && i < STORE_RING_FILES; i++)
-        if (seen->slot[i] && r->fd[i] >= 0 && r->slot_gen[i])
-            rc = retire(r, i, reuse < ndead ? dead[reuse++] : 0, err, errcap);
+    size_t reuse = 0; /* dead held files, then spares, take the retired
+                         files' places */
+    for (int i = 0; rc == 0 && i < STORE_RING_FILES; i++) {
+        if (!seen->slot[i] || r->fd[i] < 0 || !r->slot_gen[i]) continue;
+        Reuse u = reuse < ndead ? (Reuse){.gen = dead[reuse++]} : any_spare(r);
+        rc = retire(r, i, u, err, errcap);
+    }
     for (size_t k = 0; rc == 0 && k < ndead; k++)
         drop(r, dead[k]);
     free(dead);
@@ -530,7 +636,7 @@ restore_files(BodyRing *r, const Seen *seen, char *err, size_t errcap)
 }
 
 /* Start-up, no ring this run: every held file goes (its bodies are in the
- * body CF now). */
+ * body CF now), and every spare file. */
 static int
 remove_held(BodyRing *r, char *err, size_t errcap)
 {
@@ -547,6 +653,13 @@ remove_held(BodyRing *r, char *err, size_t errcap)
     r->nheld = 0;
     atomic_store(&r->st_held_files, 0);
     atomic_store(&r->st_held_bytes, 0);
+    for (size_t k = 0; k < r->nspare; k++)
+        if (bodyring_spare_path(r, r->spare[k], path, sizeof path) == 0 &&
+            unlink(path) < 0 && errno != ENOENT)
+            return util_fail(err, errcap, "unlink %s: %s", path,
+                             strerror(errno));
+    r->nspare = 0;
+    atomic_store(&r->st_spare_files, 0);
     return 0;
 }
 

@@ -19,20 +19,33 @@
  * reference removed, in one batch with the WAL, under StoreMut.wmu so that
  * no delete of the job slips between the check and the write, then the
  * WALs synced; the files pinned meanwhile, so that no cover deletes or
- * reuses a file whose bodies are being read; then the reaper deletes the
- * file (or, if a backup pins the files, a later cover does). So the large
+ * reuses a file whose bodies are being read. The emptied file then
+ * becomes a spare file: its first RING_ALIGN bytes zeroed (synced),
+ * renamed <dir>/spare-<gen> (RING_SPARE_MAX at most; past that the
+ * reaper deletes it, and if a backup pins the files it stays held for a
+ * later cover). A cover that must keep a ring file's generation puts in
+ * its place a held file none of whose jobs is alive, else a spare, else
+ * a new file: a reused file's blocks are written again rather than freed
+ * and allocated anew (with a steady flow of large jobs of which some are
+ * kept, the large producers made 1.5 times as many puts). A held file
+ * reused so has its head zeroed first, as a spare's was: a ring file's
+ * entries from offset 0 are its current generation's, and the stale ones
+ * after them, which may repeat bodies a copy-out moved into RocksDB,
+ * carry another generation, which no reference matches. So the large
  * producers, who wait for every cover, never wait for a copy-out, and the
  * disk held is at most four times the live bodies', plus the ring, plus
  * the sparse held files waiting their second cover (jobs that go in order
- * empty those meanwhile) or their copy-out, plus the dead files the
- * reaper has not freed yet (store/bodyreap.h).
+ * empty those meanwhile) or their copy-out, plus RING_SPARE_MAX spare
+ * files, plus the dead files the reaper has not freed yet
+ * (store/bodyreap.h).
  *
  * At start-up (bodyring_restore, after the journal's replay) the header
  * of every live ring body's entry is checked, the ring files live jobs
- * refer to become held files and the held files none refers to are
- * deleted, so a run starts with every ring file free and copies nothing;
- * a run without the ring copies every live ring body into RocksDB
- * instead.
+ * refer to become held files, put in their places the held files none
+ * refers to (the others deleted), then spare files, so a run starts with
+ * every ring file free and copies nothing; a run without the ring copies
+ * every live ring body into RocksDB instead and deletes the spare files
+ * too.
  *
  * Threads: bodyring_restore on the main thread; held_cover on the writer
  * thread (BodyRing.cover_hook); held_copy on the reaper's; bodyring_pin
@@ -54,17 +67,18 @@
  * it holds applied. Counts the live references, syncs every shard's WAL
  * (so that every delete the count saw is durable before a file goes),
  * keeps that generation as a held file if a live job still refers to it
- * or a backup pins the files, deletes the held files without live jobs
- * and queues the copy-out of the sparse ones (above). Returns 0, or -1
- * after ack_fail. */
+ * or a backup pins the files (a held file without live jobs, else a
+ * spare, else a new file taking its place), deletes the other held files
+ * without live jobs and queues the copy-out of the sparse ones (above).
+ * Returns 0, or -1 after ack_fail. */
 int held_cover(BodyRing *r, int i);
 
 /* BodyCopyFn (store/bodyreap.h; the store sets it, ctx the BodyRing):
  * reaper thread. Copies every live body of held generation gen into its
  * shard's body CF, removing its reference, then syncs every shard's WAL;
- * the files pinned meanwhile. Ends early once the reaper is asked to stop
- * (the file stays held for the next start). Returns 0, or -1 after
- * ack_fail. */
+ * the files pinned meanwhile; then the file becomes a spare (above).
+ * Ends early once the reaper is asked to stop (the file stays held for
+ * the next start). Returns 0, or -1 after ack_fail. */
 int held_copy(void *ctx, uint64_t gen);
 
 /* Main thread, after the journal's replay, before bodyring_reset. A ring

@@ -101,6 +101,12 @@ bodyring_dead_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap)
     return gen_path(r, "dead", gen, buf, cap);
 }
 
+int
+bodyring_spare_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap)
+{
+    return gen_path(r, "spare", gen, buf, cap);
+}
+
 long
 bodyring_held_index(const BodyRing *r, uint64_t gen)
 {
@@ -171,8 +177,31 @@ dead_found(BodyRing *r, const char *name)
     return 1;
 }
 
-/* Opens every held-<gen> file of r->dir and queues every dead-<gen> one
- * for the reaper (main thread, from bodyring_open). Returns 0, or -1 with
+/* If name is a spare file's (spare-<gen>, left by an earlier run), keeps
+ * it as one (past RING_SPARE_MAX, queues it for the reaper) and returns 1;
+ * else 0. Main thread, from held_open. */
+static int
+spare_found(BodyRing *r, const char *name)
+{
+    uint64_t g;
+    char path[4096];
+    struct stat st;
+
+    if (!gen_name(r, name, "spare", &g, path, sizeof path)) return 0;
+    if (r->nspare < RING_SPARE_MAX) {
+        r->spare[r->nspare++] = g;
+        atomic_fetch_add(&r->st_spare_files, 1);
+    } else {
+        bodyreap_add(&r->reap, path,
+                     stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
+    }
+    if (g > r->top_gen) r->top_gen = g;
+    return 1;
+}
+
+/* Opens every held-<gen> file of r->dir, keeps the spare-<gen> ones and
+ * queues every dead-<gen> one for the reaper (main thread, from
+ * bodyring_open). Returns 0, or -1 with
  * a message in err. */
 static int
 held_open(BodyRing *r, char *err, size_t errcap)
@@ -189,7 +218,7 @@ held_open(BodyRing *r, char *err, size_t errcap)
     while (rc == 0 && (e = readdir(d)) != NULL) {
         uint64_t g;
         struct stat st;
-        if (dead_found(r, e->d_name)) continue;
+        if (dead_found(r, e->d_name) || spare_found(r, e->d_name)) continue;
         if (!gen_name(r, e->d_name, "held", &g, path, sizeof path))
             continue; /* not a name this server gives */
         int fd = open(path, O_RDONLY | O_CLOEXEC);

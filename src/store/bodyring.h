@@ -72,6 +72,10 @@
 #define RING_MAGIC 0x31425352u /* "RSB1" */
 #define RING_ALIGN 4096
 #define RING_SAMPLES 64
+/* Most spare files kept (store/bodyheld.h): held files emptied by their
+ * copy-out, renamed <dir>/spare-<gen>, waiting for a cover to reuse them
+ * as ring files. */
+#define RING_SPARE_MAX 2
 
 /* One body on its way (private to bodyring.c). */
 typedef struct RingReq RingReq;
@@ -99,12 +103,14 @@ typedef struct BodyRing {
     uint64_t start_gen; /* this run's first generation (older ones were
                            replayed before reset) */
     /* Files (store/bodyheld.h): readers take flk shared, the writer takes
-     * it exclusive to change fd, fsize, slot_gen, held and pins. */
+     * it exclusive to change fd, fsize, slot_gen, held, spare and pins. */
     pthread_rwlock_t flk;
     uint64_t slot_gen[STORE_RING_FILES]; /* the generation file i holds
                                             (0: none) */
     HeldFile *held; /* retired generations, ascending gen, owned */
     size_t nheld, heldcap;
+    uint64_t spare[RING_SPARE_MAX]; /* the spare files' generations */
+    size_t nspare;
     int pins;             /* backups reading the ring (bodyring_pin) */
     BodyReap reap;        /* deletes the dead held files (dead-<gen>), paced */
     pthread_mutex_t *wmu; /* borrowed: StoreMut.wmu, taken by a copy-out
@@ -154,6 +160,7 @@ typedef struct BodyRing {
                                     new generation) */
     _Atomic uint64_t st_copied;  /* bodies copied out of held files */
     _Atomic uint64_t st_held_files, st_held_bytes; /* held files now */
+    _Atomic uint64_t st_spare_files;               /* spare files now */
     uint64_t restored; /* live ring bodies bodyring_restore found */
 } BodyRing;
 
@@ -215,6 +222,10 @@ int bodyring_held_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap);
 /* The path a dead held file gen is renamed to before the reaper deletes
  * it (<dir>/dead-<gen>) into buf. Returns 0, or -1 if cap is too small. */
 int bodyring_dead_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap);
+
+/* The path of spare file gen (<dir>/spare-<gen>) into buf. Returns 0, or
+ * -1 if cap is too small. */
+int bodyring_spare_path(const BodyRing *r, uint64_t gen, char *buf, size_t cap);
 
 /* The index of generation gen in r->held (ascending gen), or -1. flk held
  * (either way) or the writer thread. */

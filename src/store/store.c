@@ -206,6 +206,7 @@ store_stats(const Store *s, StoreStats *out)
     out->ring_held_bytes = atomic_load(&s->ring.st_held_bytes);
     out->ring_copied = atomic_load(&s->ring.st_copied);
     out->ring_copy_queue = atomic_load(&s->ring.reap.st_copies);
+    out->ring_spare_files = atomic_load(&s->ring.st_spare_files);
     out->ring_dead_files = atomic_load(&s->ring.reap.st_files);
     out->ring_dead_bytes = atomic_load(&s->ring.reap.st_bytes);
     out->idle_flushes = atomic_load(&s->mut.idle.st_rounds);

@@ -235,9 +235,12 @@ typedef struct StoreStats {
     uint64_t ring_flushes, ring_restored;
     uint64_t ring_held_files, ring_held_bytes; /* held files now (count,
                                                   bytes; store/bodyheld.h) */
-    uint64_t ring_copied;     /* bodies copied out of held files (this run) */
-    uint64_t ring_copy_queue; /* held files whose copy-out is queued or
-                                 under way (store/bodyreap.h) */
+    uint64_t ring_copied;      /* bodies copied out of held files (this run) */
+    uint64_t ring_copy_queue;  /* held files whose copy-out is queued or
+                                  under way (store/bodyreap.h) */
+    uint64_t ring_spare_files; /* held files emptied by their copy-out,
+                                  kept for a cover to reuse (spare-<gen>,
+                                  store/bodyheld.h) */
     /* dead held files waiting for the reaper (count, bytes not yet freed;
      * store/bodyreap.h) */
     uint64_t ring_dead_files, ring_dead_bytes;
