@@ -7,12 +7,16 @@
 #include <string.h>
 
 /* tube.h's layout: what a reserve reads of each watched tube in the first
- * line, what a job's round trip and a use touch in the next two. */
+ * line, the counters of a job's moves in the second, what a use touches
+ * (and the waiting set) in the third. */
 _Static_assert(offsetof(Tube, ready.len) + sizeof(size_t) <= 64,
                "Tube: the reserve's fields leave the first line");
-_Static_assert(offsetof(Tube, nhrefs) + sizeof(size_t) <= 192 &&
-                   offsetof(Tube, name) < 192,
-               "Tube: the hot counters leave the first three lines");
+_Static_assert(offsetof(Tube, watching_ct) >= 64 &&
+                   offsetof(Tube, nhrefs) + sizeof(size_t) <= 128,
+               "Tube: the counters leave the second line");
+_Static_assert(offsetof(Tube, waiting) >= 128 &&
+                   offsetof(Tube, name) + 23 <= 192,
+               "Tube: a use's fields leave the third line");
 
 static uint32_t
 name_hash(const char *name, size_t len)
@@ -27,38 +31,68 @@ int
 tubes_init(TubeRegistry *r)
 {
     memset(r, 0, sizeof *r);
-    r->nbuckets = 64;
-    r->buckets = calloc(r->nbuckets, sizeof *r->buckets);
-    return r->buckets ? 0 : -1;
+    r->nslots = 64;
+    r->slots = calloc(r->nslots, sizeof *r->slots);
+    return r->slots ? 0 : -1;
 }
 
 Tube *
 tubes_find(const TubeRegistry *r, const char *name, size_t len)
 {
     uint32_t h = name_hash(name, len);
-    Tube *t = r->buckets[h & (r->nbuckets - 1)];
-    for (; t; t = t->hnext)
-        if (t->hash == h && t->name_len == len &&
+    size_t mask = r->nslots - 1;
+    for (size_t i = h & mask; r->slots[i].t; i = (i + 1) & mask) {
+        const Tube *t = r->slots[i].t;
+        if (r->slots[i].hash == h && t->name_len == len &&
             memcmp(t->name, name, len) == 0)
-            return t;
+            return r->slots[i].t;
+    }
     return NULL;
 }
 
+/* Puts t into the first free slot of its probe sequence (one is free). */
 static void
+slot_put(TubeSlot *slots, size_t nslots, Tube *t)
+{
+    size_t i = t->hash & (nslots - 1);
+    while (slots[i].t)
+        i = (i + 1) & (nslots - 1);
+    slots[i] = (TubeSlot){.hash = t->hash, .t = t};
+}
+
+/* Doubles the slots, every tube put again from the list. Returns 0, or -1
+ * out of memory (the slots unchanged). */
+static int
 grow(TubeRegistry *r)
 {
-    size_t n = r->nbuckets * 2;
-    Tube **nb = calloc(n, sizeof *nb);
-    if (!nb) return; /* longer chains, still correct */
-    for (size_t i = 0; i < r->list.len; i++) {
-        Tube *t = r->list.items[i];
-        size_t b = t->hash & (n - 1);
-        t->hnext = nb[b];
-        nb[b] = t;
+    size_t n = r->nslots * 2;
+    TubeSlot *ns = calloc(n, sizeof *ns);
+    if (!ns) return -1;
+    for (size_t i = 0; i < r->list.len; i++)
+        slot_put(ns, n, r->list.items[i]);
+    free(r->slots);
+    r->slots = ns;
+    r->nslots = n;
+    return 0;
+}
+
+/* Empties t's slot, moving back the entries after it that its slot would
+ * cut off from their home slots (linear probing's backward shift). */
+static void
+slot_delete(TubeRegistry *r, const Tube *t)
+{
+    size_t mask = r->nslots - 1, i = t->hash & mask;
+    while (r->slots[i].t != t)
+        i = (i + 1) & mask;
+    for (size_t j = (i + 1) & mask; r->slots[j].t; j = (j + 1) & mask) {
+        size_t home = r->slots[j].hash & mask;
+        /* j's entry stays if its home lies cyclically in (i, j] */
+        if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+            continue;
+        r->slots[i] = r->slots[j];
+        i = j;
     }
-    free(r->buckets);
-    r->buckets = nb;
-    r->nbuckets = n;
+    r->slots[i] = (TubeSlot){0};
 }
 
 static Tube *
@@ -86,18 +120,19 @@ tubes_get(TubeRegistry *r, const char *name, size_t len)
         t->refs++;
         return t;
     }
+    /* at most half the slots used, and always one free (a failed
+     * growth leaves longer probes, still correct, until the last) */
+    if ((r->list.len + 1) * 2 > r->nslots && grow(r) < 0 &&
+        r->list.len + 1 >= r->nslots)
+        return NULL;
     t = tube_new(name, len);
     if (!t || ptrset_append(&r->list, t) < 0) {
         free(t);
         return NULL;
     }
     t->list_pos = r->list.len - 1;
-    size_t b = t->hash & (r->nbuckets - 1);
-    t->hnext = r->buckets[b];
-    r->buckets[b] = t;
+    slot_put(r->slots, r->nslots, t);
     t->refs = 1;
-    if (r->list.len > r->nbuckets)
-        grow(r); /* rebuilds every chain from the list, t included */
     return t;
 }
 
@@ -117,10 +152,7 @@ void
 tubes_unref(TubeRegistry *r, Tube *t)
 {
     if (--t->refs > 0) return;
-    Tube **p = &r->buckets[t->hash & (r->nbuckets - 1)];
-    while (*p != t)
-        p = &(*p)->hnext;
-    *p = t->hnext;
+    slot_delete(r, t);
     ptrset_delete(&r->list, t->list_pos);
     if (t->list_pos < r->list.len) /* the last one moved into its slot */
         ((Tube *)r->list.items[t->list_pos])->list_pos = t->list_pos;
@@ -133,8 +165,8 @@ tubes_free(TubeRegistry *r)
     for (size_t i = 0; i < r->list.len; i++)
         tube_destroy(r->list.items[i]);
     ptrset_free(&r->list);
-    free(r->buckets);
-    r->buckets = NULL;
+    free(r->slots);
+    r->slots = NULL;
 }
 
 int

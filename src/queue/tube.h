@@ -63,30 +63,32 @@ void waitset_free(WaitSet *w);
 
 /* A tube. Its first 64 bytes hold what a reserve reads of each watched
  * tube (the ready count, the best ready job's key, the pause), so that
- * choosing among W watched tubes touches one cache line of each; the two
- * lines after them what every put, reserve, delete and use touches (the
- * registry chain, the counters a job's moves change, the waiting set), so
- * that a job's round trip through a tube touches three lines of it
- * whatever the number of tubes. Tubes are allocated 64-byte aligned. */
+ * choosing among W watched tubes touches one cache line of each; the
+ * second line the counters a job's moves change; the third what a use
+ * touches (the name, the reference and using counts) and the waiting set
+ * a put looks at, so that a use of a cold tube with a name of up to 23
+ * bytes touches one line of it, and a job's round trip through a tube
+ * three, whatever the number of tubes. Tubes are allocated 64-byte
+ * aligned. */
 typedef struct Tube {
-    uint64_t top_id;  /* the best ready job's id (ready.len > 0 only) */
-    uint32_t top_pri; /* ... and its priority; queue.c keeps both */
-    uint32_t refs;
+    uint64_t top_id;    /* the best ready job's id (ready.len > 0 only) */
+    uint32_t top_pri;   /* ... and its priority; queue.c keeps both */
+    uint32_t hash;      /* of the name (the registry's slots hold it too) */
     int64_t pause_ns;   /* pause-tube duration, 0 if not paused */
     int64_t unpause_at; /* monotonic ns */
     Heap ready;         /* Job*, by (pri, id) */
-    struct Tube *hnext; /* registry chain */
-    uint32_t hash;      /* of the name: the registry compares it first */
-    uint8_t name_len;
-    uint32_t using_ct, watching_ct;
+    uint32_t watching_ct;
     uint64_t urgent_ct, reserved_ct, total_jobs, delete_ct;
     uint64_t reserve_ct; /* jobs of this tube reserved, since it was made */
-    WaitSet waiting;     /* sessions blocked in reserve watching it */
     /* the entries of the sessions with a tube heap watching it
      * (watch.h): hrefs[0..nhrefs); the array is owned, the entries are the
      * sessions' */
     size_t nhrefs;
-    char name[TUBE_NAME_MAX + 1]; /* its first bytes in the third line */
+    WaitSet waiting; /* sessions blocked in reserve watching it */
+    uint32_t refs;
+    uint32_t using_ct;
+    uint8_t name_len;
+    char name[TUBE_NAME_MAX + 1]; /* its first 23 bytes in the third line */
     struct WatchRef **hrefs;
     size_t caphrefs;
     Heap delay;       /* Job*, by (deadline, id) */
@@ -103,9 +105,19 @@ typedef struct Tube {
     size_t list_pos; /* its index in TubeRegistry.list */
 } Tube;
 
+/* A registry slot: a tube and its name's hash (t NULL: empty), so that a
+ * lookup compares hashes without touching the tubes they are not. */
+typedef struct TubeSlot {
+    uint32_t hash;
+    Tube *t;
+} TubeSlot;
+
+/* The tubes by name: open addressing with linear probing over nslots
+ * slots (a power of two, at most half of them used), deletion by backward
+ * shift (no tombstones). */
 typedef struct TubeRegistry {
-    Tube **buckets; /* by name hash */
-    size_t nbuckets;
+    TubeSlot *slots; /* owned */
+    size_t nslots;
     PtrSet list; /* every live tube, in list-tubes order */
 } TubeRegistry;
 

@@ -436,6 +436,40 @@ test_tube_registry(void **state)
     tubes_free(&r);
 }
 
+/* The registry's open addressing under churn: tubes made and dropped in a
+ * pseudo-random order (linear probing's backward-shift deletion moves
+ * entries back), every name checked after every step: found exactly
+ * while it lives; the slots never more than half used after a growth. */
+static void
+test_tube_registry_churn(void **state)
+{
+    (void)state;
+    enum { NAMES = 300, STEPS = 3000 };
+    TubeRegistry r;
+    Tube *live[NAMES] = {0};
+    char name[16];
+    uint32_t x = 12345;
+    assert_int_equal(tubes_init(&r), 0);
+    for (int step = 0; step < STEPS; step++) {
+        x = x * 1103515245u + 12345u;
+        int k = (int)((x >> 8) % NAMES);
+        int n = snprintf(name, sizeof name, "c%d", k);
+        if (live[k]) {
+            tubes_unref(&r, live[k]);
+            live[k] = NULL;
+        } else {
+            live[k] = tubes_get(&r, name, (size_t)n);
+            assert_non_null(live[k]);
+        }
+        for (int i = 0; i < NAMES; i++) {
+            n = snprintf(name, sizeof name, "c%d", i);
+            assert_ptr_equal(tubes_find(&r, name, (size_t)n), live[i]);
+        }
+        assert_true(r.list.len * 2 <= r.nslots);
+    }
+    tubes_free(&r);
+}
+
 /* Tube.age, the oldest-ready heap (queue/readyage.h), is kept only by a
  * server with an HTTP API, its only reader: without --http a ready job
  * costs no entry (8 bytes each, 8 MiB at 1M jobs: BENCHMARKS.md, "Memory
@@ -519,6 +553,7 @@ main(void)
         cmocka_unit_test(test_jobtable_remove_old_mid_migration),
         cmocka_unit_test(test_tube_names),
         cmocka_unit_test(test_tube_registry),
+        cmocka_unit_test(test_tube_registry_churn),
         cmocka_unit_test(test_readyage_only_with_http),
         cmocka_unit_test(test_sizes),
     };
