@@ -409,6 +409,22 @@ def check_held_stats(c, d, ring_size=MiB):
     return st
 
 
+def restarted(srv, live, gone):
+    """A clean stop and a start of srv, whose live jobs are live ({id:
+    body}) and gone jobs gone: check_started with the ring bodies found
+    before it, the live bodies exact, the gone ones gone, no other job.
+    Returns a connection."""
+    assert srv.stop() == 0
+    found = where(srv.dir, nums(live.values()))
+    srv.restart()
+    c = Conn(srv.port)
+    check_started(c, srv.dir, found)
+    check_peek(c, live)
+    check_gone(c, gone)
+    assert jobs(stats(c)) == len(live)
+    return c
+
+
 def filled(rockstalkd, seed, mib=8, flags=()):
     """A server on HFLAGS with mib MiB of ring bodies put on 2
     connections, every job kept; (server, conn, {id: body}, Bodies)."""
@@ -461,6 +477,18 @@ def test_held_files_go_when_their_jobs_do(rockstalkd):
     c.close()
 
 
+def marked_held(d, ids):
+    """Marks every held file of data dir d (at least two) with its
+    generation (user.rktest: only the same file, renamed, carries it);
+    returns the generations and where() of the bodies of ids."""
+    gens = held(d)
+    assert len(gens) >= 2, "8 laps with every job live left no held files"
+    for g in gens:
+        os.setxattr(os.path.join(d, "bodies", "held-%d" % g), "user.rktest",
+                    b"%d" % g)
+    return gens, where(d, {body_no(b) for b in ids.values()})
+
+
 def marked(d):
     """{file name: mark} of data dir d's ring and held files that carry
     the user.rktest extended attribute (it goes with a file's renames)."""
@@ -481,12 +509,7 @@ def test_dead_held_file_becomes_a_ring_file(rockstalkd):
     the stale entries in it never pass for the new generation's, also
     after a restart; the other dead held files go as before."""
     srv, c, ids, src = filled(rockstalkd, 9)
-    gens = held(srv.dir)
-    assert len(gens) >= 2, "8 laps with every job live left no held files"
-    for g in gens:  # a mark that only the same file (renamed) can carry
-        os.setxattr(os.path.join(srv.dir, "bodies", "held-%d" % g),
-                    "user.rktest", b"%d" % g)
-    at = where(srv.dir, {body_no(b) for b in ids.values()})
+    gens, at = marked_held(srv.dir, ids)
     gone = {j for j, b in ids.items() if at[body_no(b)][0].startswith("held-")}
     delete_all(c, gone)     # the ring files' jobs stay: covers keep them
     time.sleep(APPLIED)     # the deletes reach RocksDB
@@ -524,12 +547,7 @@ def test_copied_out_file_becomes_a_spare_then_a_ring_file(rockstalkd):
     the copy-out moved into RocksDB, never pass for the ring file's; every
     kept body is exact, also after a restart."""
     srv, c, ids, src = filled(rockstalkd, 12)
-    gens = held(srv.dir)
-    assert len(gens) >= 2, "8 laps with every job live left no held files"
-    for g in gens:  # a mark that only the same file (renamed) can carry
-        os.setxattr(os.path.join(srv.dir, "bodies", "held-%d" % g),
-                    "user.rktest", b"%d" % g)
-    at = where(srv.dir, {body_no(b) for b in ids.values()})
+    gens, at = marked_held(srv.dir, ids)
     mine = sorted(j for j, b in ids.items()
                   if at[body_no(b)][0].startswith("held-"))
     keep = {j: ids[j] for j in mine[::10]}  # a tenth stays: sparse
@@ -567,13 +585,7 @@ def test_copied_out_file_becomes_a_spare_then_a_ring_file(rockstalkd):
     check_peek(c, live)
     check_gone(c, gone)
     c.close()
-    assert srv.stop() == 0
-    found = where(srv.dir, nums(live.values()))
-    srv.restart()
-    c = Conn(srv.port)
-    check_started(c, srv.dir, found)
-    assert jobs(stats(c)) == len(live)
-    check_peek(c, live)
+    c = restarted(srv, live, gone)
     check_reserve(c, live)
     c.close()
 
@@ -892,6 +904,16 @@ class SlowProxy:
 REAP_STEP = 4 * MiB     # store/bodyreap.h: bytes the reaper frees a step
 
 
+def started_ring_off(srv):
+    """Starts stopped srv with the ring off (--body-ring 0): the bodies
+    directory must be gone. Returns a connection and the stats."""
+    srv.argv = srv.argv + ["--body-ring", "0"]
+    srv.restart()
+    assert not os.path.exists(os.path.join(srv.dir, "bodies"))
+    c = Conn(srv.port)
+    return c, stats(c)
+
+
 def plant_dead(d, gen, nbytes):
     """A dead held file an earlier run left to its reaper: d's
     bodies/dead-<gen>, nbytes written (blocks allocated, not sparse) and
@@ -958,11 +980,7 @@ def test_dead_held_files_go_with_the_ring_off(rockstalkd):
     srv = rockstalkd(*HFLAGS)
     srv.stop()
     plant_dead(srv.dir, 77, 8 * MiB)
-    srv.argv = srv.argv + ["--body-ring", "0"]
-    srv.restart()
-    assert not os.path.exists(os.path.join(srv.dir, "bodies"))
-    c = Conn(srv.port)
-    st = stats(c)
+    c, st = started_ring_off(srv)
     assert stat(st, "rockstalk-body-ring-dead-files") == 0
     assert stat(st, "rockstalk-body-ring-dead-bytes") == 0
     c.close()
@@ -1010,11 +1028,7 @@ def test_spare_files_at_start(rockstalkd):
     c.close()
     assert srv.stop() == 0
     plant_spare(srv.dir, 9100)
-    srv.argv = srv.argv + ["--body-ring", "0"]
-    srv.restart()
-    assert not os.path.exists(os.path.join(srv.dir, "bodies"))
-    c = Conn(srv.port)
-    st = stats(c)
+    c, st = started_ring_off(srv)
     assert stat(st, "rockstalk-body-ring-spare-files") == 0
     check_peek(c, ids)
     check_reserve(c, ids)
@@ -1318,15 +1332,7 @@ def test_held_files_concurrency(rockstalkd):
     check_peek(c, left)
     check_gone(c, delete_sent)
     c.close()
-    assert srv.stop() == 0
-    found = where(srv.dir, nums(left.values()))
-    srv.restart()
-    c = Conn(srv.port)
-    check_started(c, srv.dir, found)
-    check_peek(c, left)
-    check_gone(c, delete_sent)
-    assert jobs(stats(c)) == len(left)
-    c.close()
+    restarted(srv, left, delete_sent).close()
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))

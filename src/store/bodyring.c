@@ -160,6 +160,16 @@ held_find(const BodyRing *r, uint64_t gen, int *fd, uint64_t *size)
     return 1;
 }
 
+/* Queues the file at path, at its size now, for the reaper. */
+static void
+reap_file(BodyRing *r, const char *path)
+{
+    struct stat st;
+
+    bodyreap_add(&r->reap, path,
+                 stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
+}
+
 /* If name is a dead held file's (dead-<gen>: a run stopped or crashed
  * before its reaper deleted it), queues it for the reaper and returns 1;
  * else 0. Main thread, from held_open. */
@@ -168,11 +178,9 @@ dead_found(BodyRing *r, const char *name)
 {
     uint64_t g;
     char path[4096];
-    struct stat st;
 
     if (!gen_name(r, name, "dead", &g, path, sizeof path)) return 0;
-    bodyreap_add(&r->reap, path,
-                 stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
+    reap_file(r, path);
     if (g > r->top_gen) r->top_gen = g; /* no generation is given twice */
     return 1;
 }
@@ -185,15 +193,13 @@ spare_found(BodyRing *r, const char *name)
 {
     uint64_t g;
     char path[4096];
-    struct stat st;
 
     if (!gen_name(r, name, "spare", &g, path, sizeof path)) return 0;
     if (r->nspare < RING_SPARE_MAX) {
         r->spare[r->nspare++] = g;
         atomic_fetch_add(&r->st_spare_files, 1);
     } else {
-        bodyreap_add(&r->reap, path,
-                     stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
+        reap_file(r, path);
     }
     if (g > r->top_gen) r->top_gen = g;
     return 1;
