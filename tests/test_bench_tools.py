@@ -277,6 +277,41 @@ def test_split_refusals(ceiling_bin, tmp_path, args):
     assert r.returncode == 2 and "-L needs -b" in r.stderr
 
 
+def test_raft_ceiling_keeps_jobs(ceiling_bin, tmp_path):
+    """-R -k: a one-node Raft ceiling answers each put once its entry is
+    applied and puts the job into a rockstalkd shard (DIR/shard-00), as a
+    cluster node does; once the memtable fills (16 MiB), the jobs are in
+    the shard's table files."""
+    port, rport = free_port(), free_port()
+    proc = start([ceiling_bin, "-l", "127.0.0.1", "-p", str(port), "-b",
+                  str(tmp_path), "-R", "1", "-r", "1@127.0.0.1:%d" % rport,
+                  "-k"], port)
+    try:
+        c = Conn(port)
+        bodies = [os.urandom(200) for _ in range(1000)]
+        batch = b"".join(b"put 1024 0 120 200\r\n%s\r\n" % b
+                         for b in bodies)
+        for _ in range(100):  # 100,000 jobs, 32 MiB in the memtable
+            c.send(batch)
+            for _ in bodies:
+                assert c.line() == b"INSERTED 1"
+        found = b""
+        for _ in range(500):
+            ssts = [f for f in os.listdir(tmp_path / "shard-00")
+                    if f.endswith(".sst")]
+            found = b"".join(open(tmp_path / "shard-00" / f, "rb").read()
+                             for f in ssts)
+            if all(b[:32] in found for b in bodies[:20]):
+                break
+            time.sleep(0.02)
+        assert all(b[:32] in found for b in bodies[:20])
+        assert proc.poll() is None
+        c.close()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def rsbench_bin(tmp_path_factory):
     return bench_build(tmp_path_factory, "bench_build rsbench", "rsbench")

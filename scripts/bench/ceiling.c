@@ -62,6 +62,15 @@
  * cluster rows; the leader creates DIR/LEADER, and only it may be given
  * clients (elsewhere a generation is never synced).
  *
+ * -R ... -k: the Raft ceiling with the cluster's storage work. Every node's
+ * FSM keeps the jobs of each applied entry in its shard as -k does (one
+ * batch per entry, here without the WAL: the shard is opened as rockstalkd
+ * opens a cluster node's, the Raft log being the durable copy), and a
+ * snapshot flushes the shard first, as rockstalkd's does (store/raft.c).
+ * No queue, no replay into one: what rockstalkd's cluster mode, which keeps
+ * every job in RocksDB on every node, can reach at best here. As -k, it
+ * needs each entry to hold whole put commands (small bodies).
+ *
  * -B IP:PORT (with -R): the address this node's Raft listens on, where
  * not its address in -r (raft_uv_tcp_set_bind_address, raft/uv.h): the
  * Raft ceiling over mutual TLS (run.sh's ceiling-raftt) puts a TLS
@@ -360,6 +369,7 @@ static struct rnode {
     struct raft_fsm fsm;
     struct raft raft;
     RaftTune tune;
+    rocksdb_writebatch_t *wb; /* -k: the FSM's batch */
     char dir[4096];
     int leader_marked;
 } rn;
@@ -1229,7 +1239,9 @@ keep_generation(rocksdb_writebatch_t *wb, const char *p, size_t n, uint64_t g)
     memcpy(gv, &g, 8);
     rocksdb_writebatch_put_cf(wb, kshard.cf[SHARD_CF_DEFAULT], "jgroup", 6, gv,
                               8);
-    rocksdb_write(kshard.db, kopts.wo_nosync, wb, &e);
+    /* the Raft ceiling's (-R -k) as rockstalkd's cluster mode: no WAL */
+    rocksdb_write(kshard.db, kopts.raft_log ? kopts.wo_nowal : kopts.wo_nosync,
+                  wb, &e);
     if (e) {
         fprintf(stderr, "ceiling: rocksdb_write: %s\n", e);
         exit(1);
@@ -1641,6 +1653,13 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
     (void)fsm;
     *result = NULL;
+    if (keep_rocks) { /* -R -k: every node keeps the entry's jobs */
+        size_t n = buf->len;
+        const char *p = buf->base;
+        while (n && !p[n - 1]) /* on_wake's padding (commands end "\n") */
+            n--;
+        keep_generation(rn.wb, p, n, raft_last_applied(&rn.raft) + 1);
+    }
     rafttune_applied(&rn.tune, buf->len);
     return 0;
 }
@@ -1655,6 +1674,12 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
     b->len = 8;
     *bufs = b;
     *n = 1;
+    char *e = NULL; /* -R -k: the shard's tables hold the snapshot, as
+                     * rockstalkd's (store/raft.c, sraft_mark) */
+    if (keep_rocks && shard_flush(&kshard, &e) < 0) {
+        fprintf(stderr, "ceiling: shard flush: %s\n", e);
+        exit(1);
+    }
     rafttune_snapshot_taken(&rn.tune);
     return 0;
 }
@@ -1819,17 +1844,18 @@ durable_start(const char *dir, int nsync, struct cli *wake)
     pthread_cond_init(&lg.cv, &ca);
     lg.gen = 1;
     durable_mode = 1;
-    if (raft_id_opt) {
-        rnode_start(dir, raft_id_opt, raft_spec);
-        return;
-    }
     if (keep_rocks) {
         char err[512];
-        shard_opts_create(&kopts, 0);
+        shard_opts_create(&kopts, raft_id_opt != 0);
         if (shard_open(&kshard, &kopts, dir, 0, 1, err, sizeof err) < 0) {
             fprintf(stderr, "ceiling: %s\n", err);
             exit(1);
         }
+    }
+    if (raft_id_opt) {
+        if (keep_rocks) rn.wb = rocksdb_writebatch_create();
+        rnode_start(dir, raft_id_opt, raft_spec);
+        return;
     }
     if (in_loop) {
         snprintf(path, sizeof path, "%s/ceiling.log", dir);
@@ -1907,8 +1933,8 @@ main(int argc, char **argv)
     if (raft_id_opt && (!raft_spec || !dir))
         return fprintf(stderr, "ceiling: -R needs -r and -b\n"), 2;
     /* -k's ids and batch belong to one syncer thread */
-    if (keep_rocks && (!dir || raft_id_opt || nsync != 1))
-        return fprintf(stderr, "ceiling: -k needs -b, not -R or -n\n"), 2;
+    if (keep_rocks && (!dir || nsync != 1))
+        return fprintf(stderr, "ceiling: -k needs -b, not -n\n"), 2;
     /* -g fills the syncer threads' generations */
     if (group_fill && (!dir || in_loop || raft_id_opt))
         return fprintf(stderr, "ceiling: -g needs -b, not -u or -R\n"), 2;

@@ -53,6 +53,7 @@ BEGIN {
     srvname["ceiling-over"] = "sync ceiling -o"
     srvname["ceiling-raft"] = "Raft ceiling"
     srvname["ceiling-raftt"] = "Raft ceiling tls"
+    srvname["ceiling-raftk"] = "Raft ceiling rocks"
     srvname["ceiling-write"] = "write ceiling"
     srvname["ceiling-uring"] = "sync ceiling -u"
     srvname["ceiling-overg"] = "sync ceiling -o -g"
@@ -633,6 +634,10 @@ function targets_table(    i, nqc, qceil) {
     target("put50", "rs-cl", "ceiling-raft", 0.8)
     target("put50", "rs-clt", "ceiling-raft", 0.8)
     target("put50", "rs-clt", "ceiling-raftt", 0.8)
+    # ... beside, for information, the Raft ceiling that also keeps every
+    # applied job in a rockstalkd shard on each node (the cluster's storage
+    # work, no queue), against the same goal
+    ceiling_info("put50", "ceiling-raftk", "ceiling-raft", 0.8)
 }
 
 END {

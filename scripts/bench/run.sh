@@ -27,7 +27,11 @@
 #                       (the Raft ceiling: 3 ceiling nodes on libraft,
 #                       measured through the leader), ceiling-raftt (the
 #                       same with mutual TLS between the nodes through
-#                       stunnel; not in the default set), rs-tls (rs
+#                       stunnel; not in the default set), ceiling-raftk
+#                       (the Raft ceiling whose nodes also put every
+#                       applied job into one rockstalkd shard, as the
+#                       cluster's nodes do: its storage work; not in the
+#                       default set), rs-tls (rs
 #                       measured through its tls:// listener), bs-stunnel
 #                       (bs-b behind an stunnel TLS server with the same
 #                       certificate; the CPU of both counted), or also
@@ -236,9 +240,10 @@ pin_cmd() { if [ "$PIN" = split ]; then CMD=(taskset -c 0 "${CMD[@]}"); fi; }
 # ceiling-raft: the Raft ceiling, through its leader)?
 is_cluster() { case $1 in rs-cl | rs-clf | rs-clt | rs-clft | ceiling-raft*) ;; *) return 1 ;; esac; }
 
-# Is configuration $1 the Raft ceiling (ceiling-raft, or ceiling-raftt: the
-# same over mutual TLS between the nodes, through stunnel)?
-is_raft_ceiling() { [ "$1" = ceiling-raft ] || [ "$1" = ceiling-raftt ]; }
+# Is configuration $1 the Raft ceiling (ceiling-raft; ceiling-raftt: the
+# same over mutual TLS between the nodes, through stunnel; ceiling-raftk:
+# the same whose nodes keep every job in a rockstalkd shard)?
+is_raft_ceiling() { case $1 in ceiling-raft | ceiling-raftt | ceiling-raftk) ;; *) return 1 ;; esac; }
 
 # Is cluster configuration $1 measured through a follower?
 via_follower() { [ "$1" = rs-clf ] || [ "$1" = rs-clft ]; }
@@ -518,6 +523,7 @@ start_cluster() {
                 CMD=("$BUILD/ceiling" -l 127.0.0.1 -p "${cp[i]}"
                     -b "$2/node$((i + 1))" -R "$((i + 1))" -r "$rspec"
                     -B "127.0.0.1:${rp[i]}")
+                [ "$1" = ceiling-raftk ] && CMD+=(-k)
             fi
             pin_cmd
             echo "${CMD[*]}" >>"${3%.log}.node$((i + 1)).log"
