@@ -78,6 +78,25 @@ unlink_job(Job **slots, size_t nslots, const Job *j)
  * no job left in old loses a slot of its probe path. A fully migrated
  * RELEASE_SLOTS-aligned block goes back to the kernel (later lookups that
  * read it see zero pages, i.e. empty slots); the last step frees old. */
+/* Fetches the jobs of the next n old slots migrate() takes, and then their
+ * home slots in the new array, so that their cache misses overlap instead
+ * of following one another (each job is read for its id, each home slot
+ * written). */
+static void
+migrate_prefetch(const JobTable *t, size_t n)
+{
+    size_t mask = t->nold - 1, left = t->left;
+    if (n > left) n = left;
+    for (size_t k = 1; k <= n; k++) {
+        const Job *j = t->old[(t->base + left - k) & mask];
+        if (j) __builtin_prefetch(j, 0);
+    }
+    for (size_t k = 1; k <= n; k++) {
+        const Job *j = t->old[(t->base + left - k) & mask];
+        if (j) __builtin_prefetch(&t->slots[slot_of(j->id, t->nslots)], 1);
+    }
+}
+
 static void
 migrate(JobTable *t, size_t budget)
 {
@@ -140,6 +159,10 @@ jobtable_insert(JobTable *t, Job *j)
         return -1;
     place(t->slots, t->nslots, j);
     t->len++;
+    /* ids come in order: the next put's slot, fetched while the loop does
+     * the rest of this one's work */
+    __builtin_prefetch(&t->slots[slot_of(j->id + 1, t->nslots)], 1);
+    if (t->left) migrate_prefetch(t, JOBTABLE_STEP);
     migrate(t, JOBTABLE_STEP);
     return 0;
 }
@@ -153,6 +176,9 @@ jobtable_remove(JobTable *t, Job *j)
     t->len--;
     if (t->nslots > MIN_SLOTS && t->len * 16 < t->nslots * 3)
         resize(t, t->nslots / 2); /* on failure keep the larger table */
+    /* jobs mostly go in the order they came (FIFO within a priority) */
+    __builtin_prefetch(&t->slots[slot_of(j->id + 1, t->nslots)], 1);
+    if (t->left) migrate_prefetch(t, JOBTABLE_STEP);
     migrate(t, JOBTABLE_STEP);
 }
 

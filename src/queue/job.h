@@ -91,7 +91,8 @@ typedef struct JobTable {
  * could be due: after a growth that is 3n/4 inserts or 3n/8 removes away,
  * after a shrink 3n/32 removes (so >= 11) or 3n/16 inserts. 32 slots hold
  * ~24 jobs at most: a cache miss on each job and one on the new array, at
- * worst a first touch of a page of it (a few us each). */
+ * worst a first touch of a page of it (a few us each); the step fetches
+ * them all before it moves any, so that the misses overlap. */
 #define JOBTABLE_STEP 32
 
 /* Finds job id, or NULL. */
