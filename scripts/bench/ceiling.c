@@ -1932,7 +1932,7 @@ main(int argc, char **argv)
     }
     if (raft_id_opt && (!raft_spec || !dir))
         return fprintf(stderr, "ceiling: -R needs -r and -b\n"), 2;
-    /* -k's ids and batch belong to one syncer thread */
+    /* -k's ids and batch belong to one thread (the syncer, or -R's) */
     if (keep_rocks && (!dir || nsync != 1))
         return fprintf(stderr, "ceiling: -k needs -b, not -n\n"), 2;
     /* -g fills the syncer threads' generations */
