@@ -73,11 +73,6 @@ unlink_job(Job **slots, size_t nslots, const Job *j)
     return 1;
 }
 
-/* Moves up to budget old slots into t->slots, walking old backwards from
- * the slot before base: the one taken is always the last of its cluster, so
- * no job left in old loses a slot of its probe path. A fully migrated
- * RELEASE_SLOTS-aligned block goes back to the kernel (later lookups that
- * read it see zero pages, i.e. empty slots); the last step frees old. */
 /* Fetches the jobs of the next n old slots migrate() takes, and then their
  * home slots in the new array, so that their cache misses overlap instead
  * of following one another (each job is read for its id, each home slot
@@ -97,6 +92,11 @@ migrate_prefetch(const JobTable *t, size_t n)
     }
 }
 
+/* Moves up to budget old slots into t->slots, walking old backwards from
+ * the slot before base: the one taken is always the last of its cluster, so
+ * no job left in old loses a slot of its probe path. A fully migrated
+ * RELEASE_SLOTS-aligned block goes back to the kernel (later lookups that
+ * read it see zero pages, i.e. empty slots); the last step frees old. */
 static void
 migrate(JobTable *t, size_t budget)
 {
