@@ -151,6 +151,18 @@ jobtable_find(const JobTable *t, uint64_t id)
     return j;
 }
 
+/* After an insert or a remove of id: fetches the slot of id + 1 (ids come,
+ * and mostly go, in order: the next one's slot arrives while the loop does
+ * the rest of this command's work), then moves the next JOBTABLE_STEP old
+ * slots of a migration under way. */
+static void
+step(JobTable *t, uint64_t id)
+{
+    __builtin_prefetch(&t->slots[slot_of(id + 1, t->nslots)], 1);
+    if (t->left) migrate_prefetch(t, JOBTABLE_STEP);
+    migrate(t, JOBTABLE_STEP);
+}
+
 int
 jobtable_insert(JobTable *t, Job *j)
 {
@@ -159,11 +171,7 @@ jobtable_insert(JobTable *t, Job *j)
         return -1;
     place(t->slots, t->nslots, j);
     t->len++;
-    /* ids come in order: the next put's slot, fetched while the loop does
-     * the rest of this one's work */
-    __builtin_prefetch(&t->slots[slot_of(j->id + 1, t->nslots)], 1);
-    if (t->left) migrate_prefetch(t, JOBTABLE_STEP);
-    migrate(t, JOBTABLE_STEP);
+    step(t, j->id);
     return 0;
 }
 
@@ -176,10 +184,7 @@ jobtable_remove(JobTable *t, Job *j)
     t->len--;
     if (t->nslots > MIN_SLOTS && t->len * 16 < t->nslots * 3)
         resize(t, t->nslots / 2); /* on failure keep the larger table */
-    /* jobs mostly go in the order they came (FIFO within a priority) */
-    __builtin_prefetch(&t->slots[slot_of(j->id + 1, t->nslots)], 1);
-    if (t->left) migrate_prefetch(t, JOBTABLE_STEP);
-    migrate(t, JOBTABLE_STEP);
+    step(t, j->id);
 }
 
 void
