@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "cluster/node_impl.h"
 #include "cluster/peer.h"
+#include "queue/clock.h"
 #include "queue/recover.h"
 #include "store/store.h"
 
@@ -239,6 +240,7 @@ node_drain_replay(Server *s)
     n->rlen = 0;
     pthread_cond_broadcast(&n->rcv);
     pthread_mutex_unlock(&n->rmu);
+    if (len) queue_clock_window(s, mono_ns());
     for (size_t i = 0; i < len; i++) {
         if (queue_replay(s, b[i].op, b[i].id, &b[i].job, b[i].at_ns) < 0) {
             log_msg(0, "cluster: out of memory replaying job %llu",

@@ -18,17 +18,20 @@ shift_delays(Server *s, int64_t delta)
 }
 
 void
+queue_clock_window(Server *s, int64_t now_ns)
+{
+    if (now_ns - s->clock_window < QUEUE_CLOCK_WINDOW_NS) return;
+    s->clock_max[1] = s->clock_max[0];
+    s->clock_has[1] = s->clock_has[0];
+    s->clock_has[0] = 0;
+    s->clock_window = now_ns;
+}
+
+void
 queue_clock_sample(Server *s, int64_t leader_ns, int64_t local_ns)
 {
-    int64_t now = mono_ns();
     int64_t sample = leader_ns - (local_ns + s->clock_skew_ns);
 
-    if (now - s->clock_window >= QUEUE_CLOCK_WINDOW_NS) {
-        s->clock_max[1] = s->clock_max[0];
-        s->clock_has[1] = s->clock_has[0];
-        s->clock_has[0] = 0;
-        s->clock_window = now;
-    }
     if (!s->clock_has[0] || sample > s->clock_max[0]) {
         s->clock_max[0] = sample;
         s->clock_has[0] = 1;

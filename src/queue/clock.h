@@ -22,4 +22,11 @@
 #define QUEUE_CLOCK_STEP_NS (10 * 1000000LL)
 void queue_clock_sample(Server *s, int64_t leader_ns, int64_t local_ns);
 
+/* Opens a new window of samples once the current one is
+ * QUEUE_CLOCK_WINDOW_NS old (now_ns: mono_ns()); the one before is kept,
+ * the one before that dropped. The replay calls it once per batch of
+ * records, before their samples (node_drain_replay), so that no clock is
+ * read per record. */
+void queue_clock_window(Server *s, int64_t now_ns);
+
 #endif

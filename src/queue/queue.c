@@ -75,7 +75,7 @@ must(int r)
 
 Job *
 queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri, uint32_t delay,
-              uint32_t ttr, uint32_t body_size, char *body)
+              uint32_t ttr, uint32_t body_size, char *body, int64_t created_at)
 {
     Job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -85,7 +85,7 @@ queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri, uint32_t delay,
     j->ttr = ttr ? ttr : 1;
     j->body_size = body_size;
     j->body = body;
-    j->created_at = state_wall_ns(s);
+    j->created_at = created_at;
     j->tube = t;
     tube_ref(t);
     if (jobtable_insert(&s->jobs, j) < 0) {
@@ -303,8 +303,8 @@ queue_delete(Server *s, Job *j)
 Job *
 queue_move(Server *s, Job *j, Tube *to, char *body)
 {
-    Job *n =
-        queue_job_new(s, to, s->next_id, j->pri, 0, j->ttr, j->body_size, body);
+    Job *n = queue_job_new(s, to, s->next_id, j->pri, 0, j->ttr, j->body_size,
+                           body, state_wall_ns(s));
     if (!n) return NULL;
     s->next_id++;
     s->total_jobs++;

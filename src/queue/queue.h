@@ -41,11 +41,14 @@ int queue_session_open(Server *s, Session *se);
 void queue_session_close(Server *s, Session *se);
 
 /* Creates job id in tube t (takes a tube reference) with an owned body
- * (body_size + 2 bytes incl. CRLF, or NULL if it stays on disk). The job is
- * in no container yet. Returns NULL out of memory. */
+ * (body_size + 2 bytes incl. CRLF, or NULL if it stays on disk), made at
+ * created_at (cluster time, wall-clock ns: state_wall_ns(s) for a new job;
+ * a recovered one's is its record's, so no clock is read per job of a
+ * scan or a replay). The job is in no container yet. Returns NULL out of
+ * memory. */
 Job *queue_job_new(Server *s, Tube *t, uint64_t id, uint32_t pri,
-                   uint32_t delay, uint32_t ttr, uint32_t body_size,
-                   char *body);
+                   uint32_t delay, uint32_t ttr, uint32_t body_size, char *body,
+                   int64_t created_at);
 
 /* Takes j out of whichever heap holds it, fixing counters; holder is the
  * connection holding j if it is reserved (else unused). */

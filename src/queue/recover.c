@@ -30,10 +30,9 @@ queue_recover_job(void *ctx, const StoreJob *sj)
     Tube *t = tubes_get(&s->tubes, sj->tube, sj->tube_len);
     if (!t) return -1;
     Job *j = queue_job_new(s, t, sj->id, sj->pri, sj->delay, sj->ttr,
-                           sj->body_size, NULL);
+                           sj->body_size, NULL, sj->created_at_ns);
     queue_tube_unref(s, t); /* the job holds its own reference */
     if (!j) return -1;
-    j->created_at = sj->created_at_ns;
     j->reserves = sj->reserves;
     j->timeouts = sj->timeouts;
     j->releases = sj->releases;
@@ -43,10 +42,15 @@ queue_recover_job(void *ctx, const StoreJob *sj)
     if (sj->flags & STORE_F_INLINE) j->flags |= JOB_F_INLINE;
     if (sj->key_len) j->flags |= JOB_F_UNIQUE;
     if (sj->state != STORE_READY) j->flags |= JOB_F_AT_REST_WAITING;
-    int64_t wait = sj->ready_at_ns - state_wall_ns(s);
-    if (sj->state == STORE_BURIED)
+    if (sj->state == STORE_BURIED) {
         queue_make_buried(s, j);
-    else if (sj->state == STORE_DELAYED && wait > 0)
+        return 0;
+    }
+    /* the clocks only for a delayed job: a scan or a replay reads none per
+     * ready one */
+    int64_t wait =
+        sj->state == STORE_DELAYED ? sj->ready_at_ns - state_wall_ns(s) : 0;
+    if (wait > 0)
         queue_make_delayed(s, j, mono_ns() + wait);
     else
         queue_make_ready(s, j);

@@ -118,7 +118,7 @@ put_apply(Conn *c, char *body, const StoreRingRef *ref)
     Server *s = c->srv;
     const Cmd *p = &c->put;
     Job *j = queue_job_new(s, c->se.use, c->put_id, p->pri, p->delay, p->ttr,
-                           p->body_size, body);
+                           p->body_size, body, state_wall_ns(s));
     if (!j || (c->put_key_len && remember_key(c, j) < 0)) {
         if (j) {
             j->body = NULL; /* never accounted in the body cache */

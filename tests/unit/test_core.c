@@ -491,7 +491,7 @@ test_readyage_only_with_http(void **state)
         Job *jobs[N];
         for (uint64_t id = 1; id <= N; id++) {
             jobs[id - 1] =
-                queue_job_new(s, t, id, (uint32_t)(N - id), 0, 60, 0, NULL);
+                queue_job_new(s, t, id, (uint32_t)(N - id), 0, 60, 0, NULL, 0);
             assert_non_null(jobs[id - 1]);
             queue_make_ready(s, jobs[id - 1]);
         }
