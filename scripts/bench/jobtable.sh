@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/bench/jobtable.sh - the job-table benchmark (jobtable.c) against
-# the working tree's src/queue/job.c, or against git revision $1's (src/job.c
-# before the folders), for a before and after; `make bench-jobtable
+# the working tree's src/queue/job.c (and jobhash.c), or against git
+# revision $1's (src/job.c before the folders), for a before and after; `make bench-jobtable
 # [REV=...]` runs it.
 #
 # Knobs (environment): JT_JOBS jobs to insert and remove (default 12600000,
@@ -24,10 +24,17 @@ if [ -n "$REV" ]; then
     mkdir -p "$TMP/queue"
     git -C "$REPO" show "$REV:$at/job.c" >"$TMP/queue/job.c"
     git -C "$REPO" show "$REV:$at/job.h" >"$TMP/queue/job.h"
+    # since the chunked table, the overflow hash is a module of its own
+    for f in jobhash.c jobhash.h; do
+        git -C "$REPO" cat-file -e "$REV:$at/$f" 2>/dev/null &&
+            git -C "$REPO" show "$REV:$at/$f" >"$TMP/queue/$f"
+    done
     SRC=$TMP
 fi
+srcs=("$SRC/queue/job.c")
+[ -e "$SRC/queue/jobhash.c" ] && srcs+=("$SRC/queue/jobhash.c")
 ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$SRC" \
-    -o "$TMP/jobtable" "$HERE/jobtable.c" "$SRC/queue/job.c"
+    -o "$TMP/jobtable" "$HERE/jobtable.c" "${srcs[@]}"
 echo "job table: the job table of ${REV:-the working tree} at" \
     "$(git -C "$REPO" rev-parse --short "${REV:-HEAD}"), ${JT_JOBS:-12600000} jobs"
 "$TMP/jobtable" "${JT_JOBS:-12600000}"

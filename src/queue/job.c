@@ -1,206 +1,143 @@
-/* job.c - job table and job orderings. */
+/* job.c - the job table (its chunks; the overflow is jobhash.c) and the
+ * job orderings. */
 #include "queue/job.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
-/* Slots of the smallest array: a table never shrinks below this. */
-#define MIN_SLOTS 1024
-/* Old slots per page-release: 64 KiB, 16 pages, about 6 us of madvise. */
-#define RELEASE_SLOTS 8192
+/* jobhash.c reads a job's id as its first member */
+_Static_assert(offsetof(Job, id) == 0, "a Job's id must come first");
+
+static JobChunk **
+entry(const JobTable *t, uint64_t no)
+{
+    return &t->ring[no & (t->nring - 1)];
+}
+
+static JobChunk *
+chunk_at(const JobTable *t, uint64_t no)
+{
+    JobChunk *c = t->ring ? *entry(t, no) : NULL;
+    return c && c->no == no ? c : NULL;
+}
 
 static size_t
-slot_of(uint64_t id, size_t nslots)
+slot_in(uint64_t id)
 {
-    /* ids are sequential: a multiplicative mix spreads neighbours. */
-    return (size_t)((id * 0x9E3779B97F4A7C15ULL) >> 17) & (nslots - 1);
+    return (size_t)(id & (JOBTABLE_CHUNK - 1));
 }
 
-/* Slot arrays come straight from mmap: zero pages arrive on first touch
- * (no calloc memset on the loop thread) and parts of an array can be given
- * back with madvise while the rest is still in use. */
-static Job **
-slots_alloc(size_t n)
-{
-    void *p = mmap(NULL, n * sizeof(Job *), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
+/* Gives chunk c's jobs to the overflow and frees it. */
 static void
-slots_free(Job **slots, size_t n)
+chunk_drop(JobTable *t, JobChunk *c)
 {
-    if (slots) munmap(slots, n * sizeof(Job *));
+    for (size_t i = 0; c->live && i < JOBTABLE_CHUNK; i++) {
+        if (!c->slot[i]) continue;
+        if (jobhash_insert(&t->over, c->slot[i]) < 0) abort(); /* OOM */
+        c->live--;
+    }
+    *entry(t, c->no) = NULL;
+    t->nchunks--;
+    free(c);
 }
 
-/* The slot of id in slots, or the empty slot where its probe ends. */
-static size_t
-probe(Job *const *slots, size_t nslots, uint64_t id)
-{
-    size_t i = slot_of(id, nslots);
-    while (slots[i] && slots[i]->id != id)
-        i = (i + 1) & (nslots - 1);
-    return i;
-}
-
-static void
-place(Job **slots, size_t nslots, Job *j)
-{
-    size_t i = slot_of(j->id, nslots);
-    while (slots[i])
-        i = (i + 1) & (nslots - 1);
-    slots[i] = j;
-}
-
-/* Removes j from slots by backward-shift deletion (no tombstones): the
- * jobs after it in its cluster move back only within that cluster. Returns
- * 1 if j was there, else 0. */
+/* Doubles the ring: chunks whose numbers differ in one ring do in the
+ * larger one too. Returns 0, or -1 out of memory (nothing changed). */
 static int
-unlink_job(Job **slots, size_t nslots, const Job *j)
+ring_grow(JobTable *t)
 {
-    if (!nslots) return 0;
-    size_t mask = nslots - 1, i = probe(slots, nslots, j->id);
-    if (slots[i] != j) return 0;
-    for (size_t k = (i + 1) & mask; slots[k]; k = (k + 1) & mask) {
-        size_t home = slot_of(slots[k]->id, nslots);
-        if (((k - home) & mask) >= ((k - i) & mask)) {
-            slots[i] = slots[k];
-            i = k;
-        }
-    }
-    slots[i] = NULL;
-    return 1;
-}
-
-/* Fetches the jobs of the next n old slots migrate() takes, and then their
- * home slots in the new array, so that their cache misses overlap instead
- * of following one another (each job is read for its id, each home slot
- * written). */
-static void
-migrate_prefetch(const JobTable *t, size_t n)
-{
-    size_t mask = t->nold - 1, left = t->left;
-    if (n > left) n = left;
-    for (size_t k = 1; k <= n; k++) {
-        const Job *j = t->old[(t->base + left - k) & mask];
-        if (j) __builtin_prefetch(j, 0);
-    }
-    for (size_t k = 1; k <= n; k++) {
-        const Job *j = t->old[(t->base + left - k) & mask];
-        if (j) __builtin_prefetch(&t->slots[slot_of(j->id, t->nslots)], 1);
-    }
-}
-
-/* Moves up to budget old slots into t->slots, walking old backwards from
- * the slot before base: the one taken is always the last of its cluster, so
- * no job left in old loses a slot of its probe path. A fully migrated
- * RELEASE_SLOTS-aligned block goes back to the kernel (later lookups that
- * read it see zero pages, i.e. empty slots); the last step frees old. */
-static void
-migrate(JobTable *t, size_t budget)
-{
-    size_t mask = t->nold - 1;
-    for (; t->left && budget; budget--) {
-        size_t i = (t->base + --t->left) & mask;
-        Job *j = t->old[i];
-        if (j) {
-            t->old[i] = NULL;
-            place(t->slots, t->nslots, j);
-        }
-        /* the block of base is done only at the end (i == base) */
-        if (!(i & (RELEASE_SLOTS - 1)) && t->nold >= RELEASE_SLOTS &&
-            !(t->base > i && t->base < i + RELEASE_SLOTS))
-            madvise(t->old + i, RELEASE_SLOTS * sizeof(Job *), MADV_DONTNEED);
-    }
-    if (t->old && !t->left) {
-        slots_free(t->old, t->nold);
-        t->old = NULL;
-        t->nold = 0;
-    }
-}
-
-/* Starts moving the jobs to a new array of n slots. A migration still
- * under way is finished first (unreachable with JOBTABLE_STEP >= 11, see
- * job.h). Returns 0, or -1 if the array cannot be had (t is unchanged). */
-static int
-resize(JobTable *t, size_t n)
-{
-    Job **ns = slots_alloc(n);
-    if (!ns) return -1;
-    migrate(t, SIZE_MAX);
-    t->old = t->slots;
-    t->nold = t->nslots;
-    t->slots = ns;
-    t->nslots = n;
-    if (!t->old) return 0;
-    size_t e = 0; /* an empty slot: the load is at most 3/4 */
-    while (t->old[e])
-        e++;
-    t->base = (e + 1) & (t->nold - 1);
-    t->left = t->nold - 1; /* the last slot of the walk, e, is empty */
+    size_t n = t->nring ? t->nring * 2 : JOBTABLE_RING_MIN;
+    JobChunk **r = calloc(n, sizeof *r);
+    if (!r) return -1;
+    for (size_t i = 0; i < t->nring; i++)
+        if (t->ring[i]) r[t->ring[i]->no & (n - 1)] = t->ring[i];
+    free(t->ring);
+    t->ring = r;
+    t->nring = n;
     return 0;
+}
+
+/* Makes chunk no, the new head: the old head goes if it holds too few
+ * jobs; a chunk in no's entry makes the ring grow, or goes (job.h).
+ * Returns it, or NULL out of memory (nothing changed, but the ring may have
+ * grown or the old head gone). */
+static JobChunk *
+chunk_new(JobTable *t, uint64_t no)
+{
+    if (!t->ring && ring_grow(t) < 0) return NULL;
+    JobChunk *c = calloc(1, sizeof *c), *old = chunk_at(t, t->head);
+    if (!c) return NULL;
+    c->no = no;
+    if (old && old->live < JOBTABLE_CHUNK_MIN) chunk_drop(t, old);
+    while ((old = *entry(t, no)) != NULL)
+        if (t->nring >= JOBTABLE_RING_PER_CHUNK * (t->nchunks + 1) ||
+            ring_grow(t) < 0)
+            chunk_drop(t, old);
+    *entry(t, no) = c;
+    t->nchunks++;
+    t->head = no;
+    return c;
 }
 
 Job *
 jobtable_find(const JobTable *t, uint64_t id)
 {
-    if (!t->nslots) return NULL;
-    Job *j = t->slots[probe(t->slots, t->nslots, id)];
-    if (!j && t->old) j = t->old[probe(t->old, t->nold, id)];
-    return j;
-}
-
-/* After an insert or a remove of id: fetches the slot of id + 1 (ids come,
- * and mostly go, in order: the next one's slot arrives while the loop does
- * the rest of this command's work), then moves the next JOBTABLE_STEP old
- * slots of a migration under way. */
-static void
-step(JobTable *t, uint64_t id)
-{
-    __builtin_prefetch(&t->slots[slot_of(id + 1, t->nslots)], 1);
-    if (t->left) migrate_prefetch(t, JOBTABLE_STEP);
-    migrate(t, JOBTABLE_STEP);
+    JobChunk *c = chunk_at(t, id >> JOBTABLE_CHUNK_BITS);
+    return c ? c->slot[slot_in(id)] : jobhash_find(&t->over, id);
 }
 
 int
 jobtable_insert(JobTable *t, Job *j)
 {
-    if ((t->len + 1) * 4 > t->nslots * 3 &&
-        resize(t, t->nslots ? t->nslots * 2 : MIN_SLOTS) < 0)
+    uint64_t no = j->id >> JOBTABLE_CHUNK_BITS;
+    JobChunk *c = chunk_at(t, no);
+
+    if (!c && (!t->ring || no > t->head) && !(c = chunk_new(t, no))) return -1;
+    if (c) {
+        c->slot[slot_in(j->id)] = j;
+        c->live++;
+    } else if (jobhash_insert(&t->over, j) < 0) {
         return -1;
-    place(t->slots, t->nslots, j);
+    }
     t->len++;
-    step(t, j->id);
     return 0;
 }
 
 void
 jobtable_remove(JobTable *t, Job *j)
 {
-    if (!unlink_job(t->slots, t->nslots, j) &&
-        !(t->old && unlink_job(t->old, t->nold, j)))
+    JobChunk *c = chunk_at(t, j->id >> JOBTABLE_CHUNK_BITS);
+
+    if (!c) {
+        t->len -= (size_t)jobhash_remove(&t->over, j);
         return;
+    }
+    if (c->slot[slot_in(j->id)] != j) return;
+    c->slot[slot_in(j->id)] = NULL;
+    c->live--;
     t->len--;
-    if (t->nslots > MIN_SLOTS && t->len * 16 < t->nslots * 3)
-        resize(t, t->nslots / 2); /* on failure keep the larger table */
-    step(t, j->id);
+    if (c->no != t->head && c->live < JOBTABLE_CHUNK_MIN) chunk_drop(t, c);
 }
 
 void
 jobtable_each(const JobTable *t, void (*fn)(Job *j, void *arg), void *arg)
 {
-    for (size_t i = 0; i < t->nslots; i++)
-        if (t->slots[i]) fn(t->slots[i], arg);
-    for (size_t i = 0; i < t->nold; i++)
-        if (t->old[i]) fn(t->old[i], arg);
+    for (size_t r = 0; r < t->nring; r++) {
+        JobChunk *c = t->ring[r];
+        for (size_t i = 0; c && i < JOBTABLE_CHUNK; i++)
+            if (c->slot[i]) fn(c->slot[i], arg);
+    }
+    jobhash_each(&t->over, fn, arg);
 }
 
 void
 jobtable_free(JobTable *t)
 {
-    slots_free(t->slots, t->nslots);
-    slots_free(t->old, t->nold);
+    for (size_t r = 0; r < t->nring; r++)
+        free(t->ring[r]);
+    free(t->ring);
+    jobhash_free(&t->over);
     *t = (JobTable){0};
 }
 

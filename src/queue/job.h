@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "queue/jobhash.h"
+
 struct Tube;
 
 /* Job states (protocol: "ready", "delayed", "reserved", "buried"). */
@@ -36,7 +38,7 @@ enum { JOB_READY = 1, JOB_DELAYED = 2, JOB_BURIED = 3, JOB_RESERVED = 4 };
 #define JOB_F_INLINE 0x80
 
 /* 88 bytes on x86-64: with its heap slot and its share of the id table a
- * job costs about 120 resident bytes (issue: at most 128), its body aside.
+ * job costs about 113 resident bytes (issue: at most 128), its body aside.
  * Which heap holds it follows from its state: ready -> its tube's ready
  * heap, delayed -> its tube's delay heap, buried -> its tube's buried heap
  * (ordered by bury sequence, kept in deadline), reserved -> its reserver's
@@ -61,45 +63,63 @@ typedef struct Job {
     uint8_t flags;
 } Job;
 
-/* The id -> job table: open addressing with linear probing (no per-job
- * link), kept at a load between 3/16 and 3/4 of its slots (8 bytes each).
- * A resize never stops the world: it allocates the new slot array and
- * then every insert and remove moves the next JOBTABLE_STEP slots of the
- * old array (the one being migrated from) into the new one, so each call
- * does a bounded amount of work. Meanwhile both arrays hold jobs (each job
- * in exactly one) and lookups try both. The old array is walked backwards
- * from an empty slot, so what is left of it is always a run of whole probe
- * clusters and its lookups and backward-shift removals stay exact; its
- * emptied pages go back to the kernel as the walk passes them. A growth
- * from n to 2n slots holds 8n + 16n bytes at its start (as a one-step
- * resize did) and finishes within n / JOBTABLE_STEP operations, long
- * before the next resize could be due. A zeroed JobTable is empty. */
-typedef struct JobTable {
-    Job **slots;   /* the array inserts go to (mmap'd), or NULL */
-    size_t nslots; /* power of two, or 0 */
-    size_t len;    /* jobs in both arrays */
-    Job **old;     /* the array being migrated from, or NULL */
-    size_t nold;   /* its slots (power of two), 0 when old is NULL */
-    size_t base;   /* the slot after an empty one of old where the walk
-                      started: old slot (base + k) & (nold - 1) still holds
-                      its jobs while k < left */
-    size_t left;   /* old slots not yet migrated */
-} JobTable;
+/* The id -> job table. Ids are handed out in order and jobs mostly go in
+ * roughly that order, so the ids of the jobs held crowd in a window below
+ * the newest: there the table is an array of chunks, each the slots of
+ * JOBTABLE_CHUNK consecutive ids (one 4 KiB page), found by its number
+ * (id / JOBTABLE_CHUNK) in a ring (entry number mod its size). An insert or a
+ * lookup in a chunk is an index, no hash and no probe, and consecutive ids
+ * share cache lines and a page: no miss per put, no rehash ever. The jobs
+ * of any other id live in a JobHash (jobhash.h), the overflow:
+ *  - a chunk is made only for an id above every chunk made before (the
+ *    newest chunk, head), so an id below head whose chunk is gone (or never
+ *    was) goes to the overflow, and no chunk's ids are ever in both;
+ *  - a chunk other than the newest that holds fewer than JOBTABLE_CHUNK_MIN
+ *    jobs (when the newest moves past it, or at a removal) gives them to
+ *    the overflow and is freed, so a chunk costs at most 22 bytes per job
+ *    held (8 when full; the hash 11-22 while it grows, at most 43), and
+ *    sparse ids cost what they did;
+ *  - a new chunk whose ring entry is taken doubles the ring (a pass over
+ *    its entries; no two chunks meet in the larger one), unless the ring
+ *    is already JOBTABLE_RING_PER_CHUNK times the chunks held: then the
+ *    chunk in the entry gives its jobs to the overflow. So a queue of
+ *    consecutive ids, however deep, stays in chunks, while a few chunks far
+ *    apart (old ids kept among new) do not make the ring any larger.
+ * A call moves at most JOBTABLE_CHUNK_MIN - 1 + JOBTABLE_CHUNK jobs to
+ * the overflow (once per chunk at most; each insert there may step the
+ * overflow's migration) or doubles the ring; nothing else but the
+ * overflow's bounded steps. A zeroed JobTable is empty. */
+#define JOBTABLE_CHUNK_BITS 9
+#define JOBTABLE_CHUNK ((uint64_t)1 << JOBTABLE_CHUNK_BITS)
+#define JOBTABLE_CHUNK_MIN (JOBTABLE_CHUNK * 3 / 8)
+/* Ring entries at first (a power of two), and the most per chunk held
+ * beyond that (8 bytes each, against a chunk's 4 KiB). */
+#define JOBTABLE_RING_MIN 64
+#define JOBTABLE_RING_PER_CHUNK 4
 
-/* Old slots migrated per insert and per remove. A migration of n old
- * slots takes n / JOBTABLE_STEP calls and must end before the next resize
- * could be due: after a growth that is 3n/4 inserts or 3n/8 removes away,
- * after a shrink 3n/32 removes (so >= 11) or 3n/16 inserts. 32 slots hold
- * ~24 jobs at most: a cache miss on each job and one on the new array, at
- * worst a first touch of a page of it (a few us each); the step fetches
- * them all before it moves any, so that the misses overlap. */
-#define JOBTABLE_STEP 32
+/* The slots of ids no * JOBTABLE_CHUNK .. (no + 1) * JOBTABLE_CHUNK - 1. */
+typedef struct JobChunk {
+    uint64_t no;
+    size_t live; /* jobs held */
+    Job *slot[JOBTABLE_CHUNK];
+} JobChunk;
+
+typedef struct JobTable {
+    JobChunk **ring; /* nring entries, chunk no at no % nring; NULL before
+                        the first insert */
+    size_t nring;    /* a power of two */
+    size_t nchunks;  /* chunks in the ring */
+    uint64_t head;   /* the newest chunk's number (with ring) */
+    size_t len;      /* jobs held, in chunks and in the overflow */
+    JobHash over;    /* the jobs no chunk holds */
+} JobTable;
 
 /* Finds job id, or NULL. */
 Job *jobtable_find(const JobTable *t, uint64_t id);
 
 /* Inserts j (its id must not be present); the table borrows j until it is
- * removed. Returns 0, or -1 out of memory (the table is unchanged). */
+ * removed. Returns 0, or -1 out of memory (the table is unchanged; a move
+ * into the overflow that fails aborts, as a heap's growth does). */
 int jobtable_insert(JobTable *t, Job *j);
 
 /* Removes j if present. */
@@ -109,7 +129,8 @@ void jobtable_remove(JobTable *t, Job *j);
  * must not change meanwhile). */
 void jobtable_each(const JobTable *t, void (*fn)(Job *j, void *arg), void *arg);
 
-/* Frees the slot arrays (not the jobs) and leaves t empty and reusable. */
+/* Frees the chunks, the ring and the overflow (not the jobs) and leaves t
+ * empty and reusable. */
 void jobtable_free(JobTable *t);
 
 /* Heap orderings: ready heaps by (pri, id); delay and TTR heaps by

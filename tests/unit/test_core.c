@@ -210,15 +210,16 @@ test_jobtable(void **state)
     free(jobs);
 }
 
-/* ---- job table against a reference ----------------------------------- */
+/* ---- the job table's overflow hash against a reference
+ * ----------------------------------- */
 
 enum { REF_JOBS = 70000 }; /* job k has id 5k + 1; the table tops at 2^17 */
 
 typedef struct Ref {
-    JobTable t;
+    JobHash t;
     Job *jobs;
     unsigned char *in;   /* in[k]: job k is in the table */
-    unsigned char *seen; /* jobtable_each visits per job */
+    unsigned char *seen; /* jobhash_each visits per job */
     size_t *order, *pos; /* order[0..len) are the jobs in, pos its inverse */
     size_t len;
     uint64_t rng;
@@ -242,18 +243,18 @@ count_visit(Job *j, void *arg)
     r->seen[j - r->jobs]++;
 }
 
-/* Every job is found, every absent id is not, jobtable_each visits each job
+/* Every job is found, every absent id is not, jobhash_each visits each job
  * of the table exactly once and nothing else, and len agrees. */
 static void
 ref_check_all(Ref *r)
 {
     memset(r->seen, 0, REF_JOBS);
-    jobtable_each(&r->t, count_visit, r);
+    jobhash_each(&r->t, count_visit, r);
     for (size_t k = 0; k < REF_JOBS; k++) {
         assert_int_equal(r->seen[k], r->in[k]);
-        assert_ptr_equal(jobtable_find(&r->t, r->jobs[k].id),
+        assert_ptr_equal(jobhash_find(&r->t, r->jobs[k].id),
                          r->in[k] ? &r->jobs[k] : NULL);
-        assert_null(jobtable_find(&r->t, r->jobs[k].id + 2));
+        assert_null(jobhash_find(&r->t, r->jobs[k].id + 2));
     }
     assert_int_equal(r->t.len, r->len);
 }
@@ -281,31 +282,31 @@ ref_step(Ref *r, int grow)
     int was = r->t.old != NULL, changed = 0;
     if (x % 16 == 0 && out) { /* absent: no change */
         k = r->order[r->len + x / 16 % out];
-        jobtable_remove(&r->t, &r->jobs[k]);
+        jobhash_remove(&r->t, &r->jobs[k]);
     } else if (grow && out) {
         k = r->order[r->len + x % out];
-        assert_int_equal(jobtable_insert(&r->t, &r->jobs[k]), 0);
+        assert_int_equal(jobhash_insert(&r->t, &r->jobs[k]), 0);
         ref_mark(r, k, 1), changed = 1;
     } else if (!grow && r->len) {
         k = r->order[x % r->len];
         r->removes_mid += was;
-        jobtable_remove(&r->t, &r->jobs[k]);
+        jobhash_remove(&r->t, &r->jobs[k]);
         ref_mark(r, k, 0), changed = 1;
     } else {
         return;
     }
     assert_int_equal(r->t.len, r->len);
-    assert_ptr_equal(jobtable_find(&r->t, r->jobs[k].id),
+    assert_ptr_equal(jobhash_find(&r->t, r->jobs[k].id),
                      r->in[k] ? &r->jobs[k] : NULL);
     x = ref_rand(r) % REF_JOBS;
     r->finds_mid += r->t.old != NULL;
-    assert_ptr_equal(jobtable_find(&r->t, r->jobs[x].id),
+    assert_ptr_equal(jobhash_find(&r->t, r->jobs[x].id),
                      r->in[x] ? &r->jobs[x] : NULL);
     if (!was && r->t.old) r->migrations++;
-    /* bounded: a migration ends within nold / JOBTABLE_STEP changes */
+    /* bounded: a migration ends within nold / JOBHASH_STEP changes */
     if (!r->t.old) r->ops_in_migration = 0;
     r->ops_in_migration += changed && r->t.old;
-    if (r->t.old) assert_true(r->ops_in_migration <= r->t.nold / JOBTABLE_STEP);
+    if (r->t.old) assert_true(r->ops_in_migration <= r->t.nold / JOBHASH_STEP);
     if (was != (r->t.old != NULL)) ref_check_all(r);
 }
 
@@ -313,7 +314,7 @@ ref_step(Ref *r, int grow)
  * between targets so the table grows and shrinks through many migrations
  * (between 1024 and 131072 slots, with removes and lookups in mid-way). */
 static void
-test_jobtable_reference(void **state)
+test_jobhash_reference(void **state)
 {
     (void)state;
     static const size_t targets[] = {60000, 300,   40000, 20000, 65000,
@@ -338,15 +339,15 @@ test_jobtable_reference(void **state)
     }
     assert_true(r.migrations >= 20);
     assert_true(r.removes_mid >= 1000 && r.finds_mid >= 10000);
-    jobtable_free(&r.t);
-    assert_null(jobtable_find(&r.t, 1));
+    jobhash_free(&r.t);
+    assert_null(jobhash_find(&r.t, 1));
     free(r.jobs), free(r.in), free(r.seen), free(r.order), free(r.pos);
 }
 
 /* Mid-migration, remove every job still in the old array (each removal
  * shifts its cluster back), then check the rest and finish. */
 static void
-test_jobtable_remove_old_mid_migration(void **state)
+test_jobhash_remove_old_mid_migration(void **state)
 {
     (void)state;
     enum { N = 40000 };
@@ -357,7 +358,7 @@ test_jobtable_remove_old_mid_migration(void **state)
     size_t k = 0;
     for (; k < N; k++) {
         r.jobs[k].id = (uint64_t)k * 5 + 1;
-        assert_int_equal(jobtable_insert(&r.t, &r.jobs[k]), 0);
+        assert_int_equal(jobhash_insert(&r.t, &r.jobs[k]), 0);
         r.in[k] = 1, r.len++;
         if (r.t.old && r.t.nold >= 16384 && r.t.left < r.t.nold / 2) break;
     }
@@ -366,21 +367,202 @@ test_jobtable_remove_old_mid_migration(void **state)
     for (size_t i = 0; i < r.t.nold; i++) {
         Job *j;
         while ((j = r.t.old ? r.t.old[i] : NULL) != NULL) {
-            jobtable_remove(&r.t, j);
+            jobhash_remove(&r.t, j);
             r.in[j - r.jobs] = 0, r.len--, removed++;
         }
     }
-    /* each remove also migrates: ~nold / 2 / JOBTABLE_STEP of them */
+    /* each remove also migrates: ~nold / 2 / JOBHASH_STEP of them */
     assert_true(removed > 100);
     ref_check_all(&r);
     for (k++; r.t.old && k < REF_JOBS; k++) {
         r.jobs[k].id = (uint64_t)k * 5 + 1;
-        assert_int_equal(jobtable_insert(&r.t, &r.jobs[k]), 0);
+        assert_int_equal(jobhash_insert(&r.t, &r.jobs[k]), 0);
         r.in[k] = 1, r.len++;
     }
     assert_null(r.t.old);
     ref_check_all(&r);
-    jobtable_free(&r.t);
+    jobhash_free(&r.t);
+    free(r.jobs), free(r.in), free(r.seen);
+}
+
+/* ---- the job table: chunks and overflow ------------------------------- */
+
+/* The table's own invariants: every chunk is at its ring entry, counts
+ * its jobs and holds only its own ids; every chunk but the newest holds at
+ * least JOBTABLE_CHUNK_MIN jobs; no chunk's id is in the overflow; len is
+ * the sum. Returns the chunks. */
+static size_t
+chunks_check(const JobTable *t)
+{
+    size_t held = 0, chunks = 0;
+    for (size_t r = 0; r < t->nring; r++) {
+        const JobChunk *c = t->ring[r];
+        if (!c) continue;
+        chunks++;
+        assert_int_equal(c->no % t->nring, r);
+        assert_true(c->no <= t->head);
+        size_t live = 0;
+        for (size_t i = 0; i < JOBTABLE_CHUNK; i++) {
+            if (!c->slot[i]) continue;
+            live++;
+            assert_int_equal(c->slot[i]->id, c->no * JOBTABLE_CHUNK + i);
+            assert_null(jobhash_find(&t->over, c->slot[i]->id));
+        }
+        assert_int_equal(live, c->live);
+        if (c->no != t->head) assert_true(live >= JOBTABLE_CHUNK_MIN);
+        held += live;
+    }
+    assert_int_equal(held + t->over.len, t->len);
+    assert_int_equal(chunks, t->nchunks);
+    return chunks;
+}
+
+/* Ids in order go to chunks, one per JOBTABLE_CHUNK ids, no overflow; a
+ * chunk thinned below the minimum goes to the overflow, and its jobs are
+ * still found there; a far jump ahead retires the chunk whose ring entry
+ * the new one takes; an id below the newest chunk whose chunk is gone goes
+ * to the overflow. */
+static void
+test_jobtable_chunks(void **state)
+{
+    (void)state;
+    enum { N = 4 * JOBTABLE_CHUNK };
+    JobTable t = {0};
+    Job *jobs = calloc(N + 2, sizeof *jobs);
+    for (size_t i = 0; i < N; i++) {
+        jobs[i].id = JOBTABLE_CHUNK + i; /* chunks 1..4, full */
+        assert_int_equal(jobtable_insert(&t, &jobs[i]), 0);
+    }
+    assert_int_equal(chunks_check(&t), 4);
+    assert_int_equal(t.over.len, 0);
+    /* chunk 1 thinned to the minimum stays; one fewer and it goes */
+    size_t i = 0;
+    for (; i < JOBTABLE_CHUNK - JOBTABLE_CHUNK_MIN; i++)
+        jobtable_remove(&t, &jobs[i]);
+    assert_int_equal(chunks_check(&t), 4);
+    jobtable_remove(&t, &jobs[i++]);
+    assert_int_equal(chunks_check(&t), 3);
+    assert_int_equal(t.over.len, JOBTABLE_CHUNK_MIN - 1);
+    for (size_t k = 0; k < N; k++)
+        assert_ptr_equal(jobtable_find(&t, jobs[k].id),
+                         k < i ? NULL : &jobs[k]);
+    /* a job of chunk 1 removed and put back: the overflow again */
+    jobtable_remove(&t, &jobs[i]);
+    assert_int_equal(jobtable_insert(&t, &jobs[i]), 0);
+    assert_ptr_equal(jobhash_find(&t.over, jobs[i].id), &jobs[i]);
+    /* chunk 2 + the ring's size takes chunk 2's entry, and the ring of 3
+     * chunks is large enough: chunk 2's jobs go to the overflow */
+    assert_int_equal(t.nring, JOBTABLE_RING_MIN);
+    jobs[N].id = (2 + JOBTABLE_RING_MIN) * JOBTABLE_CHUNK + 5;
+    assert_int_equal(jobtable_insert(&t, &jobs[N]), 0);
+    assert_int_equal(chunks_check(&t), 3);
+    assert_int_equal(t.over.len, JOBTABLE_CHUNK_MIN - 1 + JOBTABLE_CHUNK);
+    /* below the head, chunkless: the overflow */
+    jobs[N + 1].id = 7;
+    assert_int_equal(jobtable_insert(&t, &jobs[N + 1]), 0);
+    assert_ptr_equal(jobhash_find(&t.over, 7), &jobs[N + 1]);
+    assert_int_equal(t.len, N - i + 2);
+    for (size_t k = 0; k < N + 2; k++)
+        assert_ptr_equal(jobtable_find(&t, jobs[k].id),
+                         k < i ? NULL : &jobs[k]);
+    assert_null(jobtable_find(&t, (3 + JOBTABLE_RING_MIN) * JOBTABLE_CHUNK));
+    assert_int_equal(t.nring, JOBTABLE_RING_MIN);
+    jobtable_free(&t);
+    assert_null(jobtable_find(&t, jobs[N].id));
+    free(jobs);
+}
+
+/* A deep queue of consecutive ids stays in chunks: the ring grows with
+ * them (to at most JOBTABLE_RING_PER_CHUNK entries per chunk, twice that
+ * just after a doubling), nothing goes to the overflow; drained oldest
+ * first, only each chunk's last few jobs pass through the overflow. */
+static void
+test_jobtable_deep(void **state)
+{
+    (void)state;
+    enum { N = 300 * JOBTABLE_CHUNK };
+    JobTable t = {0};
+    Job *jobs = calloc(N, sizeof *jobs);
+    for (size_t i = 0; i < N; i++) {
+        jobs[i].id = i + 1;
+        assert_int_equal(jobtable_insert(&t, &jobs[i]), 0);
+    }
+    assert_int_equal(chunks_check(&t), 301);
+    assert_int_equal(t.over.len, 0);
+    assert_true(t.nring >= 301 &&
+                t.nring <= 2 * JOBTABLE_RING_PER_CHUNK * (t.nchunks + 1));
+    for (size_t i = 0; i < N; i++) {
+        jobtable_remove(&t, &jobs[i]);
+        assert_true(t.over.len < JOBTABLE_CHUNK_MIN);
+        if (i % 4099 == 0) chunks_check(&t);
+    }
+    assert_int_equal(t.len, 0);
+    assert_int_equal(chunks_check(&t), 1); /* the newest, empty */
+    jobtable_free(&t);
+    free(jobs);
+}
+
+enum { CREF_JOBS = 200000 };
+
+/* Mixed work against a reference: new ids in order (mostly consecutive,
+ * at times a gap, now and then a jump past the ring), removes of random
+ * jobs (thinning chunks into the overflow), removes put back at once (an
+ * update's replay), removes of absent jobs; the invariants and every
+ * job's lookup checked along the way. */
+static void
+test_jobtable_chunks_reference(void **state)
+{
+    (void)state;
+    Ref r = {.rng = 99};
+    JobTable t = {0};
+    r.jobs = calloc(CREF_JOBS, sizeof *r.jobs);
+    r.in = calloc(CREF_JOBS, 1);
+    r.seen = calloc(CREF_JOBS, 1);
+    size_t made = 0, max_over = 0, max_chunks = 0, max_held = 0;
+    uint64_t next = 1;
+    for (size_t step = 0; step < 1200000; step++) {
+        uint64_t x = ref_rand(&r);
+        int phase = (int)(step / 100000 % 3); /* fill, mixed, drain */
+        if (made < CREF_JOBS && x % 8 < (phase == 0   ? 7u
+                                         : phase == 1 ? 4u
+                                                      : 1u)) {
+            uint64_t g = x >> 8;
+            next += g % 4096 == 0 ? 1 + g % 3000 : 1;      /* gaps */
+            if (g % 20000 == 7) next += (uint64_t)1 << 22; /* 8192 chunks */
+            r.jobs[made].id = next;
+            assert_int_equal(jobtable_insert(&t, &r.jobs[made]), 0);
+            r.in[made++] = 1, r.len++;
+        } else if (made) {
+            size_t k = (size_t)(x >> 8) % made;
+            jobtable_remove(&t, &r.jobs[k]); /* absent: a no-op */
+            if (r.in[k]) r.in[k] = 0, r.len--;
+            if (x % 8 == 7) { /* put back */
+                assert_int_equal(jobtable_insert(&t, &r.jobs[k]), 0);
+                r.in[k] = 1, r.len++;
+            }
+            assert_ptr_equal(jobtable_find(&t, r.jobs[k].id),
+                             r.in[k] ? &r.jobs[k] : NULL);
+        }
+        assert_int_equal(t.len, r.len);
+        if (step % 50000 == 0) {
+            size_t chunks = chunks_check(&t);
+            if (chunks > max_chunks) max_chunks = chunks;
+            for (size_t k = 0; k < made; k++)
+                assert_ptr_equal(jobtable_find(&t, r.jobs[k].id),
+                                 r.in[k] ? &r.jobs[k] : NULL);
+            memset(r.seen, 0, CREF_JOBS);
+            jobtable_each(&t, count_visit, &r);
+            for (size_t k = 0; k < made; k++)
+                assert_int_equal(r.seen[k], r.in[k]);
+        }
+        if (t.over.len > max_over) max_over = t.over.len;
+        if (t.nchunks > max_held) max_held = t.nchunks;
+    }
+    /* both sides of the table were used */
+    assert_true(max_over > 1000 && max_chunks > 50);
+    assert_true(t.nring <= JOBTABLE_RING_MIN ||
+                t.nring <= 2 * JOBTABLE_RING_PER_CHUNK * (max_held + 1));
+    jobtable_free(&t);
     free(r.jobs), free(r.in), free(r.seen);
 }
 
@@ -522,8 +704,10 @@ test_readyage_only_with_http(void **state)
 
 /* Resident bytes per job (memcached-style "sizes"): printed by make test so
  * regressions show. A job is one malloc chunk, one 8-byte heap slot and its
- * share of the id table (8-byte slots at a load between 3/8 and 3/4 while
- * the table grows: 14 bytes at the midpoint, 21 at the low end). */
+ * share of the id table: in a chunk (JobChunk, 8-byte slots of consecutive
+ * ids) 8 bytes when full, at most its size over JOBTABLE_CHUNK_MIN (22)
+ * as the newest moves past it; in the overflow hash 8-byte slots at a load
+ * between 3/8 and 3/4 while it grows (21 bytes at the low end). */
 static void
 test_sizes(void **state)
 {
@@ -531,7 +715,11 @@ test_sizes(void **state)
     void *p = malloc(sizeof(Job));
     size_t chunk = malloc_usable_size(p) + sizeof(size_t); /* glibc header */
     free(p);
-    size_t typical = chunk + 8 + 14, worst = chunk + 8 + 22;
+    size_t full = (sizeof(JobChunk) + JOBTABLE_CHUNK - 1) / JOBTABLE_CHUNK;
+    size_t thin =
+        (sizeof(JobChunk) + JOBTABLE_CHUNK_MIN - 1) / JOBTABLE_CHUNK_MIN;
+    size_t typical = chunk + 8 + full,
+           worst = chunk + 8 + (thin > 22 ? thin : 22);
     printf("sizes: Job %zu bytes (malloc chunk %zu), per job resident "
            "%zu typical, %zu at the table's lowest load; Tube %zu, Conn %zu\n",
            sizeof(Job), chunk, typical, worst, sizeof(Tube), sizeof(Conn));
@@ -549,8 +737,11 @@ main(void)
         cmocka_unit_test(test_ptrset_beanstalkd_order),
         cmocka_unit_test(test_waitset_order_and_positions),
         cmocka_unit_test(test_jobtable),
-        cmocka_unit_test(test_jobtable_reference),
-        cmocka_unit_test(test_jobtable_remove_old_mid_migration),
+        cmocka_unit_test(test_jobhash_reference),
+        cmocka_unit_test(test_jobhash_remove_old_mid_migration),
+        cmocka_unit_test(test_jobtable_chunks),
+        cmocka_unit_test(test_jobtable_deep),
+        cmocka_unit_test(test_jobtable_chunks_reference),
         cmocka_unit_test(test_tube_names),
         cmocka_unit_test(test_tube_registry),
         cmocka_unit_test(test_tube_registry_churn),
