@@ -58,25 +58,34 @@ ring_grow(JobTable *t)
     return 0;
 }
 
-/* Makes chunk no, the new head: the old head goes if it holds too few
- * jobs; a chunk in no's entry makes the ring grow, or goes (job.h).
- * Returns it, or NULL out of memory (nothing changed, but the ring may have
- * grown or the old head gone). */
+/* Moves the head to no (above it): the old head's chunk goes if it holds
+ * too few jobs. */
+static void
+head_move(JobTable *t, uint64_t no)
+{
+    JobChunk *old = chunk_at(t, t->head);
+    if (old && old->live < JOBTABLE_CHUNK_MIN) chunk_drop(t, old);
+    t->head = no;
+    t->head_ins = 0;
+}
+
+/* Makes chunk no, the new head (head_move); a chunk in no's entry makes
+ * the ring grow, or goes (job.h). Returns it, or NULL out of memory
+ * (nothing changed, but the ring may have grown). */
 static JobChunk *
 chunk_new(JobTable *t, uint64_t no)
 {
     if (!t->ring && ring_grow(t) < 0) return NULL;
-    JobChunk *c = calloc(1, sizeof *c), *old = chunk_at(t, t->head);
+    JobChunk *c = calloc(1, sizeof *c), *old;
     if (!c) return NULL;
     c->no = no;
-    if (old && old->live < JOBTABLE_CHUNK_MIN) chunk_drop(t, old);
+    head_move(t, no);
     while ((old = *entry(t, no)) != NULL)
         if (t->nring >= JOBTABLE_RING_PER_CHUNK * (t->nchunks + 1) ||
             ring_grow(t) < 0)
             chunk_drop(t, old);
     *entry(t, no) = c;
     t->nchunks++;
-    t->head = no;
     return c;
 }
 
@@ -93,7 +102,18 @@ jobtable_insert(JobTable *t, Job *j)
     uint64_t no = j->id >> JOBTABLE_CHUNK_BITS;
     JobChunk *c = chunk_at(t, no);
 
-    if (!c && (!t->ring || no > t->head) && !(c = chunk_new(t, no))) return -1;
+    if (!c && (!t->ring || no > t->head)) {
+        if (!t->ring || t->head_ins >= JOBTABLE_CHUNK_MIN) {
+            if (!(c = chunk_new(t, no))) return -1;
+        } else { /* sparse ids: the overflow, and no chunk for no ever */
+            if (jobhash_insert(&t->over, j) < 0) return -1;
+            head_move(t, no);
+            t->head_ins = 1;
+            t->len++;
+            return 0;
+        }
+    }
+    t->head_ins += no == t->head;
     if (c) {
         c->slot[slot_in(j->id)] = j;
         c->live++;

@@ -71,11 +71,15 @@ typedef struct Job {
  * lookup in a chunk is an index, no hash and no probe, and consecutive ids
  * share cache lines and a page: no miss per put, no rehash ever. The jobs
  * of any other id live in a JobHash (jobhash.h), the overflow:
- *  - a chunk is made only for an id above every chunk made before (the
- *    newest chunk, head), so an id below head whose chunk is gone (or never
- *    was) goes to the overflow, and no chunk's ids are ever in both;
- *  - a chunk other than the newest that holds fewer than JOBTABLE_CHUNK_MIN
- *    jobs (when the newest moves past it, or at a removal) gives them to
+ *  - a chunk is made only for an id above the chunk number of every id
+ *    inserted before (the head), so an id at or below the head whose chunk
+ *    is gone (or never was) goes to the overflow, and no chunk's ids are
+ *    ever in both; and only if the head's number had at least
+ *    JOBTABLE_CHUNK_MIN inserts, so ids that come sparse (a recovery of a
+ *    queue thinned by deletes) go to the overflow without a chunk made
+ *    and dropped for each;
+ *  - a chunk other than the head's that holds fewer than JOBTABLE_CHUNK_MIN
+ *    jobs (when the head moves past it, or at a removal) gives them to
  *    the overflow and is freed, so a chunk costs at most 22 bytes per job
  *    held (8 when full; the hash 11-22 while it grows, at most 43), and
  *    sparse ids cost what they did;
@@ -109,7 +113,9 @@ typedef struct JobTable {
                         the first insert */
     size_t nring;    /* a power of two */
     size_t nchunks;  /* chunks in the ring */
-    uint64_t head;   /* the newest chunk's number (with ring) */
+    uint64_t head;   /* the highest chunk number inserted into (with ring);
+                        its chunk may not exist */
+    size_t head_ins; /* inserts of ids in head since it became the head */
     size_t len;      /* jobs held, in chunks and in the overflow */
     JobHash over;    /* the jobs no chunk holds */
 } JobTable;

@@ -502,6 +502,39 @@ test_jobtable_deep(void **state)
     free(jobs);
 }
 
+/* Ids that come sparse (one per chunk number and more apart) make no
+ * chunk: they go to the overflow; once ids come dense again, the first
+ * chunk number's ids still go there and the next gets a chunk. */
+static void
+test_jobtable_sparse(void **state)
+{
+    (void)state;
+    enum { SPARSE = 1000, DENSE = 3 * JOBTABLE_CHUNK };
+    JobTable t = {0};
+    Job *jobs = calloc(SPARSE + DENSE, sizeof *jobs);
+    for (size_t i = 0; i < SPARSE; i++) {
+        jobs[i].id = 1 + 600 * (uint64_t)i;
+        assert_int_equal(jobtable_insert(&t, &jobs[i]), 0);
+    }
+    assert_int_equal(chunks_check(&t), 0); /* the first, thin, dropped */
+    assert_int_equal(t.over.len, SPARSE);
+    uint64_t base = (t.head + 1) * JOBTABLE_CHUNK;
+    for (size_t i = 0; i < DENSE; i++) {
+        jobs[SPARSE + i].id = base + i;
+        assert_int_equal(jobtable_insert(&t, &jobs[SPARSE + i]), 0);
+    }
+    assert_int_equal(chunks_check(&t), 2);
+    assert_int_equal(t.over.len, SPARSE + JOBTABLE_CHUNK);
+    for (size_t i = 0; i < SPARSE + DENSE; i++)
+        assert_ptr_equal(jobtable_find(&t, jobs[i].id), &jobs[i]);
+    for (size_t i = 0; i < SPARSE + DENSE; i++)
+        jobtable_remove(&t, &jobs[i]);
+    assert_int_equal(t.len, 0);
+    chunks_check(&t);
+    jobtable_free(&t);
+    free(jobs);
+}
+
 enum { CREF_JOBS = 200000 };
 
 /* Mixed work against a reference: new ids in order (mostly consecutive,
@@ -741,6 +774,7 @@ main(void)
         cmocka_unit_test(test_jobhash_remove_old_mid_migration),
         cmocka_unit_test(test_jobtable_chunks),
         cmocka_unit_test(test_jobtable_deep),
+        cmocka_unit_test(test_jobtable_sparse),
         cmocka_unit_test(test_jobtable_chunks_reference),
         cmocka_unit_test(test_tube_names),
         cmocka_unit_test(test_tube_registry),
