@@ -7,12 +7,19 @@
  * run by jobtable.sh against any revision's src/queue/job.c; not part of make
  * test.
  *
- *   jobtable [N]     (default 12600000: just past the 2^24-slot growth)
+ *   jobtable [N [STRIDE [ORDER]]]
+ *
+ * N jobs (default 12600000: just past the 2^24-slot growth); ids 1 +
+ * k * STRIDE (default 1: as the server assigns them; a larger stride is
+ * what a recovery of a queue thinned by deletes inserts); ORDER "fifo"
+ * (default: oldest first) or "random" (a fixed shuffle: jobs consumed by
+ * priority).
  *
  * Exit status 0, or 1 if out of memory or the table lost a job. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "queue/job.h"
@@ -82,17 +89,37 @@ check(const JobTable *t, const Job *jobs, size_t n)
     return t->len == n ? 0 : -1;
 }
 
+/* order[0..n): 0..n-1, shuffled with a fixed seed if random. */
+static size_t *
+removal_order(size_t n, int random)
+{
+    size_t *o = malloc((n ? n : 1) * sizeof *o);
+    uint64_t x = 88172645463325252ULL;
+    for (size_t i = 0; o && i < n; i++)
+        o[i] = i;
+    for (size_t i = n; o && random && i > 1; i--) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t k = (size_t)(x % i), tmp = o[i - 1];
+        o[i - 1] = o[k], o[k] = tmp;
+    }
+    return o;
+}
+
 int
 main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 12600000;
+    uint64_t stride = argc > 2 ? strtoull(argv[2], NULL, 10) : 1;
+    int random = argc > 3 && strcmp(argv[3], "random") == 0;
     Job *jobs = calloc(n, sizeof *jobs);
+    size_t *order = removal_order(n, random);
     JobTable t = {0};
     Phase ins = {0}, del = {0};
-    if (!jobs) return fputs("jobtable: out of memory\n", stderr), 1;
+    if (!jobs || !order || !stride)
+        return fputs("jobtable: out of memory (or a zero stride)\n", stderr), 1;
     for (size_t i = 0; i < n; i++) {
         double a[2];
-        jobs[i].id = i + 1;
+        jobs[i].id = 1 + i * stride;
         start(a);
         int rc = jobtable_insert(&t, &jobs[i]);
         stop(&ins, a, i);
@@ -103,7 +130,7 @@ main(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         double a[2];
         start(a);
-        jobtable_remove(&t, &jobs[i]);
+        jobtable_remove(&t, &jobs[order[i]]);
         stop(&del, a, n - i);
     }
     if (t.len || jobtable_find(&t, 1))
@@ -112,5 +139,6 @@ main(int argc, char **argv)
     print_phase("remove", &del, n);
     jobtable_free(&t);
     free(jobs);
+    free(order);
     return 0;
 }

@@ -5,7 +5,8 @@
 # [REV=...]` runs it.
 #
 # Knobs (environment): JT_JOBS jobs to insert and remove (default 12600000,
-# just past the growth to 2^25 slots), CC the compiler.
+# just past the growth to 2^25 slots), JT_STRIDE the ids' spacing (default
+# 1), JT_ORDER fifo or random (the removes' order), CC the compiler.
 # Output: the two lines of jobtable.c on stdout. Exit status as jobtable's,
 # or 1 if the build failed.
 set -eu -o pipefail
@@ -36,5 +37,6 @@ srcs=("$SRC/queue/job.c")
 ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$SRC" \
     -o "$TMP/jobtable" "$HERE/jobtable.c" "${srcs[@]}"
 echo "job table: the job table of ${REV:-the working tree} at" \
-    "$(git -C "$REPO" rev-parse --short "${REV:-HEAD}"), ${JT_JOBS:-12600000} jobs"
-"$TMP/jobtable" "${JT_JOBS:-12600000}"
+    "$(git -C "$REPO" rev-parse --short "${REV:-HEAD}"), ${JT_JOBS:-12600000} jobs," \
+    "ids ${JT_STRIDE:-1} apart, removed ${JT_ORDER:-fifo}"
+"$TMP/jobtable" "${JT_JOBS:-12600000}" "${JT_STRIDE:-1}" "${JT_ORDER:-fifo}"
