@@ -134,7 +134,7 @@ migrate(JobHash *t, size_t budget)
 
 /* Starts moving the jobs to a new array of n slots. A migration still
  * under way is finished first (unreachable with JOBHASH_STEP >= 11, see
- * job.h). Returns 0, or -1 if the array cannot be had (t is unchanged). */
+ * jobhash.h). Returns 0, or -1 if the array cannot be had (t is unchanged). */
 static int
 resize(JobHash *t, size_t n)
 {
